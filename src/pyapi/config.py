@@ -1,0 +1,175 @@
+"""Configuration with Kafka's names, defaults and validation.
+
+:class:`LogConfig` holds the per-log (per-topic) settings. Python code uses attribute names
+(``segment_bytes``); Kafka-style maps use the dotted names (``segment.bytes``) through
+:meth:`LogConfig.from_kafka` / :meth:`LogConfig.to_kafka`. Every value is validated when the object is built;
+a bad name or value raises :class:`seglog.errors.InvalidConfigError` naming the key and the rule.
+Defaults are Kafka's; ``None`` for ``flush_messages``/``flush_ms`` means "never" (Kafka's Long.MAX_VALUE).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import InvalidConfigError
+
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+"""Codec names in batch attribute order: the index is the codec id stored in bits 0-2 of the attributes."""
+
+
+@dataclass(frozen=True)
+class _Key:
+    kafka: str
+    kind: str                     # long | int | bool | double | string | list
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] | None = None
+    none_is: int | None = None    # Kafka's spelling of "never" for an optional value
+
+
+def _parse(key: _Key, raw: Any) -> Any:
+    """Coerce ``raw`` (a Python value or Kafka's string form) to ``key.kind`` and check its range."""
+    name = key.kafka
+    if raw is None:
+        if key.none_is is not None:
+            return None
+        raise InvalidConfigError(f"Invalid value None for configuration {name}: a value is required")
+    try:
+        if key.kind in ("long", "int"):
+            if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():
+                raise ValueError
+            value = int(raw.strip()) if isinstance(raw, str) else int(raw)
+            if key.none_is is not None and value == key.none_is:
+                return None
+        elif key.kind == "double":
+            value = float(raw)
+        elif key.kind == "bool":
+            if isinstance(raw, bool):
+                value = raw
+            elif isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+                value = raw.strip().lower() == "true"
+            else:
+                raise ValueError
+        elif key.kind == "list":
+            items = raw.split(",") if isinstance(raw, str) else list(raw)
+            value = tuple(sorted({str(i).strip().lower() for i in items if str(i).strip()}))
+        else:
+            value = str(raw).strip()
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: "
+                                 f"not a value of type {key.kind.upper()}") from None
+    if key.kind == "int" and not -(1 << 31) <= value <= INT_MAX:
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: does not fit in an int32")
+    if key.low is not None and value < key.low:
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: value must be at least {key.low:g}")
+    if key.high is not None and value > key.high:
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: value must be no more than {key.high:g}")
+    if key.choices is not None:
+        bad = [v for v in (value if key.kind == "list" else (value,)) if v not in key.choices]
+        if bad or (key.kind == "list" and not value):
+            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: "
+                                     f"String must be one of: {', '.join(key.choices)}")
+    return value
+
+
+def _k(kafka: str, kind: str, default: Any, **kw) -> Any:
+    return field(default=default, metadata={"key": _Key(kafka, kind, **kw)})
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Settings of one log (a topic's partitions share them). Attribute names are Kafka's with ``_``.
+
+    Immutable: derive a changed copy with :meth:`replace` or :meth:`with_kafka`.
+    """
+
+    segment_bytes: int = _k("segment.bytes", "int", 1 << 30, low=14)
+    segment_ms: int = _k("segment.ms", "long", 7 * 24 * 3600 * 1000, low=1)
+    segment_jitter_ms: int = _k("segment.jitter.ms", "long", 0, low=0)
+    segment_index_bytes: int = _k("segment.index.bytes", "int", 10 * 1024 * 1024, low=4 * 12)
+    index_interval_bytes: int = _k("index.interval.bytes", "int", 4096, low=0)
+    retention_ms: int = _k("retention.ms", "long", 7 * 24 * 3600 * 1000, low=-1)
+    retention_bytes: int = _k("retention.bytes", "long", -1, low=-1)
+    flush_messages: int | None = _k("flush.messages", "long", None, low=1, none_is=LONG_MAX)
+    flush_ms: int | None = _k("flush.ms", "long", None, low=0, none_is=LONG_MAX)
+    max_message_bytes: int = _k("max.message.bytes", "int", 1024 * 1024 + 12, low=0)
+    message_timestamp_type: str = _k("message.timestamp.type", "string", "CreateTime",
+                                     choices=("CreateTime", "LogAppendTime"))
+    message_timestamp_before_max_ms: int = _k("message.timestamp.before.max.ms", "long", LONG_MAX, low=0)
+    message_timestamp_after_max_ms: int = _k("message.timestamp.after.max.ms", "long", LONG_MAX, low=0)
+    compression_type: str = _k("compression.type", "string", "producer",
+                               choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+    cleanup_policy: tuple[str, ...] = _k("cleanup.policy", "list", ("delete",), choices=("compact", "delete"))
+    delete_retention_ms: int = _k("delete.retention.ms", "long", 24 * 3600 * 1000, low=0)
+    min_compaction_lag_ms: int = _k("min.compaction.lag.ms", "long", 0, low=0)
+    max_compaction_lag_ms: int = _k("max.compaction.lag.ms", "long", LONG_MAX, low=1)
+    min_cleanable_dirty_ratio: float = _k("min.cleanable.dirty.ratio", "double", 0.5, low=0, high=1)
+    file_delete_delay_ms: int = _k("file.delete.delay.ms", "long", 60_000, low=0)
+    min_insync_replicas: int = _k("min.insync.replicas", "int", 1, low=1)
+    unclean_leader_election_enable: bool = _k("unclean.leader.election.enable", "bool", False)
+    preallocate: bool = _k("preallocate", "bool", False)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _parse(f.metadata["key"], getattr(self, f.name)))
+
+    # -- conversions ----------------------------------------------------------------------------------------
+    @classmethod
+    def from_kafka(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":
+        """Build from Kafka-named properties (strings or Python values) over ``base`` (defaults if None).
+
+        Unknown names raise InvalidConfigError: a typo must not silently fall back to a default.
+        """
+        by_kafka = _KAFKA_TO_ATTR
+        changes = {}
+        for name, raw in props.items():
+            attr = by_kafka.get(name)
+            if attr is None:
+                raise InvalidConfigError(f"Unknown topic config name: {name}")
+            changes[attr] = raw
+        return dataclasses.replace(base or cls(), **changes)
+
+    def to_kafka(self) -> dict[str, str]:
+        """All settings as Kafka-named strings (booleans as true/false, never as Long.MAX_VALUE)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            key: _Key = f.metadata["key"]
+            value = getattr(self, f.name)
+            if value is None:
+                value = key.none_is
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, tuple):
+                value = ",".join(value)
+            out[key.kafka] = str(value)
+        return out
+
+    def replace(self, **changes) -> "LogConfig":
+        """A copy with attribute-named changes, validated."""
+        return dataclasses.replace(self, **changes)
+
+    def with_kafka(self, props: Mapping[str, Any]) -> "LogConfig":
+        """A copy with Kafka-named changes, validated."""
+        return LogConfig.from_kafka(props, base=self)
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+
+_KAFKA_TO_ATTR: dict[str, str] = {f.metadata["key"].kafka: f.name for f in dataclasses.fields(LogConfig)}
+KAFKA_NAMES: tuple[str, ...] = tuple(_KAFKA_TO_ATTR)
+"""Every topic-level config name LogConfig understands."""
+
