@@ -1,0 +1,158 @@
+# The contract of seglog's Cython core: C-level declarations, inline hot helpers, and the classes with
+# their fields. One extension module, `seglog._engine`, is built from _engine.pyx, which includes the
+# topic files (*.pxi); calls between the parts are plain C calls.
+
+from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
+                          INT32_MAX, INT64_MAX, INT64_MIN)
+
+include "bigendian.pxd"
+include "varint.pxd"
+include "crc32c.pxd"
+include "batch.pxd"
+
+
+cdef class MappedFile:
+    cdef unsigned char *addr
+    cdef readonly size_t length
+    cdef readonly Py_ssize_t views          # live SegmentViews of this mapping
+    cdef readonly str path
+
+    @staticmethod
+    cdef MappedFile map_fd(int fd, size_t length, str path)
+    cdef object view(self, size_t start, size_t stop)
+
+
+cdef class SegmentView:
+    cdef MappedFile owner
+    cdef const unsigned char *ptr
+    cdef Py_ssize_t size
+
+
+cdef class Record:
+    cdef readonly object topic
+    cdef readonly int partition
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp
+    cdef readonly int timestamp_type
+    cdef readonly object key
+    cdef readonly object value
+    cdef readonly tuple headers
+
+
+cdef class BatchWriter:
+    cdef unsigned char *buf
+    cdef size_t cap
+    cdef size_t used                        # bytes of finished batches: [0, used)
+    cdef size_t pos                         # end of the open batch's bytes (== used when none is open)
+    cdef Py_ssize_t exports
+    cdef bint is_open
+    cdef readonly int32_t count             # records in the open batch
+    cdef readonly int64_t next_offset
+    cdef int64_t base_ts
+    cdef int64_t max_ts
+    cdef readonly int codec
+    cdef readonly bint log_append_time
+    cdef public Py_ssize_t batch_bytes
+    cdef public int32_t batch_records
+    cdef public Py_ssize_t max_record_bytes
+    cdef public int32_t leader_epoch
+    cdef public int64_t producer_id
+    cdef public int16_t producer_epoch
+    cdef public int32_t next_sequence
+    cdef readonly bint full
+    cdef readonly int batches               # finished batches not yet cleared
+
+    cdef int _reserve(self, size_t need) except -1
+    cdef int _open(self) except -1
+    cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
+                            int64_t vlen, object headers, int64_t timestamp) except -1
+    cpdef int64_t add(self, object value, object key=*, object headers=*, object timestamp=*) except -1
+    cpdef int finish(self) except -1
+    cpdef int clear(self) except -1
+    cpdef int reset(self, int64_t next_offset) except -1
+
+
+cdef class BatchInfo:
+    cdef readonly int64_t base_offset
+    cdef readonly int64_t size
+    cdef readonly int32_t leader_epoch
+    cdef readonly int8_t magic
+    cdef readonly uint32_t crc
+    cdef readonly int16_t attributes
+    cdef readonly int codec
+    cdef readonly int32_t last_offset_delta
+    cdef readonly int64_t base_timestamp
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly int32_t records_count
+    cdef readonly int64_t position
+
+
+cdef class IndexFile:
+    cdef readonly str path
+    cdef int fd
+    cdef const unsigned char *addr          # the mapping (writable) or the snapshot's bytes (read-only)
+    cdef size_t map_len
+    cdef object snapshot                    # bytes copy of the file for read-only indexes, else None
+    cdef readonly int64_t base_offset
+    cdef readonly Py_ssize_t entries
+    cdef readonly Py_ssize_t max_entries
+    cdef int entry_size
+    cdef readonly bint writable
+
+    cdef int _open(self, str path, int64_t base_offset, Py_ssize_t max_index_bytes, bint writable,
+                   int entry_size) except -1
+    cdef int _remap(self) except -1
+    cdef Py_ssize_t _count_entries(self)
+    cdef bint _is_blank(self, Py_ssize_t i)
+    cdef int32_t _rel(self, Py_ssize_t i) noexcept nogil
+    cdef int _write_entry(self, Py_ssize_t i, const unsigned char *entry) except -1
+    cdef int _resize(self, size_t nbytes) except -1
+    cdef int _require_writable(self) except -1
+    cpdef int truncate_entries(self, Py_ssize_t n) except -1
+    cdef Py_ssize_t _first_rel_at_least(self, int64_t rel) noexcept nogil
+
+
+cdef class OffsetIndex(IndexFile):
+    cdef int32_t _pos(self, Py_ssize_t i) noexcept nogil
+    cdef int64_t lookup_position(self, int64_t target, int64_t *entry_offset) noexcept nogil
+    cpdef int append(self, int64_t offset, int64_t position) except -1
+
+
+cdef class TimeIndex(IndexFile):
+    cdef int64_t _ts(self, Py_ssize_t i) noexcept nogil
+    cpdef int maybe_append(self, int64_t timestamp, int64_t offset, bint skip_full_check=*) except -1
+
+
+cdef class Segment:
+    cdef readonly str directory
+    cdef readonly int64_t base_offset
+    cdef readonly str log_path
+    cdef readonly str index_path
+    cdef readonly str timeindex_path
+    cdef int fd
+    cdef readonly int64_t size              # bytes of the trusted prefix of the .log
+    cdef int64_t _next_offset               # -1: not loaded yet
+    cdef readonly int64_t max_timestamp     # -1: none (or not loaded)
+    cdef readonly int64_t offset_of_max_timestamp
+    cdef int64_t rolling_ts                 # max timestamp of the first batch: the age a time-based roll counts from
+    cdef readonly int64_t created_ms
+    cdef int64_t bytes_since_index
+    cdef readonly int64_t verified_end      # [0, verified_end) has had its CRCs checked
+    cdef int64_t map_hint                   # map at least this much (active segment: its maximum size)
+    cdef readonly Py_ssize_t index_interval_bytes
+    cdef readonly Py_ssize_t max_index_bytes
+    cdef readonly bint writable
+    cdef readonly MappedFile mapping
+    cdef OffsetIndex oindex
+    cdef TimeIndex tindex
+    cdef unsigned char scratch[64]          # header buffer for pread-based (read-only) access
+
+    cdef int _open_log(self, bint create) except -1
+    cdef int _load_tail(self) except -1
+    cdef MappedFile _mapping(self, int64_t end)
+    cdef const unsigned char *_header(self, int64_t pos) except NULL
+    cdef int _verify(self, const unsigned char *base, int64_t start, int64_t end) except -1
+    cdef int truncate_to_position(self, int64_t pos) except -1

@@ -1,0 +1,70 @@
+# cython: language_level=3
+"""seglog's Cython core: CRC-32C, varints, record batch v2 codec, indexes, segments and zero-copy views.
+
+One extension module assembled from the topic files below (declarations in _engine.pxd). It imports no
+other part of seglog except the leaf module `seglog.errors`, so every error it raises is one of seglog's.
+"""
+
+cimport cython
+from cpython.buffer cimport (PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
+                             PyObject_GetBuffer)
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.errno cimport EINTR, ENOENT, ENOSPC, errno
+from libc.string cimport memcpy, memmove
+from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, O_TRUNC
+from posix.fcntl cimport open as open_c
+from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
+from posix.stat cimport fstat, struct_stat as stat_t
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+from posix.types cimport off_t
+from posix.unistd cimport close, fdatasync, fsync, ftruncate, pread, pwrite
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+
+cdef extern from "<fcntl.h>":
+    int O_CLOEXEC
+
+cdef extern from "<unistd.h>" nogil:
+    ctypedef long long loff_t
+    ssize_t copy_file_range(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+                            unsigned int flags)
+
+import os
+
+from seglog import errors as _errors
+
+seglog_crc32c_init()
+
+
+class CorruptIndexError(_errors.CorruptRecordError):
+    """An index file failed its sanity check; the segment rebuilds it from the .log."""
+
+
+cdef int raise_storage_error(str what, str path) except -1:
+    cdef int e = errno
+    raise _errors.StorageError(f"{what}: {os.strerror(e)}", path, e)
+
+
+cdef bytes _read_whole(int fd, str path):
+    cdef stat_t st
+    cdef bytes out
+    if fstat(fd, &st) != 0:
+        raise_storage_error("cannot stat", path)
+    out = PyBytes_FromStringAndSize(NULL, st.st_size)
+    if st.st_size and pread(fd, PyBytes_AS_STRING(out), st.st_size, 0) != st.st_size:
+        raise_storage_error("cannot read", path)
+    return out
+
+
+include "crc32c.pxi"
+include "varint.pxi"
+include "codecs.pxi"
+include "view.pxi"
+include "records.pxi"
+include "batch.pxi"
+include "index.pxi"
+include "segment.pxi"

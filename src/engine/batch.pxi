@@ -1,0 +1,622 @@
+# Record batch v2: encoding (BatchWriter), header inspection (BatchInfo) and validation of batches that
+# clients send. The byte layout and the exact CRC coverage are written at the top of batch.pxd.
+
+cdef int raise_check(BatchCheck c, object path, int64_t position, const unsigned char *p,
+                     int64_t avail) except -1:
+    """Raise the CorruptRecordError that describes a failed check_batch() at `position`."""
+    cdef object offset = <int64_t>get_be64(p) if avail >= 8 else None
+    if c == CHECK_SHORT_HEADER:
+        why = f"only {avail} bytes where a batch header of {BATCH_HEADER_SIZE} bytes should start"
+    elif c == CHECK_BAD_LENGTH:
+        why = f"batch length {<int32_t>get_be32(p + OFF_LENGTH)} is smaller than a batch header"
+    elif c == CHECK_INCOMPLETE:
+        why = f"batch of {batch_size_at(p)} bytes runs past the end of the data ({avail} bytes left)"
+    elif c == CHECK_BAD_MAGIC:
+        why = f"magic byte is {<int8_t>p[OFF_MAGIC]}, expected 2"
+    else:
+        why = (f"CRC-32C mismatch: stored {get_be32(p + OFF_CRC):#010x}, computed "
+               f"{seglog_crc32c(0, p + CRC_START, <size_t>(batch_size_at(p) - CRC_START)):#010x}")
+    raise _errors.CorruptRecordError(why, path=path, offset=offset, position=position)
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef class BatchWriter:
+    """Encodes records into complete v2 batches laid one after another in a single growable buffer.
+
+    add() appends a record to the open batch (opening one at ``next_offset``); finish() closes it:
+    compression, header, CRC. Finished batches are exported through the buffer protocol, ``[0, finished)``;
+    while an export is alive the writer refuses to grow, clear or rewrite its memory (BufferError), so a
+    consumer of the bytes never sees them move. ``full`` turns true once the open batch reaches
+    ``batch_bytes`` (uncompressed) or ``batch_records``, or a batch was finished because the next record
+    would not fit in ``batch_bytes`` (a batch exceeds it only when a single record does). Not thread-safe:
+    its owner serializes use.
+    """
+
+    def __cinit__(self, int64_t next_offset=0, compression=None, bint log_append_time=False,
+                  Py_ssize_t batch_bytes=16384, int32_t batch_records=INT32_MAX,
+                  Py_ssize_t max_record_bytes=1048576, int32_t leader_epoch=0, int64_t producer_id=-1,
+                  int16_t producer_epoch=-1, int32_t next_sequence=-1):
+        if batch_bytes < 1 or batch_records < 1:
+            raise _errors.InvalidArgumentError("batch_bytes and batch_records must be positive")
+        self.buf = NULL
+        self.cap = 0
+        self.used = 0
+        self.pos = 0
+        self.exports = 0
+        self.is_open = False
+        self.count = 0
+        self.next_offset = next_offset
+        self.codec = codec_id(compression)
+        self.log_append_time = log_append_time
+        self.batch_bytes = batch_bytes
+        self.batch_records = batch_records
+        self.max_record_bytes = max_record_bytes
+        self.leader_epoch = leader_epoch
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.next_sequence = next_sequence
+        self.full = False
+        self.batches = 0
+        self._reserve(4096)
+
+    def __dealloc__(self):
+        if self.buf != NULL:
+            PyMem_Free(self.buf)
+
+    def __getbuffer__(self, Py_buffer *b, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("BatchWriter exports read-only views")
+        PyBuffer_FillInfo(b, self, <void *>self.buf, <Py_ssize_t>self.used, 1, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer *b):
+        self.exports -= 1
+
+    @property
+    def finished(self):
+        """Bytes of finished batches, ready to be appended."""
+        return self.used
+
+    @property
+    def open_bytes(self):
+        """Bytes of the open batch so far (header included, before compression)."""
+        return self.pos - self.used if self.is_open else 0
+
+    cdef int _reserve(self, size_t need) except -1:
+        cdef size_t cap
+        cdef unsigned char *nb
+        if need <= self.cap:
+            return 0
+        if self.exports > 0:
+            raise BufferError("cannot grow a BatchWriter while views of its bytes are alive")
+        cap = self.cap if self.cap else 4096
+        while cap < need:
+            cap *= 2
+        nb = <unsigned char *>PyMem_Realloc(self.buf, cap)
+        if nb == NULL:
+            raise MemoryError()
+        self.buf = nb
+        self.cap = cap
+        return 0
+
+    cdef int _open(self) except -1:
+        self._reserve(self.used + BATCH_HEADER_SIZE)
+        self.pos = self.used + BATCH_HEADER_SIZE
+        self.count = 0
+        self.is_open = True
+        return 0
+
+    cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
+                            int64_t vlen, object headers, int64_t timestamp) except -1:
+        """Encode one record (klen/vlen -1 = null) at the end of the open batch; returns its offset."""
+        cdef int64_t hsize = 0, body, total, ts_delta, hcount = 0
+        cdef unsigned char *w
+        if not self.is_open:
+            self._open()
+        if self.count == 0:
+            self.base_ts = timestamp
+            self.max_ts = timestamp
+        elif timestamp > self.max_ts:
+            self.max_ts = timestamp
+        ts_delta = timestamp - self.base_ts
+        if headers is not None and len(headers):
+            hcount = len(headers)
+            hsize = _headers_size(headers)
+        body = (1 + varint_size(ts_delta) + varint_size(self.count) + varint_size(klen) + (klen if klen > 0 else 0)
+                + varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(hcount) + hsize)
+        total = varint_size(body) + body
+        if total + BATCH_HEADER_SIZE > self.max_record_bytes:
+            raise _errors.RecordTooLargeError(total + BATCH_HEADER_SIZE, self.max_record_bytes, "record")
+        if self.count > 0 and (self.count >= self.batch_records
+                               or self.pos - self.used - BATCH_HEADER_SIZE + total > self.batch_bytes):
+            self.finish()                       # the batch is at its record budget, or this record would pass its byte budget
+            self._open()
+            self.base_ts = timestamp
+            self.max_ts = timestamp
+            ts_delta = 0
+            body = (1 + 1 + 1 + varint_size(klen) + (klen if klen > 0 else 0)
+                    + varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(hcount) + hsize)
+            total = varint_size(body) + body
+        self._reserve(self.pos + total)
+        w = self.buf + self.pos
+        w = put_varint(w, body)
+        w[0] = 0
+        w += 1
+        w = put_varint(w, ts_delta)
+        w = put_varint(w, self.count)
+        w = put_varint(w, klen)
+        if klen > 0:
+            memcpy(w, key, klen)
+            w += klen
+        w = put_varint(w, vlen)
+        if vlen > 0:
+            memcpy(w, value, vlen)
+            w += vlen
+        w = put_varint(w, hcount)
+        if hcount:
+            w = _write_headers(w, headers)
+        self.pos += total
+        self.count += 1
+        self.next_offset += 1
+        if self.count >= self.batch_records or self.pos - self.used - BATCH_HEADER_SIZE >= self.batch_bytes \
+                or self.used > 0:
+            self.full = True
+        return self.next_offset - 1
+
+    cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except -1:
+        """Append one record to the open batch; returns the offset it will have. Raises TypeError for a
+        value or key that is not bytes-like or None, RecordTooLargeError for a record over max_record_bytes."""
+        cdef Py_buffer kb, vb
+        cdef const unsigned char *kp = NULL
+        cdef const unsigned char *vp = NULL
+        cdef int64_t kl = -1, vl = -1, ts
+        cdef bint kbuf = False, vbuf = False
+        ts = now_ms() if timestamp is None else timestamp
+        try:
+            if value is None:
+                pass
+            elif PyBytes_CheckExact(value):
+                vp = <const unsigned char *>PyBytes_AS_STRING(value)
+                vl = PyBytes_GET_SIZE(value)
+            else:
+                _get_bytes_like(value, &vb, "value")
+                vbuf = True
+                vp = <const unsigned char *>vb.buf
+                vl = vb.len
+            if key is None:
+                pass
+            elif PyBytes_CheckExact(key):
+                kp = <const unsigned char *>PyBytes_AS_STRING(key)
+                kl = PyBytes_GET_SIZE(key)
+            else:
+                _get_bytes_like(key, &kb, "key")
+                kbuf = True
+                kp = <const unsigned char *>kb.buf
+                kl = kb.len
+            return self.add_record(kp, kl, vp, vl, headers, ts)
+        finally:
+            if vbuf:
+                PyBuffer_Release(&vb)
+            if kbuf:
+                PyBuffer_Release(&kb)
+
+    def add_many(self, values, keys=None, headers=None, timestamps=None, Py_ssize_t start=0,
+                 Py_ssize_t stop_bytes=0):
+        """Append values[start:] (with keys/headers/timestamps from parallel sequences, each may be None) into
+        batches of at most ``batch_bytes``/``batch_records``. With stop_bytes > 0, stop once the finished
+        batches reach stop_bytes and return the index of the next record to add; at the end the last batch is
+        finished and len(values) is returned. All or nothing per call: if a record is rejected (type, size)
+        the writer is left exactly as it was before the call."""
+        cdef Py_ssize_t n = len(values), i
+        cdef int64_t ts
+        cdef size_t used0 = self.used, pos0 = self.pos
+        cdef bint open0 = self.is_open, full0 = self.full
+        cdef int32_t count0 = self.count, seq0 = self.next_sequence
+        cdef int64_t next0 = self.next_offset, base_ts0 = self.base_ts, max_ts0 = self.max_ts
+        cdef int batches0 = self.batches
+        cdef object k = None, h = None, t = None
+        if n == 0:
+            raise _errors.InvalidArgumentError("append_batch needs at least one record")
+        if not 0 <= start < n:
+            raise _errors.InvalidArgumentError(f"start {start} outside 0..{n - 1}")
+        for seq, name in ((keys, "keys"), (headers, "headers"), (timestamps, "timestamps")):
+            if seq is not None and len(seq) != n:
+                raise _errors.InvalidArgumentError(f"{name} has {len(seq)} items for {n} values")
+        if self.exports > 0:
+            raise BufferError("cannot add to a BatchWriter while views of its bytes are alive")
+        ts = now_ms()
+        try:
+            i = start
+            while i < n:
+                if keys is not None:
+                    k = keys[i]
+                if headers is not None:
+                    h = headers[i]
+                t = ts if timestamps is None else timestamps[i]
+                self.add(values[i], k, h, t)
+                i += 1
+                if stop_bytes and self.used >= <size_t>stop_bytes:
+                    return i
+            self.finish()
+            return n
+        except BaseException:
+            self.used, self.pos, self.is_open, self.full = used0, pos0, open0, full0
+            self.count, self.next_sequence, self.next_offset = count0, seq0, next0
+            self.base_ts, self.max_ts, self.batches = base_ts0, max_ts0, batches0
+            raise
+
+    cpdef int finish(self) except -1:
+        """Close the open batch (no-op when none is open or it is empty)."""
+        cdef bytes packed
+        cdef Py_ssize_t raw_len, clen, start
+        cdef unsigned char *p
+        cdef int16_t attributes
+        if not self.is_open or self.count == 0:
+            self.is_open = False
+            self.pos = self.used
+            self.full = False
+            return 0
+        if self.exports > 0:
+            raise BufferError("cannot finish a batch while views of the writer are alive")
+        start = self.used
+        if self.codec != CODEC_NONE:
+            raw_len = self.pos - start - BATCH_HEADER_SIZE
+            packed = compress(self.codec, PyMemoryView_FromMemory(<char *>(self.buf + start + BATCH_HEADER_SIZE),
+                                                                  raw_len, PyBUF_READ))
+            clen = PyBytes_GET_SIZE(packed)
+            self._reserve(start + BATCH_HEADER_SIZE + clen)
+            memcpy(self.buf + start + BATCH_HEADER_SIZE, PyBytes_AS_STRING(packed), clen)
+            self.pos = start + BATCH_HEADER_SIZE + clen
+        attributes = <int16_t>self.codec
+        if self.log_append_time:
+            attributes |= ATTR_LOG_APPEND_TIME
+            self.max_ts = now_ms()
+        p = self.buf + start
+        put_be64(p + OFF_BASE_OFFSET, <uint64_t>(self.next_offset - self.count))
+        put_be32(p + OFF_LENGTH, <uint32_t>(self.pos - start - LOG_OVERHEAD))
+        put_be32(p + OFF_LEADER_EPOCH, <uint32_t>self.leader_epoch)
+        p[OFF_MAGIC] = 2
+        put_be16(p + OFF_ATTRIBUTES, <uint16_t>attributes)
+        put_be32(p + OFF_LAST_OFFSET_DELTA, <uint32_t>(self.count - 1))
+        put_be64(p + OFF_BASE_TIMESTAMP, <uint64_t>self.base_ts)
+        put_be64(p + OFF_MAX_TIMESTAMP, <uint64_t>self.max_ts)
+        put_be64(p + OFF_PRODUCER_ID, <uint64_t>self.producer_id)
+        put_be16(p + OFF_PRODUCER_EPOCH, <uint16_t>self.producer_epoch)
+        put_be32(p + OFF_BASE_SEQUENCE, <uint32_t>self.next_sequence)
+        put_be32(p + OFF_RECORDS_COUNT, <uint32_t>self.count)
+        put_be32(p + OFF_CRC, crc32c_buf(p + CRC_START, self.pos - start - CRC_START))
+        if self.next_sequence >= 0:
+            self.next_sequence = <int32_t>((<int64_t>self.next_sequence + self.count) % (<int64_t>INT32_MAX + 1))
+        self.used = self.pos
+        self.is_open = False
+        self.full = False
+        self.count = 0
+        self.batches += 1
+        return 0
+
+    cpdef int clear(self) except -1:
+        """Drop the finished batches (the open batch, if any, stays). Raises BufferError while exported."""
+        cdef size_t open_len
+        if self.exports > 0:
+            raise BufferError("cannot clear a BatchWriter while views of its bytes are alive")
+        if self.is_open:
+            open_len = self.pos - self.used
+            memmove(self.buf, self.buf + self.used, open_len)
+            self.pos = open_len
+        else:
+            self.pos = 0
+        self.used = 0
+        self.batches = 0
+        return 0
+
+    cpdef int reset(self, int64_t next_offset) except -1:
+        """Discard everything (finished and open) and continue numbering at next_offset."""
+        if self.exports > 0:
+            raise BufferError("cannot reset a BatchWriter while views of its bytes are alive")
+        self.used = 0
+        self.pos = 0
+        self.is_open = False
+        self.count = 0
+        self.full = False
+        self.batches = 0
+        self.next_offset = next_offset
+        return 0
+
+    def take(self):
+        """The finished batches as bytes, then clear them."""
+        out = PyBytes_FromStringAndSize(<const char *>self.buf, <Py_ssize_t>self.used)
+        self.clear()
+        return out
+
+
+cdef int _get_bytes_like(object obj, Py_buffer *b, str what) except -1:
+    if isinstance(obj, str):
+        raise TypeError(f"record {what} must be bytes-like or None, not str (encode it first)")
+    try:
+        PyObject_GetBuffer(obj, b, PyBUF_SIMPLE)
+    except TypeError:
+        raise TypeError(f"record {what} must be bytes-like or None, not {type(obj).__name__}") from None
+    return 0
+
+
+cdef int64_t _len_or_null(object obj, str what) except -2:
+    if obj is None:
+        return -1
+    if PyBytes_CheckExact(obj):
+        return PyBytes_GET_SIZE(obj)
+    if isinstance(obj, str):
+        raise TypeError(f"record {what} must be bytes-like or None, not str (encode it first)")
+    try:
+        return len(memoryview(obj))
+    except TypeError:
+        raise TypeError(f"record {what} must be bytes-like or None, not {type(obj).__name__}") from None
+
+
+cdef int64_t _headers_size(object headers) except -1:
+    """Encoded size of a header list; validates shapes and types."""
+    cdef int64_t size = 0, vl
+    cdef Py_ssize_t kl
+    for item in headers:
+        try:
+            k, v = item
+        except (TypeError, ValueError):
+            raise TypeError(f"each header must be a (key, value) pair, not {item!r}") from None
+        if isinstance(k, str):
+            PyUnicode_AsUTF8AndSize(k, &kl)
+        elif isinstance(k, bytes):
+            kl = PyBytes_GET_SIZE(k)
+        else:
+            raise TypeError(f"header key must be str or bytes, not {type(k).__name__}")
+        vl = _len_or_null(v, "header value")
+        size += varint_size(kl) + kl + varint_size(vl) + (vl if vl > 0 else 0)
+    return size
+
+
+cdef unsigned char *_write_headers(unsigned char *w, object headers) except NULL:
+    cdef Py_ssize_t kl
+    cdef const char *kp
+    cdef Py_buffer vb
+    for item in headers:
+        k, v = item
+        if isinstance(k, str):
+            kp = PyUnicode_AsUTF8AndSize(k, &kl)
+        else:
+            kp = PyBytes_AS_STRING(k)
+            kl = PyBytes_GET_SIZE(k)
+        w = put_varint(w, kl)
+        memcpy(w, kp, kl)
+        w += kl
+        if v is None:
+            w = put_varint(w, -1)
+        else:
+            PyObject_GetBuffer(v, &vb, PyBUF_SIMPLE)
+            w = put_varint(w, vb.len)
+            memcpy(w, vb.buf, vb.len)
+            w += vb.len
+            PyBuffer_Release(&vb)
+    return w
+
+
+cdef class BatchInfo:
+    """The header fields of one batch (see batch.pxd), plus where it ends: ``next_offset`` = last + 1."""
+
+    @property
+    def compression(self):
+        return CODEC_NAMES[self.codec] if self.codec < 5 else f"unknown({self.codec})"
+
+    @property
+    def last_offset(self):
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self):
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def is_control(self):
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def is_transactional(self):
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def timestamp_type(self):
+        return 1 if self.attributes & ATTR_LOG_APPEND_TIME else 0
+
+    def __repr__(self):
+        return (f"BatchInfo(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+                f"count={self.records_count}, size={self.size}, compression={self.compression}, "
+                f"max_timestamp={self.max_timestamp}, producer_id={self.producer_id}, "
+                f"base_sequence={self.base_sequence}, leader_epoch={self.leader_epoch}, crc={self.crc:#010x})")
+
+
+cdef BatchInfo make_info(BatchHeader *h, int64_t position):
+    cdef BatchInfo b = BatchInfo.__new__(BatchInfo)
+    b.base_offset = h.base_offset
+    b.size = LOG_OVERHEAD + <int64_t>h.length
+    b.leader_epoch = h.leader_epoch
+    b.magic = h.magic
+    b.crc = h.crc
+    b.attributes = h.attributes
+    b.codec = h.attributes & ATTR_CODEC_MASK
+    b.last_offset_delta = h.last_offset_delta
+    b.base_timestamp = h.base_timestamp
+    b.max_timestamp = h.max_timestamp
+    b.producer_id = h.producer_id
+    b.producer_epoch = h.producer_epoch
+    b.base_sequence = h.base_sequence
+    b.records_count = h.records_count
+    b.position = position
+    return b
+
+
+def batches(data, bint verify_crc=True, path=None):
+    """BatchInfo of every whole batch in ``data`` (a final batch cut short is ignored).
+
+    Raises CorruptRecordError at the first batch that fails the structural or CRC check.
+    """
+    cdef Py_buffer buf
+    cdef list out = []
+    cdef const unsigned char *p
+    cdef int64_t pos = 0, n
+    cdef BatchHeader h
+    cdef BatchCheck c
+    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char *>buf.buf
+        n = buf.len
+        while pos < n:
+            c = check_batch(p + pos, n - pos, verify_crc)
+            if c == CHECK_SHORT_HEADER or c == CHECK_INCOMPLETE:
+                break
+            if c != CHECK_OK:
+                raise_check(c, path, pos, p + pos, n - pos)
+            read_header(p + pos, &h)
+            out.append(make_info(&h, pos))
+            pos += LOG_OVERHEAD + h.length
+    finally:
+        PyBuffer_Release(&buf)
+    return out
+
+
+cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, BatchHeader *h,
+                       int64_t *min_ts, int64_t *max_ts) noexcept nogil:
+    """Walk the records of a batch checking lengths and offset deltas 0..n-1; 0 if well-formed."""
+    cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hk, hv, j
+    cdef const unsigned char *rec_end
+    cdef int32_t i
+    for i in range(h.records_count):
+        rp = get_varint(rp, rend, &length)
+        if rp == NULL or length < 6 or length > rend - rp:
+            return 1
+        rec_end = rp + length
+        rp += 1
+        rp = get_varlong(rp, rec_end, &ts_delta)
+        if rp == NULL:
+            return 1
+        rp = get_varint(rp, rec_end, &off_delta)
+        if rp == NULL or off_delta != i:
+            return 2
+        rp = get_varint(rp, rec_end, &klen)
+        if rp == NULL or klen < -1 or klen > rec_end - rp:
+            return 1
+        if klen > 0:
+            rp += klen
+        rp = get_varint(rp, rec_end, &vlen)
+        if rp == NULL or vlen < -1 or vlen > rec_end - rp:
+            return 1
+        if vlen > 0:
+            rp += vlen
+        rp = get_varint(rp, rec_end, &hcount)
+        if rp == NULL or hcount < 0 or hcount > rec_end - rp:
+            return 1
+        for j in range(hcount):
+            rp = get_varint(rp, rec_end, &hk)
+            if rp == NULL or hk < 0 or hk > rec_end - rp:
+                return 1
+            rp += hk
+            rp = get_varint(rp, rec_end, &hv)
+            if rp == NULL or hv < -1 or hv > rec_end - rp:
+                return 1
+            if hv > 0:
+                rp += hv
+        if rp != rec_end:
+            return 1
+        if h.base_timestamp + ts_delta < min_ts[0]:
+            min_ts[0] = h.base_timestamp + ts_delta
+        if h.base_timestamp + ts_delta > max_ts[0]:
+            max_ts[0] = h.base_timestamp + ts_delta
+    if rp != rend:
+        return 1
+    return 0
+
+
+def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verify_records=True):
+    """Validate one record batch as a Kafka client sends it (a produce request's records for one partition).
+
+    Checks, as Kafka's broker does: exactly one whole batch, size <= max_message_bytes, magic 2, CRC-32C,
+    not a control batch, recordsCount == lastOffsetDelta + 1 > 0, a producer id implies a base sequence,
+    known codec and, with ``verify_records``, that the records parse with offset deltas 0..n-1 (decompressing
+    if needed). Returns the BatchInfo plus the smallest and largest record timestamps as (info, min_ts, max_ts).
+    Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError, UnsupportedForMessageFormatError or
+    UnsupportedCompressionTypeError.
+    """
+    cdef Py_buffer buf
+    cdef const unsigned char *p
+    cdef int64_t n, min_ts = INT64_MAX, max_ts = INT64_MIN
+    cdef BatchHeader h
+    cdef BatchCheck c
+    cdef int codec, bad
+    cdef bytes inflated
+    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char *>buf.buf
+        n = buf.len
+        if n > max_message_bytes:
+            raise _errors.RecordTooLargeError(n, max_message_bytes, "record batch")
+        if n >= OFF_MAGIC + 1 and p[OFF_MAGIC] != 2:
+            raise _errors.UnsupportedForMessageFormatError(
+                f"record batch magic {<int8_t>p[OFF_MAGIC]} is not supported: only magic 2 (Kafka 0.11+)")
+        c = check_batch(p, n, True)
+        if c != CHECK_OK:
+            raise_check(c, None, 0, p, n)
+        read_header(p, &h)
+        if LOG_OVERHEAD + <int64_t>h.length != n:
+            raise _errors.InvalidRecordError("a produce request must carry exactly one record batch per partition")
+        if h.attributes & ATTR_CONTROL:
+            raise _errors.InvalidRecordError("clients may not send control batches")
+        if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+            raise _errors.InvalidRecordError(
+                f"records count {h.records_count} does not match last offset delta {h.last_offset_delta}")
+        if h.producer_id >= 0 and h.base_sequence < 0:
+            raise _errors.InvalidRecordError("an idempotent batch (producer id set) needs a base sequence")
+        codec = h.attributes & ATTR_CODEC_MASK
+        if codec > CODEC_ZSTD:
+            raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
+        if verify_records:
+            if codec == CODEC_NONE:
+                with nogil:
+                    bad = _scan_records(p + BATCH_HEADER_SIZE, p + n, &h, &min_ts, &max_ts)
+            else:
+                inflated = decompress(codec, PyMemoryView_FromMemory(<char *>(p + BATCH_HEADER_SIZE),
+                                                                      n - BATCH_HEADER_SIZE, PyBUF_READ))
+                bad = _scan_records(<const unsigned char *>PyBytes_AS_STRING(inflated),
+                                    <const unsigned char *>PyBytes_AS_STRING(inflated) + PyBytes_GET_SIZE(inflated),
+                                    &h, &min_ts, &max_ts)
+            if bad == 2:
+                raise _errors.InvalidRecordError("record offset deltas must be 0, 1, ... recordsCount - 1")
+            if bad:
+                raise _errors.CorruptRecordError("records do not parse as recordsCount well-formed records",
+                                                 offset=h.base_offset)
+        else:
+            min_ts = h.base_timestamp
+            max_ts = h.max_timestamp
+        return make_info(&h, 0), min_ts, max_ts
+    finally:
+        PyBuffer_Release(&buf)
+
+
+def stamp_batch(data, int64_t base_offset, int32_t leader_epoch, int64_t log_append_time=-1):
+    """Write base offset and leader epoch into a batch in place (a writable buffer). With log_append_time
+    >= 0, also set the LogAppendTime attribute and maxTimestamp and recompute the CRC, as Kafka does."""
+    cdef Py_buffer buf
+    cdef unsigned char *p
+    PyObject_GetBuffer(data, &buf, PyBUF_WRITABLE)
+    try:
+        if buf.len < BATCH_HEADER_SIZE:
+            raise _errors.CorruptRecordError("batch shorter than its header")
+        p = <unsigned char *>buf.buf
+        put_be64(p + OFF_BASE_OFFSET, <uint64_t>base_offset)
+        put_be32(p + OFF_LEADER_EPOCH, <uint32_t>leader_epoch)
+        if log_append_time >= 0:
+            put_be16(p + OFF_ATTRIBUTES, get_be16(p + OFF_ATTRIBUTES) | ATTR_LOG_APPEND_TIME)
+            put_be64(p + OFF_MAX_TIMESTAMP, <uint64_t>log_append_time)
+            put_be32(p + OFF_CRC, crc32c_buf(p + CRC_START, buf.len - CRC_START))
+    finally:
+        PyBuffer_Release(&buf)

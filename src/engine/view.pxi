@@ -1,0 +1,78 @@
+# Zero-copy views over mapped segment files.
+#
+# A MappedFile is one read-only MAP_SHARED mapping of [0, length) of a file. A SegmentView exports a slice of
+# it through the buffer protocol and holds a reference to it, so the mapping outlives every view: closing,
+# truncating or deleting a segment never unmaps memory a reader still sees (the mapping goes when its last
+# reference does). `views` counts live SegmentViews; a segment that must shrink its file while views exist
+# copies the kept prefix to a new file instead (see Segment.truncate_to_position), because shrinking the
+# mapped file in place would turn reads of the cut pages into SIGBUS.
+#
+# The mapping may be longer than the file (the active segment is mapped at its maximum size once, so a
+# growing file needs no remap); only bytes below the file's written size are ever exported.
+
+cdef class MappedFile:
+
+    def __cinit__(self):
+        self.addr = NULL
+        self.length = 0
+        self.views = 0
+
+    def __dealloc__(self):
+        if self.addr != NULL:
+            munmap(self.addr, self.length)
+            self.addr = NULL
+
+    @staticmethod
+    cdef MappedFile map_fd(int fd, size_t length, str path):
+        """Map [0, length) of fd read-only; length 0 gives an empty mapping. Raises StorageError."""
+        cdef MappedFile m = MappedFile.__new__(MappedFile)
+        cdef void *addr
+        m.path = path
+        if length == 0:
+            return m
+        addr = mmap(NULL, length, PROT_READ, MAP_SHARED, fd, 0)
+        if addr == MAP_FAILED:
+            raise_storage_error("cannot map", path)
+        m.addr = <unsigned char *>addr
+        m.length = length
+        return m
+
+    cdef object view(self, size_t start, size_t stop):
+        """A read-only memoryview of [start, stop) that keeps this mapping alive."""
+        cdef SegmentView v
+        if stop <= start:
+            return memoryview(b"")
+        if stop > self.length:
+            raise ValueError("view past the end of the mapping")
+        v = SegmentView.__new__(SegmentView)
+        v.owner = self
+        v.ptr = self.addr + start
+        v.size = <Py_ssize_t>(stop - start)
+        self.views += 1
+        return memoryview(v)
+
+
+cdef class SegmentView:
+    """Buffer exporter for one slice of a MappedFile (wrapped in a memoryview by MappedFile.view)."""
+
+    def __dealloc__(self):
+        if self.owner is not None:
+            self.owner.views -= 1
+
+    def __getbuffer__(self, Py_buffer *buf, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("segment views are read-only")
+        PyBuffer_FillInfo(buf, self, <void *>self.ptr, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer *buf):
+        pass
+
+
+def view_address(obj):
+    """Address of the first byte of a buffer: shows that a read returned memory of the mapping, not a copy."""
+    cdef Py_buffer b
+    PyObject_GetBuffer(obj, &b, PyBUF_SIMPLE)
+    try:
+        return <size_t>b.buf
+    finally:
+        PyBuffer_Release(&b)

@@ -1,0 +1,864 @@
+"""Log: one partition's ordered segments on disk, in Kafka's format.
+
+A partition directory holds segments named by their 20-digit base offset (``.log`` record batches, ``.index``,
+``.timeindex``), plus ``log-state-checkpoint`` (recovery point, log start offset, high watermark),
+``leader-epoch-checkpoint`` and, while the log is closed cleanly, ``.clean-shutdown``.
+
+Offsets: ``start_offset <= high_watermark <= end_offset`` (end = last offset + 1). ``append`` assigns offsets
+at once; records it buffers are written as a batch when the buffer fills, when anything reads, flushes or
+closes the log, so readers of the same Log see every appended record immediately. Only ``flush()``/``close()``
+(or the flush.messages / flush.ms policy, and every segment roll) make records durable; the recovery point
+marks how far they are. On open after a crash (no clean-shutdown marker) every segment from the recovery
+point on is rescanned: the .log is cut at the first invalid batch, later segments are deleted, indexes are
+rebuilt. Reads never return a partial or corrupt batch.
+
+Concurrency: one writer and many readers per Log object, in any threads (one lock, held briefly, guards
+the segment list and the buffered batch). One process owns a directory for writing (an flock on ``.lock``);
+other processes may open it with ``readonly=True`` and see a consistent prefix (``refresh()`` to see more).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import fcntl
+import logging
+import os
+import re
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from typing import Iterator, NamedTuple, Sequence
+
+from . import _engine
+from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, write_checkpoint
+from .config import LogConfig
+from .errors import (InvalidArgumentError, InvalidRecordError, InvalidTimestampError, LogClosedError,
+                     OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError, StorageError)
+from .leader_epochs import LeaderEpochCache
+from .scheduler import Scheduler, default_scheduler
+
+__all__ = ["Log", "Record", "TimestampOffset", "RecoveryReport"]
+
+log = logging.getLogger("seglog.log")
+
+Record = _engine.Record
+STATE_FILE = "log-state-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+LOCK_FILE = ".lock"
+PENDING_BATCH_BYTES = 16 * 1024      # per-record appends are written as batches of about this size
+APPEND_BATCH_BYTES = 64 * 1024       # append_batch() cuts its records into batches of about this size
+APPEND_CHUNK_BYTES = 4 << 20         # ... and writes them this many bytes at a time from a reused buffer
+READ_CHUNK_BYTES = 1 << 20           # records() reads this much per step
+CHECKPOINT_INTERVAL_S = 60.0         # flush() rewrites the recovery point at most this often (roll/close always)
+_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+_PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
+_INT64_MAX = (1 << 63) - 1
+_TEMP_SUFFIXES = (".deleted", ".trunc", ".cleaned", ".tmp")
+
+
+class TimestampOffset(NamedTuple):
+    """The first record at or after a timestamp: its offset and its timestamp."""
+    offset: int
+    timestamp: int
+
+
+@dataclasses.dataclass
+class RecoveryReport:
+    """What opening the log had to repair (all zero after a clean shutdown)."""
+    clean_shutdown: bool
+    segments_scanned: int = 0
+    bytes_scanned: int = 0
+    bytes_truncated: int = 0
+    segments_deleted: int = 0
+    corruption: str | None = None        # the first invalid batch found: why, where
+    indexes_rebuilt: int = 0
+
+
+class Log:
+    """One partition log. See the module docstring for the files, offsets, durability and locking rules.
+
+    ``Log(path, config)`` opens or creates the directory. ``readonly=True`` opens another process's log
+    without writing anything (no recovery; the valid prefix of the last segment is found by CRC).
+    Time-based work (flush.ms, retention checks every ``retention_check_interval_ms``, delayed deletion)
+    runs on ``scheduler`` (the process-wide one by default); ``maintain()`` runs it on demand.
+    """
+
+    def __init__(self, path: str | os.PathLike, config: LogConfig | None = None, *, readonly: bool = False,
+                 create: bool = True, topic: str | None = None, partition: int | None = None,
+                 max_open_segments: int = 64, retention_check_interval_ms: int = 300_000,
+                 scheduler: Scheduler | None = None):
+        self.path = os.fspath(path)
+        self.config = config or LogConfig()
+        if not isinstance(self.config, LogConfig):
+            raise InvalidArgumentError(f"config must be a LogConfig, not {type(self.config).__name__}")
+        if max_open_segments < 1:
+            raise InvalidArgumentError("max_open_segments must be at least 1")
+        m = _PARTITION_DIR_RE.match(os.path.basename(os.path.normpath(self.path)))
+        self.topic = topic if topic is not None else (m.group(1) if m else None)
+        self.partition = partition if partition is not None else (int(m.group(2)) if m else -1)
+        self.readonly = readonly
+        self._lock = threading.Lock()
+        self._closed = True
+        self._lock_fd = -1
+        self._max_open = max_open_segments
+        self._open_segments: OrderedDict[int, _engine.Segment] = OrderedDict()
+        self._bases: list[int] = []
+        self._hw: int | None = None
+        self._unflushed = 0
+        self._last_flush = time.monotonic()
+        self._last_checkpoint = 0.0
+        self._tasks = []
+        self._scheduler = scheduler
+        self._leader_epoch = 0
+        self._batch_writers: dict = {}
+        self._open(create)
+        self._closed = False
+        if not readonly:
+            sched = scheduler or default_scheduler()
+            self._scheduler = sched
+            interval = retention_check_interval_ms / 1000
+            if self.config.flush_ms is not None:
+                interval = min(interval, max(self.config.flush_ms / 1000, 0.01))
+            ref = weakref.ref(self)
+
+            def tick():
+                owner = ref()
+                if owner is not None:
+                    owner._maintain_quietly()
+            self._tasks.append(sched.schedule(tick, interval, interval, f"maintain {self.path}"))
+
+    # ------------------------------------------------------------------------------------------ opening
+
+    def _open(self, create: bool) -> None:
+        if not os.path.isdir(self.path):
+            if self.readonly or not create:
+                raise StorageError("log directory does not exist", self.path)
+            try:
+                os.makedirs(self.path, exist_ok=True)
+            except OSError as e:
+                raise StorageError(f"cannot create log directory: {e.strerror}", self.path, e.errno) from None
+        if not self.readonly:
+            self._take_dir_lock()
+        try:
+            self._load()
+        except BaseException:
+            self._release_dir_lock()
+            raise
+
+    def _take_dir_lock(self) -> None:
+        try:
+            fd = os.open(os.path.join(self.path, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise StorageError(f"cannot open lock file: {e.strerror}", self.path, e.errno) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StorageError("log directory is locked by another writer (open it with readonly=True "
+                               "to read it from a second process)", self.path) from None
+        self._lock_fd = fd
+
+    def _release_dir_lock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _load(self) -> None:
+        names = os.listdir(self.path)
+        if not self.readonly:
+            for name in names:
+                if name.endswith(_TEMP_SUFFIXES):
+                    os.unlink(os.path.join(self.path, name))
+        self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
+        state = self._read_state()
+        self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
+        marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self.recovery = RecoveryReport(clean_shutdown=clean)
+        self._recovery_point = state.get("recovery-point", 0)
+        self._start_offset = state.get("log-start-offset", 0)
+        self._hw = state.get("high-watermark")
+        if self.readonly:
+            self._load_readonly()
+            return
+        if clean:
+            os.unlink(marker)
+            fsync_dir(self.path)
+        elif self._bases:
+            self._recover()
+        if not self._bases:
+            base = max(self._start_offset, 0)
+            self._bases = [base]
+            seg = self._new_segment(base)
+        else:
+            seg = self._segment_object(self._bases[-1], check=False)
+            self._open_segments.pop(seg.base_offset, None)
+            if clean:
+                self._check_or_rebuild(seg)
+        seg.activate(self._map_bytes())
+        self._active = seg
+        self._start_offset = max(self._start_offset, self._bases[0])
+        if self._start_offset > seg.next_offset:
+            self._start_offset = seg.next_offset
+        self._recovery_point = min(max(self._recovery_point, self._start_offset), seg.next_offset)
+        if self._hw is not None:
+            self._hw = min(max(self._hw, self._start_offset), seg.next_offset)
+        self._epochs.truncate_from_end(seg.next_offset)
+        self._writer = self._new_writer(seg.next_offset)
+        self._write_state()
+
+    def _load_readonly(self) -> None:
+        if not self._bases:
+            raise StorageError("not a seglog/Kafka partition directory: no segment files", self.path)
+        self._active = self._segment_object(self._bases[-1], check=False)
+        self._open_segments.pop(self._active.base_offset, None)
+        self._active.scan_tail()
+        self._writer = None
+        self._start_offset = max(self._start_offset, self._bases[0])
+
+    def _read_state(self) -> dict[str, int]:
+        try:
+            rows = read_checkpoint(os.path.join(self.path, STATE_FILE), 2) or []
+            return {k: int(v) for k, v in rows}
+        except (CorruptCheckpointError, ValueError):
+            log.warning("%s: state checkpoint is corrupt; recovering the whole log", self.path)
+            return {}
+
+    def _write_state(self) -> None:
+        entries = [("recovery-point", self._recovery_point), ("log-start-offset", self._start_offset)]
+        if self._hw is not None:
+            entries.append(("high-watermark", self._hw))
+        write_checkpoint(os.path.join(self.path, STATE_FILE), entries)
+        self._last_checkpoint = time.monotonic()
+
+    def _recover(self) -> None:
+        """Rescan segments from the one holding the recovery point; cut at the first invalid batch."""
+        rep = self.recovery
+        first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+        for i in range(first, len(self._bases)):
+            seg = self._segment_object(self._bases[i], check=False)
+            rep.segments_scanned += 1
+            rep.bytes_scanned += seg.size
+            truncated, reason = seg.recover()
+            rep.indexes_rebuilt += 1
+            rep.bytes_truncated += truncated
+            if reason is not None:
+                rep.corruption = f"{reason} at position {seg.size} of {seg.log_path}"
+                later = self._bases[i + 1:]
+                log.warning("%s: recovery cut %d bytes at %s; deleting %d later segments",
+                            self.path, truncated, rep.corruption, len(later))
+                self._delete_segments(later, delay=False)
+                rep.segments_deleted += len(later)
+                break
+        # an emptied tail segment that is not the first is dropped, so the log ends on real data
+        while len(self._bases) > 1 and self._segment_object(self._bases[-1]).size == 0:
+            self._delete_segments([self._bases[-1]], delay=False)
+        self._recovery_point = self._segment_object(self._bases[-1]).next_offset
+
+    def _check_or_rebuild(self, seg) -> None:
+        missing = not (os.path.exists(seg.index_path) and os.path.exists(seg.timeindex_path))
+        try:
+            if missing:
+                raise _engine.CorruptIndexError("index file missing", path=seg.index_path)
+            seg.check_indexes()
+        except (_engine.CorruptIndexError, StorageError) as e:
+            if self.readonly:                  # cannot rebuild another process's files: scan without them
+                seg.offset_index.discard()
+                seg.time_index.discard()
+            else:
+                log.warning("%s: rebuilding indexes of %s (%s)", self.path, seg.log_path, e)
+                truncated, reason = seg.recover()
+                self.recovery.indexes_rebuilt += 1
+                if reason is not None:
+                    self.recovery.bytes_truncated += truncated
+                    self.recovery.corruption = f"{reason} in {seg.log_path}"
+                    log.warning("%s: %s: cut %d bytes", self.path, reason, truncated)
+
+    # ---------------------------------------------------------------------------------------- segments
+
+    def _map_bytes(self) -> int:
+        return max(self.config.segment_bytes, 1 << 20)
+
+    def _new_segment(self, base: int):
+        seg = _engine.Segment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
+                              max_index_bytes=self.config.segment_index_bytes, create=True)
+        return seg
+
+    def _segment_object(self, base: int, check: bool = True):
+        """The Segment for base (opened on demand; at most max_open_segments sealed ones stay open)."""
+        active = getattr(self, "_active", None)
+        if active is not None and active.base_offset == base:
+            return active
+        seg = self._open_segments.get(base)
+        if seg is not None:
+            self._open_segments.move_to_end(base)
+            return seg
+        seg = _engine.Segment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
+                              max_index_bytes=self.config.segment_index_bytes, writable=not self.readonly)
+        if check and active is not None:
+            self._check_or_rebuild(seg)
+        self._open_segments[base] = seg
+        while len(self._open_segments) > self._max_open:
+            _, old = self._open_segments.popitem(last=False)
+            old.close()
+        return seg
+
+    def _roll(self) -> None:
+        old = self._active
+        base = old.next_offset
+        old.seal()
+        seg = self._new_segment(base)
+        seg.activate(self._map_bytes())
+        self._open_segments[old.base_offset] = old
+        self._bases.append(base)
+        self._active = seg
+        self._recovery_point = base
+        self._unflushed = 0
+        self._write_state()
+        while len(self._open_segments) > self._max_open:
+            _, o = self._open_segments.popitem(last=False)
+            o.close()
+
+    def _delete_segments(self, bases: Sequence[int], delay: bool = True) -> None:
+        """Drop segments from the log and rename their files to *.deleted; unlink after file.delete.delay.ms.
+        Views of them stay valid: their mappings hold the (unlinked) files."""
+        renamed = []
+        for base in bases:
+            seg = self._open_segments.pop(base, None)
+            if seg is None and getattr(self, "_active", None) is not None and self._active.base_offset == base:
+                seg = self._active
+            if seg is not None:
+                seg.close()
+            self._bases.remove(base)
+            stem = os.path.join(self.path, _engine.segment_name(base))
+            for suffix in (".log", ".index", ".timeindex"):
+                try:
+                    os.rename(stem + suffix, stem + suffix + ".deleted")
+                    renamed.append(stem + suffix + ".deleted")
+                except FileNotFoundError:
+                    pass
+        if not renamed:
+            return
+        wait = self.config.file_delete_delay_ms / 1000 if delay else 0
+        if wait > 0 and self._scheduler is not None:
+            self._scheduler.schedule(lambda: _unlink_all(renamed), wait, name="delete segments")
+        else:
+            _unlink_all(renamed)
+
+    # ------------------------------------------------------------------------------------------- state
+
+    @property
+    def start_offset(self) -> int:
+        """The first offset still in the log (raised by retention, delete_records_before, truncation)."""
+        return self._start_offset
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next record will get (last offset + 1), counting records buffered by append()."""
+        return self._writer.next_offset if self._writer is not None else self._active.next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below it are committed (replicated). Follows end_offset unless set explicitly."""
+        return self.end_offset if self._hw is None else self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        with self._lock:
+            if not self._start_offset <= value <= self.end_offset:
+                raise OffsetOutOfRangeError(value, self._start_offset, self.end_offset, "high watermark")
+            self._hw = value
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below it are known to be on disk (fsynced)."""
+        return self._recovery_point
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._bases)
+
+    @property
+    def segment_bases(self) -> list[int]:
+        """Base offsets of the segments, oldest first."""
+        return list(self._bases)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of all .log files (reads each segment's size from the file system)."""
+        total = 0
+        for base in self._bases:
+            seg = self._open_segments.get(base)
+            if base == self._active.base_offset:
+                seg = self._active
+            total += seg.size if seg is not None else os.stat(
+                os.path.join(self.path, _engine.segment_name(base) + ".log")).st_size
+        return total
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def leader_epochs(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) entries of the leader epoch cache."""
+        return list(self._epochs.entries)
+
+    @property
+    def leader_epoch(self) -> int:
+        """The epoch stamped into appended batches (partitionLeaderEpoch); 0 unless replication sets it."""
+        return self._leader_epoch
+
+    @leader_epoch.setter
+    def leader_epoch(self, epoch: int) -> None:
+        """Become leader in `epoch`: later appends carry it, and the epoch cache records that it starts at the
+        current end offset (as Kafka does when a replica becomes leader)."""
+        with self._lock:
+            self._check_writable()
+            self._seal_pending()
+            self._leader_epoch = epoch
+            self._writer.leader_epoch = epoch
+            self._epochs.assign(epoch, self.end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= epoch, end offset of that epoch): Kafka's OffsetForLeaderEpoch; (-1, -1) if unknown."""
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self.end_offset)
+
+    def __repr__(self):
+        state = "closed" if self._closed else f"{self._start_offset}..{self.end_offset}"
+        return f"Log({self.path!r}, {state}, {len(self._bases)} segments)"
+
+    # ------------------------------------------------------------------------------------------ writes
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.path} is closed")
+        if self.readonly:
+            raise ReadOnlyLogError(f"log {self.path} is open read-only")
+
+    def _new_writer(self, next_offset: int, compression=None, batch_bytes: int = PENDING_BATCH_BYTES):
+        cfg = self.config
+        budget = max(1, min(batch_bytes, cfg.max_message_bytes - 61 - 64 - (cfg.max_message_bytes >> 7)))
+        records = cfg.flush_messages if cfg.flush_messages is not None else 2 ** 31 - 1
+        return _engine.BatchWriter(next_offset=next_offset, compression=compression,
+                                   log_append_time=cfg.log_append_time, batch_bytes=budget,
+                                   batch_records=min(records, 2 ** 31 - 1), max_record_bytes=cfg.max_message_bytes,
+                                   leader_epoch=self._leader_epoch)
+
+    def append(self, value, key=None, headers=None, timestamp: int | None = None) -> int:
+        """Append one record; returns its offset. value/key: bytes-like or None; headers: (str, bytes|None)
+        pairs; timestamp: ms since the epoch (now if None). Buffered into a batch (see the module docstring).
+        Raises TypeError, RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError, StorageError."""
+        with self._lock:
+            w = self._writer
+            if w is None or self._closed:
+                self._check_writable()
+            offset = w.add(value, key, headers, timestamp)
+            if w.full:
+                self._seal_pending()
+            return offset
+
+    def append_batch(self, values: Sequence, keys: Sequence | None = None, headers: Sequence | None = None,
+                     timestamps: Sequence[int] | None = None, compression: str | None = None) -> tuple[int, int]:
+        """Append records given as parallel sequences, encoded into batches of ~64 KiB (compressed with
+        `compression`: none, gzip, snappy, lz4 or zstd). Returns (first offset, last offset). All records are
+        checked before any is written: a bad one raises and nothing is appended."""
+        with self._lock:
+            self._check_writable()
+            self._seal_pending()
+            first = self.end_offset
+            bw = self._batch_writers.get(compression)
+            if bw is None:
+                bw = self._batch_writers[compression] = self._new_writer(first, compression, APPEND_BATCH_BYTES)
+            bw.reset(first)
+            bw.leader_epoch = self._leader_epoch
+            i, n = 0, len(values)
+            try:
+                while i < n:
+                    chunk_first = bw.next_offset
+                    i = bw.add_many(values, keys, headers, timestamps, i, APPEND_CHUNK_BYTES)
+                    self._write(bw, bw.next_offset - chunk_first)
+                    bw.clear()
+            except BaseException:
+                bw.reset(first)
+                if self._active.next_offset > first:        # earlier chunks are on disk: take them back
+                    self._truncate_locked(first)
+                raise
+            self._writer.reset(bw.next_offset)
+            return first, bw.next_offset - 1
+
+    def append_raw(self, batch, *, validate_records: bool = True) -> int:
+        """Append one v2 record batch as a Kafka client sends it; returns the base offset it got.
+
+        Validated as Kafka's broker does (see _engine.validate_client_batch; timestamps against
+        message.timestamp.before/after.max.ms), then stored as it came: only base offset and leader epoch are
+        stamped (and, for LogAppendTime topics, the append time, with a new CRC). A topic whose
+        compression.type names a codec gets the batch recompressed to it. Raises CorruptRecordError,
+        InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
+        cfg = self.config
+        info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records)
+        now = int(time.time() * 1000)
+        if not cfg.log_append_time and (min_ts < now - cfg.message_timestamp_before_max_ms
+                                        or max_ts > now + cfg.message_timestamp_after_max_ms):
+            raise InvalidTimestampError(f"record timestamps {min_ts}..{max_ts} are outside the topic's "
+                                        f"message.timestamp.before/after.max.ms of now ({now})")
+        data = self._convert_codec(batch, info)
+        with self._lock:
+            self._check_writable()
+            self._seal_pending()
+            base = self.end_offset
+            _engine.stamp_batch(data, base, self._leader_epoch, now if cfg.log_append_time else -1)
+            self._write(data, info.records_count)
+            self._writer.reset(base + info.records_count)
+            return base
+
+    def _convert_codec(self, batch, info) -> bytearray:
+        """The batch as a writable copy, recompressed if the topic's compression.type asks for another codec."""
+        target = self.config.compression_type
+        if target == "producer" or info.compression == ("none" if target == "uncompressed" else target):
+            return bytearray(batch)
+        bw = _engine.BatchWriter(next_offset=0, compression=target, batch_bytes=1 << 62,
+                                 max_record_bytes=1 << 62, producer_id=info.producer_id,
+                                 producer_epoch=info.producer_epoch, next_sequence=info.base_sequence)
+        for r in _engine.decode_records(batch, verify_crc=False):
+            bw.add(r.value, r.key, r.headers, r.timestamp)
+        bw.finish()
+        if bw.finished > self.config.max_message_bytes:
+            raise RecordTooLargeError(bw.finished, self.config.max_message_bytes, "recompressed batch")
+        return bytearray(bw.take())
+
+    def append_as_follower(self, data) -> int:
+        """Append whole batches that already carry offsets (a replica copying its leader); returns the new end
+        offset. The first batch must start at or after end_offset and offsets must increase. CRCs are checked;
+        leader epochs in the batches extend the epoch cache."""
+        infos = _engine.batches(data)
+        if not infos:
+            return self.end_offset
+        view = memoryview(data)[:infos[-1].position + infos[-1].size]
+        with self._lock:
+            self._check_writable()
+            self._seal_pending()
+            expect = self.end_offset
+            for b in infos:
+                if b.base_offset < expect or b.last_offset < b.base_offset:
+                    raise InvalidRecordError(f"replicated batch at offset {b.base_offset} does not follow {expect}")
+                expect = b.next_offset
+            for b in infos:
+                self._epochs.assign(b.leader_epoch, b.base_offset)
+            self._write(view, sum(b.records_count for b in infos))
+            self._writer.reset(expect)
+            return expect
+
+    def _seal_pending(self) -> None:
+        w = self._writer
+        if w is not None and (w.count or w.finished):
+            n = w.count
+            w.finish()
+            if w.finished:
+                self._write(w, n)
+            w.clear()
+
+    def _write(self, buf, records: int) -> None:
+        """Write whole batches (final offsets) to the active segment, rolling as needed; apply flush policy."""
+        cfg = self.config
+        roll_ms = cfg.segment_ms - cfg.segment_jitter_ms
+        n = buf.finished if isinstance(buf, _engine.BatchWriter) else len(buf)
+        pos = 0
+        while pos < n:
+            seg = self._active
+            end = seg.fits(buf, pos, cfg.segment_bytes, roll_ms)
+            if end == pos:
+                self._roll()
+                continue
+            seg.append(buf, pos, end)
+            pos = end
+        self._unflushed += records
+        if cfg.flush_messages is not None and self._unflushed >= cfg.flush_messages:
+            self._flush_locked()
+        elif cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms:
+            self._flush_locked()
+
+    # ------------------------------------------------------------------------------------------- reads
+
+    def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> memoryview:
+        """Whole batches starting with the one holding `offset`, zero-copy from the mapped segment: as many as
+        fit in max_bytes, at least one, none holding an offset >= max_offset (default: no limit). The first
+        batch may start before `offset` (batches are never split). Empty at end_offset. Reads stay within one
+        segment. Raises OffsetOutOfRangeError outside [start_offset, end_offset], CorruptRecordError."""
+        return self._read(offset, max_bytes, max_offset)[0]
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None):
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"log {self.path} is closed")
+            self._seal_pending()
+            end = self.end_offset
+            if offset == end:
+                return memoryview(b""), -1
+            if not self._start_offset <= offset <= end:
+                raise OffsetOutOfRangeError(offset, self._start_offset, end)
+            limit = _INT64_MAX if max_offset is None else max_offset
+            i = bisect.bisect_right(self._bases, offset) - 1
+            while i < len(self._bases):
+                seg = self._segment_object(self._bases[max(i, 0)])
+                pos = seg.find_position(offset)
+                if pos >= 0:
+                    view, _, next_offset = seg.read(pos, max_bytes, limit)
+                    return view, next_offset
+                i += 1                  # past this segment's data (a gap): the next segment
+            return memoryview(b""), -1
+
+    def records(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
+        """Records with offsets in [start, end): start defaults to start_offset, end to end_offset as of the
+        call. Batches are decoded in C; the iterator reads about 1 MiB at a time (the log may be appended
+        to meanwhile). Raises OffsetOutOfRangeError if start is outside the log."""
+        offset = self.start_offset if start is None else start
+        stop = self.end_offset if end is None else end
+        topic, partition, path = self.topic, self.partition, self.path
+        decode = _engine.decode_records
+        while offset < stop:
+            view, next_offset = self._read(offset, READ_CHUNK_BYTES, stop)
+            if next_offset < 0:
+                break
+            yield from decode(view, offset, stop, topic, partition, False, path)
+            offset = next_offset
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none."""
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"log {self.path} is closed")
+            self._seal_pending()
+            for base in list(self._bases):
+                seg = self._segment_object(base)
+                if seg.largest_timestamp >= timestamp:
+                    found = seg.find_offset_by_timestamp(timestamp, self._start_offset)
+                    if found is not None:
+                        return TimestampOffset(*found)
+            return None
+
+    # ----------------------------------------------------------------------------- truncation, retention
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or after `offset` (replication truncates diverged tails this way). Batches are
+        never split: one holding `offset` goes whole, so end_offset may end below `offset`. Below start_offset
+        the log is emptied and restarts at `offset`. Views of removed data stay valid."""
+        with self._lock:
+            self._check_writable()
+            self._seal_pending()
+            self._truncate_locked(offset)
+
+    def _truncate_locked(self, offset: int) -> None:
+        if offset >= self._active.next_offset:
+            return
+        if offset < self._start_offset:
+            self._truncate_fully(offset)
+            return
+        i = bisect.bisect_right(self._bases, offset) - 1
+        above = self._bases[i + 1:]
+        seg = self._segment_object(self._bases[i])
+        if seg is not self._active:
+            self._open_segments.pop(seg.base_offset, None)
+            self._active.close()
+            self._delete_segments(above)
+            self._active = seg
+        else:
+            self._delete_segments(above)
+        seg.truncate_to(offset)
+        seg.activate(self._map_bytes())
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at `offset` (a replica whose log no longer overlaps
+        its leader's). Views of removed data stay valid."""
+        with self._lock:
+            self._check_writable()
+            self._seal_pending()
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        self._delete_segments(list(self._bases))
+        seg = self._new_segment(offset)
+        seg.activate(self._map_bytes())
+        self._bases = [offset]
+        self._active = seg
+        self._start_offset = offset
+        self._epochs.clear()
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        end = self._active.next_offset
+        self._writer.reset(end)
+        self._recovery_point = min(self._recovery_point, end)
+        if self._hw is not None:
+            self._hw = min(self._hw, end)
+        self._epochs.truncate_from_end(end)
+        self._write_state()
+
+    def delete_records_before(self, offset: int) -> int:
+        """Raise the log start offset to `offset` (Kafka's DeleteRecords); whole segments below it are deleted
+        by the next retention pass. Returns the new start offset. Offsets above the high watermark raise."""
+        with self._lock:
+            self._check_writable()
+            if not self._start_offset <= offset <= self.high_watermark:
+                raise OffsetOutOfRangeError(offset, self._start_offset, self.high_watermark, "delete records")
+            self._start_offset = offset
+            self._epochs.truncate_from_start(offset)
+            self._write_state()
+            return offset
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole old segments (cleanup.policy=delete): those wholly below the log start offset, those
+        whose largest timestamp is older than retention.ms, and the oldest while the log exceeds
+        retention.bytes; never a segment holding offsets at or above the high watermark. If every segment
+        goes, the log rolls first so it keeps its end offset. Returns the number of segments deleted."""
+        with self._lock:
+            self._check_writable()
+            if not self.config.delete:
+                return 0
+            self._seal_pending()
+            return self._retention_locked(int(time.time() * 1000) if now_ms is None else now_ms)
+
+    def _retention_locked(self, now_ms: int) -> int:
+        cfg = self.config
+        hw = self.high_watermark
+        excess = self.size_bytes - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
+        doomed = []
+        for i, base in enumerate(self._bases):
+            upper = self._bases[i + 1] if i + 1 < len(self._bases) else self.end_offset
+            seg = self._segment_object(base)
+            if upper > hw or seg.size == 0:
+                break
+            by_start = upper <= self._start_offset
+            by_time = cfg.retention_ms >= 0 and seg.largest_timestamp < now_ms - cfg.retention_ms
+            by_size = excess >= 0 and excess - seg.size >= 0
+            if not (by_start or by_time or by_size):
+                break
+            doomed.append(base)
+            if excess >= 0:
+                excess -= seg.size
+        if not doomed:
+            return 0
+        if doomed[-1] == self._active.base_offset:
+            self._roll()
+        self._delete_segments(doomed)
+        self._start_offset = max(self._start_offset, self._bases[0])
+        self._epochs.truncate_from_start(self._start_offset)
+        self._write_state()
+        log.info("%s: retention deleted %d segments; log start offset now %d", self.path, len(doomed),
+                 self._start_offset)
+        return len(doomed)
+
+    # -------------------------------------------------------------------------------- durability, close
+
+    def flush(self) -> None:
+        """Write buffered records and fsync the active segment: everything appended so far survives a crash.
+        (Rolled segments were fsynced when they rolled.) Raises StorageError."""
+        with self._lock:
+            self._check_writable()
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._seal_pending()
+        self._active.flush()
+        self._recovery_point = self.end_offset
+        self._unflushed = 0
+        self._last_flush = time.monotonic()
+        if self._last_flush - self._last_checkpoint >= CHECKPOINT_INTERVAL_S:
+            self._write_state()
+
+    def roll(self) -> None:
+        """Start a new segment now (no-op when the active one is empty)."""
+        with self._lock:
+            self._check_writable()
+            self._seal_pending()
+            if self._active.size:
+                self._roll()
+
+    def maintain(self, now_ms: int | None = None) -> None:
+        """Time-based work: flush when flush.ms has passed, retention. The scheduler calls it periodically."""
+        with self._lock:
+            if self._closed or self.readonly:
+                return
+            cfg = self.config
+            self._seal_pending()
+            if cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms \
+                    and self._unflushed:
+                self._flush_locked()
+            if cfg.delete:
+                self._retention_locked(int(time.time() * 1000) if now_ms is None else now_ms)
+
+    def _maintain_quietly(self) -> None:
+        try:
+            self.maintain()
+        except LogClosedError:
+            pass
+
+    def refresh(self) -> None:
+        """Read-only logs: pick up segments and batches the writing process added (or removed) since open."""
+        with self._lock:
+            if not self.readonly:
+                return
+            names = os.listdir(self.path)
+            bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
+            if not bases:
+                raise StorageError("log directory has no segments any more", self.path)
+            for gone in set(self._bases) - set(bases):
+                seg = self._open_segments.pop(gone, None)
+                if seg is not None:
+                    seg.close()
+            self._bases = bases
+            state = self._read_state()
+            self._start_offset = max(state.get("log-start-offset", 0), bases[0])
+            self._hw = state.get("high-watermark")
+            if self._active.base_offset != bases[-1]:
+                self._active.close()
+                self._active = _engine.Segment(self.path, bases[-1], writable=False,
+                                               index_interval_bytes=self.config.index_interval_bytes,
+                                               max_index_bytes=self.config.segment_index_bytes)
+            else:
+                self._active.offset_index.reload()
+                self._active.time_index.reload()
+            self._active.scan_tail()
+
+    def close(self) -> None:
+        """Write buffered records, fsync, trim the active segment's indexes, checkpoint and mark the shutdown
+        clean. Idempotent. Views handed out earlier stay valid after close."""
+        with self._lock:
+            if self._closed:
+                return
+            for t in self._tasks:
+                t.cancel()
+            try:
+                if not self.readonly:
+                    self._seal_pending()
+                    self._active.seal()
+                    self._recovery_point = self.end_offset
+                    self._write_state()
+                    with open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                        os.fsync(f.fileno())
+                    fsync_dir(self.path)
+            finally:
+                self._closed = True
+                self._active.close()
+                for seg in self._open_segments.values():
+                    seg.close()
+                self._open_segments.clear()
+                self._release_dir_lock()
+
+    def __enter__(self) -> "Log":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _unlink_all(paths: list[str]) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
