@@ -118,12 +118,7 @@ cdef class BatchWriter:
         cdef unsigned char *w
         if not self.is_open:
             self._open()
-        if self.count == 0:
-            self.base_ts = timestamp
-            self.max_ts = timestamp
-        elif timestamp > self.max_ts:
-            self.max_ts = timestamp
-        ts_delta = timestamp - self.base_ts
+        ts_delta = timestamp - self.base_ts if self.count else 0
         if headers is not None and len(headers):
             hcount = len(headers)
             hsize = _headers_size(headers)
@@ -136,12 +131,15 @@ cdef class BatchWriter:
                                or self.pos - self.used - BATCH_HEADER_SIZE + total > self.batch_bytes):
             self.finish()                       # the batch is at its record budget, or this record would pass its byte budget
             self._open()
-            self.base_ts = timestamp
-            self.max_ts = timestamp
             ts_delta = 0
             body = (1 + 1 + 1 + varint_size(klen) + (klen if klen > 0 else 0)
                     + varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(hcount) + hsize)
             total = varint_size(body) + body
+        if self.count == 0:
+            self.base_ts = timestamp
+            self.max_ts = timestamp
+        elif timestamp > self.max_ts:
+            self.max_ts = timestamp
         self._reserve(self.pos + total)
         w = self.buf + self.pos
         w = put_varint(w, body)

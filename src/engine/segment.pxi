@@ -364,20 +364,35 @@ cdef class Segment:
             return memoryview(b""), position, -1
         if self.writable:
             m = self._mapping(end)
-            self._verify(m.addr, position, end)
+            good = self._verify(m.addr, position, end)
+            if good < end:
+                end, next_offset = good, last_offset_at(m.addr + self._last_batch_before(m.addr, position, good)) + 1
             return m.view(position, end), end, next_offset
         copy = PyBytes_FromStringAndSize(NULL, end - position)
         if pread(self.fd, PyBytes_AS_STRING(copy), end - position, position) != end - position:
             raise_storage_error("cannot read segment", self.log_path)
-        self._verify(<const unsigned char *>PyBytes_AS_STRING(copy) - position, position, end)
-        return memoryview(copy), end, next_offset
+        base = <const unsigned char *>PyBytes_AS_STRING(copy) - position
+        good = self._verify(base, position, end)
+        if good < end:
+            end, next_offset = good, last_offset_at(base + self._last_batch_before(base, position, good)) + 1
+        return memoryview(copy)[:end - position], end, next_offset
 
-    cdef int _verify(self, const unsigned char *base, int64_t start, int64_t end) except -1:
-        """CRC-check the batches of [start, end) that lie past the verified prefix (base = byte 0 of the file)."""
+    cdef int64_t _last_batch_before(self, const unsigned char *base, int64_t start, int64_t stop) noexcept:
+        """Position of the last batch that starts in [start, stop) (batches tile the range from start)."""
+        cdef int64_t pos = start, last = start
+        while pos < stop:
+            last = pos
+            pos += batch_size_at(base + pos)
+        return last
+
+    cdef int64_t _verify(self, const unsigned char *base, int64_t start, int64_t end) except -1:
+        """CRC-check the batches of [start, end) that lie past the verified prefix (base = byte 0 of the file).
+        Returns where the first invalid batch starts (end if none); raises CorruptRecordError if it is the
+        first batch of the range, so a read returns the good batches before a corrupt one and never it."""
         cdef int64_t pos = start
         cdef BatchCheck c
         if end <= self.verified_end:
-            return 0
+            return end
         while pos < end:
             if pos >= self.verified_end:
                 c = check_batch(base + pos, end - pos, False)
@@ -385,11 +400,13 @@ cdef class Segment:
                         != get_be32(base + pos + OFF_CRC):
                     c = CHECK_BAD_CRC
                 if c != CHECK_OK:
-                    raise_check(c, self.log_path, pos, base + pos, end - pos)
+                    if pos == start:
+                        raise_check(c, self.log_path, pos, base + pos, end - pos)
+                    return pos
                 if pos == self.verified_end:
                     self.verified_end = pos + batch_size_at(base + pos)
             pos += batch_size_at(base + pos)
-        return 0
+        return end
 
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t start_offset):
         """(offset, timestamp) of the first record at or after start_offset whose timestamp is >= timestamp,
@@ -528,21 +545,26 @@ cdef class Segment:
         self.tindex.sanity_check(self.next_offset)
 
     def scan_tail(self):
-        """Read-only segments: extend `size` over the whole, CRC-valid batches now in the file (another process
-        is appending) and stop at the first incomplete or invalid one. Returns the new size."""
+        """Read-only segments: set `size` to the end of the whole, CRC-valid batches now in the file (another
+        process is appending) and stop at the first incomplete or invalid one. Scans from the verified prefix,
+        or from the last offset index entry (batches before it were complete when it was written). Returns
+        the new size."""
         cdef stat_t st
         cdef int64_t pos, file_size, bsize
         cdef bytes buf
-        cdef const unsigned char *p
         if fstat(self.fd, &st) != 0:
             raise_storage_error("cannot stat segment", self.log_path)
         file_size = st.st_size
-        pos = self.size
-        if pos > file_size:                       # the writer truncated: start over from the index
-            self.open_indexes()
+        self.open_indexes()
+        if self.verified_end > file_size:          # the writer truncated: start over from its index
             self.oindex.reload()
             self.tindex.reload()
-            pos = self.size = self.verified_end = 0
+            self.verified_end = 0
+        pos = self.verified_end
+        if pos == 0:
+            pos = self.oindex.last_entry[1]
+            if pos > file_size:
+                pos = 0
         while pos + BATCH_HEADER_SIZE <= file_size:
             if pread(self.fd, self.scratch, BATCH_HEADER_SIZE, pos) != BATCH_HEADER_SIZE:
                 break
@@ -552,8 +574,7 @@ cdef class Segment:
             buf = PyBytes_FromStringAndSize(NULL, bsize)
             if pread(self.fd, PyBytes_AS_STRING(buf), bsize, pos) != bsize:
                 break
-            p = <const unsigned char *>PyBytes_AS_STRING(buf)
-            if check_batch(p, bsize, True) != CHECK_OK:
+            if check_batch(<const unsigned char *>PyBytes_AS_STRING(buf), bsize, True) != CHECK_OK:
                 break
             pos += bsize
             self.verified_end = pos

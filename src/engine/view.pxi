@@ -37,6 +37,11 @@ cdef class MappedFile:
         m.length = length
         return m
 
+    @property
+    def address(self):
+        """Address of the first mapped byte (0 when empty): views of this mapping point inside it."""
+        return <size_t>self.addr
+
     cdef object view(self, size_t start, size_t stop):
         """A read-only memoryview of [start, stop) that keeps this mapping alive."""
         cdef SegmentView v

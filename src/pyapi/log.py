@@ -441,7 +441,9 @@ class Log:
 
     def _new_writer(self, next_offset: int, compression=None, batch_bytes: int = PENDING_BATCH_BYTES):
         cfg = self.config
-        budget = max(1, min(batch_bytes, cfg.max_message_bytes - 61 - 64 - (cfg.max_message_bytes >> 7)))
+        # a batch stays under max.message.bytes even after compression, and several fit in a segment
+        budget = max(1, min(batch_bytes, cfg.max_message_bytes - 61 - 64 - (cfg.max_message_bytes >> 7),
+                            cfg.segment_bytes // 4))
         records = cfg.flush_messages if cfg.flush_messages is not None else 2 ** 31 - 1
         return _engine.BatchWriter(next_offset=next_offset, compression=compression,
                                    log_append_time=cfg.log_append_time, batch_bytes=budget,
@@ -577,9 +579,9 @@ class Log:
             pos = end
         self._unflushed += records
         if cfg.flush_messages is not None and self._unflushed >= cfg.flush_messages:
-            self._flush_locked()
+            self._sync_locked()
         elif cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms:
-            self._flush_locked()
+            self._sync_locked()
 
     # ------------------------------------------------------------------------------------------- reads
 
@@ -620,7 +622,7 @@ class Log:
         topic, partition, path = self.topic, self.partition, self.path
         decode = _engine.decode_records
         while offset < stop:
-            view, next_offset = self._read(offset, READ_CHUNK_BYTES, stop)
+            view, next_offset = self._read(offset, READ_CHUNK_BYTES, None)
             if next_offset < 0:
                 break
             yield from decode(view, offset, stop, topic, partition, False, path)
@@ -763,8 +765,12 @@ class Log:
 
     def _flush_locked(self) -> None:
         self._seal_pending()
+        self._sync_locked()
+
+    def _sync_locked(self) -> None:
+        """fsync what is written (not what is still buffered) and move the recovery point there."""
         self._active.flush()
-        self._recovery_point = self.end_offset
+        self._recovery_point = self._active.next_offset
         self._unflushed = 0
         self._last_flush = time.monotonic()
         if self._last_flush - self._last_checkpoint >= CHECKPOINT_INTERVAL_S:
