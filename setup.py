@@ -30,7 +30,8 @@ engine = Extension(
     "seglog._engine",
     sources=["src/engine/_engine.pyx", "src/engine/crc32c_impl.c"],
     include_dirs=["src/engine"],
-    depends=[os.path.join("src/engine", f) for f in os.listdir("src/engine")],
+    depends=sorted(os.path.join("src/engine", f) for f in os.listdir(os.path.join(HERE, "src/engine"))
+                   if f.endswith((".pxd", ".pxi", ".h", ".c")) and f != "_engine.c"),
     extra_compile_args=extra_compile_args,
     define_macros=[("_GNU_SOURCE", "1")],
 )

@@ -1,0 +1,7 @@
+"""`python -m seglog ...` runs the seglog command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
