@@ -31,7 +31,7 @@ engine = Extension(
     sources=["src/engine/_engine.pyx", "src/engine/crc32c_impl.c"],
     include_dirs=["src/engine"],
     depends=sorted(os.path.join("src/engine", f) for f in os.listdir(os.path.join(HERE, "src/engine"))
-                   if f.endswith((".pxd", ".pxi", ".h", ".c")) and f != "_engine.c"),
+                   if f.endswith((".pyx", ".pxd", ".pxi", ".h", ".c")) and f != "_engine.c"),
     extra_compile_args=extra_compile_args,
     define_macros=[("_GNU_SOURCE", "1")],
 )

@@ -1,0 +1,333 @@
+"""The cluster metadata store: what the controller and brokers share, and the rules for changing it.
+
+Implementations: ``seglog.cluster.zk.ZooKeeperMetadataStore`` (kazoo; Kafka's pre-KRaft ZooKeeper layout)
+and ``seglog.cluster.memory.MemoryMetadataStore`` (in-process, for tests and single-process clusters). Both
+pass the same test suite.
+
+Invariants every implementation keeps:
+
+- A store object is one client *session*. Broker registrations and the ``/controller`` claim are ephemeral:
+  they vanish when the session closes or expires. Session listeners hear SUSPENDED / RECONNECTED (same
+  session, ephemerals intact) and EXPIRED then NEW_SESSION (ephemerals gone). Nothing is re-created
+  automatically: after EXPIRED a broker stops acting as controller and leader, and on NEW_SESSION it calls
+  ``register_broker`` and ``elect_controller`` again.
+- Controller fencing: every election win increments the persistent controller epoch and returns a
+  :class:`ControllerEpoch` token holding the epoch record's store version. Controller writes
+  (``create_partition_states``, ``update_partition_state``, ``delete_topic``) are committed only while
+  that record is unchanged, atomically with the write, else StaleControllerEpochError. So a controller that
+  was paused or partitioned while another one won can never write again. Resigning or expiring does not
+  bump the epoch; the next winner does.
+- Conditional updates: a :class:`PartitionState` carries the store version it was read at; writing it
+  back succeeds only if the stored version is still that one, else InvalidUpdateVersionError (re-read, decide
+  again). Leaders update their ISR this way (``update_isr``), Kafka style.
+- Callbacks (watches, ``on_change``, session listeners) run on the store's own event thread, one at a
+  time, in order, never on the caller's thread; they may call the store's blocking methods. A watch is first
+  called with the current value soon after it is set, then whenever the value changes. Consecutive equal
+  values are not repeated, and quick successive changes may be seen only as their end state.
+- Every method blocks until the store answered. Methods are thread-safe. Errors: NetworkError (retriable)
+  when the store is unreachable right now, LogClosedError after ``close()``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Callable, Mapping, Sequence
+
+from ..errors import (InvalidArgumentError, InvalidPartitionsError, InvalidReplicaAssignmentError,
+                      InvalidTopicError, SeglogError)
+from .events import Subscription
+
+__all__ = ["BrokerInfo", "TopicAssignment", "PartitionState", "ControllerEpoch", "ControllerChange",
+           "SessionEvent", "MetadataStore", "InvalidUpdateVersionError", "Subscription", "NO_LEADER",
+           "validate_topic_name", "validate_new_partitions", "validate_partition_state", "validate_isr_update",
+           "topic_config"]
+
+NO_LEADER = -1
+"""``PartitionState.leader`` when the partition has no leader (all ISR members offline)."""
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class InvalidUpdateVersionError(SeglogError):
+    """A conditional write carried a version the store no longer holds: re-read and decide again."""
+
+    code = 95
+    kafka_name = "INVALID_UPDATE_VERSION"
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A live broker as registered: ``epoch`` is assigned by the store at registration (-1 before) and grows
+    with every registration of any broker, so a restarted broker is told apart from its previous life."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+    epoch: int = -1
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """A topic's replica assignment: partition -> replica broker ids, the first being the preferred leader.
+    Partitions are numbered 0..n-1. ``topic_id`` is fixed at creation. The topic's config is stored apart."""
+
+    topic: str
+    partitions: Mapping[int, tuple[int, ...]]
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    def __post_init__(self):
+        object.__setattr__(self, "partitions",
+                           {int(p): tuple(int(r) for r in rs) for p, rs in sorted(self.partitions.items())})
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Leader and ISR of one partition. ``controller_epoch`` is the epoch of the controller that last
+    elected the leader; ``version`` the store's version of this record (-1 when not read from the store)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int = 0
+    version: int = -1
+
+    def __post_init__(self):
+        object.__setattr__(self, "isr", tuple(int(r) for r in self.isr))
+
+
+@dataclass(frozen=True)
+class ControllerEpoch:
+    """The fencing token of an elected controller: its ``epoch`` and the store ``version`` of the epoch record
+    written when it won. Pass it to every controller write."""
+
+    broker_id: int
+    epoch: int
+    version: int
+
+
+@dataclass(frozen=True)
+class ControllerChange:
+    """What a candidate's ``on_change`` hears: the current controller (None: none or unknown) and, when it
+    is this store, the token it won."""
+
+    controller_id: int | None
+    lease: ControllerEpoch | None = None
+
+
+class SessionEvent(Enum):
+    SUSPENDED = "suspended"        # connection lost; the session (and its ephemerals) may still be alive
+    RECONNECTED = "reconnected"    # back on the same session; ephemerals intact
+    EXPIRED = "expired"            # session gone: its ephemerals were deleted, the candidacy ended
+    NEW_SESSION = "new_session"    # connected on a fresh session: register and elect again
+
+
+def validate_topic_name(topic: str) -> None:
+    """Kafka's rule: 1..249 chars of [a-zA-Z0-9._-], not '.' or '..'. Raises InvalidTopicError."""
+    if not isinstance(topic, str) or not _LEGAL_TOPIC_NAME.fullmatch(topic) or topic in (".", "..") \
+            or len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(f"Invalid topic name {topic!r}: use 1-{MAX_TOPIC_NAME_LENGTH} characters "
+                                "of [a-zA-Z0-9._-], not '.' or '..'")
+
+
+def validate_new_partitions(first: int, partitions: Mapping[int, Sequence[int]]) -> None:
+    """New partitions must be numbered ``first``, ``first+1``, ... (InvalidPartitionsError) and each have
+    a non-empty list of distinct broker ids >= 0 (InvalidReplicaAssignmentError)."""
+    if not partitions or sorted(partitions) != list(range(first, first + len(partitions))):
+        raise InvalidPartitionsError(f"New partitions must be numbered from {first} without gaps, "
+                                     f"got {sorted(partitions)}")
+    for p, replicas in partitions.items():
+        if not replicas or len(set(replicas)) != len(replicas) or min(replicas) < 0:
+            raise InvalidReplicaAssignmentError(f"Partition {p} has an empty, duplicated or negative replica "
+                                                f"list {list(replicas)}")
+
+
+def validate_partition_state(state: PartitionState, *, conditional: bool = False) -> None:
+    """ISR without duplicates; a leader (unless NO_LEADER) must be in it; a ``conditional`` write needs the
+    version the state was read at. Raises InvalidArgumentError."""
+    if conditional and state.version < 0:
+        raise InvalidArgumentError("A conditional update needs the state's version as read from the store")
+    if len(set(state.isr)) != len(state.isr):
+        raise InvalidArgumentError(f"ISR {list(state.isr)} has duplicates")
+    if state.leader != NO_LEADER and state.leader not in state.isr:
+        raise InvalidArgumentError(f"Leader {state.leader} is not in the ISR {list(state.isr)}")
+
+
+def topic_config(config: Mapping[str, object] | None) -> dict[str, str]:
+    """A topic config as stored: names and values as strings (Kafka keeps them as strings too)."""
+    return {str(name): str(value) for name, value in (config or {}).items()}
+
+
+def validate_isr_update(base: PartitionState, isr: Sequence[int]) -> PartitionState:
+    """The state a leader writes: ``base`` with ``isr``, which must keep the leader. Raises InvalidArgumentError."""
+    if base.leader == NO_LEADER:
+        raise InvalidArgumentError("A partition without a leader has no one to update its ISR")
+    new = replace(base, isr=tuple(isr))
+    validate_partition_state(new, conditional=True)
+    return new
+
+
+class MetadataStore(ABC):
+    """Brokers, controller election, topics, configs and partition states; see the module docstring for the
+    session, fencing, versioning and callback rules every method follows."""
+
+    # --- session -----------------------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def session_id(self) -> int:
+        """The current session's id (changes after EXPIRED)."""
+
+    @abstractmethod
+    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> Subscription:
+        """Call ``callback(event)`` on every session state change."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End the session: its ephemerals are deleted, callbacks stop. Idempotent; later calls raise
+        LogClosedError."""
+
+    # --- brokers -------------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def register_broker(self, info: BrokerInfo) -> BrokerInfo:
+        """Register ``info`` ephemerally for this session; returns it with its new ``epoch``. Registering again
+        in the same session replaces it (new epoch). InvalidArgumentError if another session holds the id
+        (e.g. this broker's previous process, until that session times out)."""
+
+    @abstractmethod
+    def list_brokers(self) -> dict[int, BrokerInfo]:
+        """Live brokers by id."""
+
+    @abstractmethod
+    def watch_brokers(self, callback: Callable[[dict[int, BrokerInfo]], None]) -> Subscription:
+        """Call ``callback(brokers_by_id)`` with the live brokers and on every change."""
+
+    # --- controller ---------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def elect_controller(self, broker_id: int,
+                         on_change: Callable[[ControllerChange], None]) -> ControllerEpoch | None:
+        """Enter this session's election as ``broker_id``: claim the controller now if vacant (returning the
+        token) else return None. While a candidate, a vacancy is claimed again automatically and
+        ``on_change`` hears every change of controller or token. The candidacy ends with ``resign_controller``
+        or session expiry (on_change then hears ``ControllerChange(None)``). InvalidArgumentError if this
+        session is already a candidate."""
+
+    @abstractmethod
+    def resign_controller(self) -> None:
+        """End the candidacy and release the controller claim if this session holds it. No-op otherwise;
+        on_change is not called."""
+
+    @abstractmethod
+    def get_controller(self) -> int | None:
+        """The current controller's broker id, None when vacant."""
+
+    # --- topics -------------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
+        """Create the assignment and config atomically. TopicAlreadyExistsError if the topic exists (also
+        while marked for deletion); InvalidTopicError, InvalidPartitionsError, InvalidReplicaAssignmentError
+        for a bad name or assignment. Partition states are the controller's to create."""
+
+    @abstractmethod
+    def list_topics(self) -> list[str]:
+        """Topic names, sorted (including topics marked for deletion)."""
+
+    @abstractmethod
+    def get_topic(self, topic: str) -> TopicAssignment:
+        """The assignment. UnknownTopicOrPartitionError if missing."""
+
+    @abstractmethod
+    def add_partitions(self, topic: str, partitions: Mapping[int, Sequence[int]]) -> TopicAssignment:
+        """Append partitions numbered from the current count; returns the new assignment. Safe against
+        concurrent adders. UnknownTopicOrPartitionError, InvalidTopicError (marked for deletion),
+        InvalidPartitionsError, InvalidReplicaAssignmentError."""
+
+    @abstractmethod
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides. UnknownTopicOrPartitionError if the topic is missing."""
+
+    @abstractmethod
+    def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace the topic's config overrides (stored as strings). UnknownTopicOrPartitionError if the topic
+        is missing."""
+
+    @abstractmethod
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        """Queue the topic for the controller to delete. Idempotent. UnknownTopicOrPartitionError if missing."""
+
+    @abstractmethod
+    def topics_marked_for_deletion(self) -> list[str]:
+        """Topics queued for deletion, sorted."""
+
+    @abstractmethod
+    def delete_topic(self, topic: str, controller: ControllerEpoch) -> None:
+        """Controller write: remove the assignment, config, partition states and deletion mark atomically.
+        StaleControllerEpochError, UnknownTopicOrPartitionError, InvalidUpdateVersionError if the topic
+        changed meanwhile."""
+
+    @abstractmethod
+    def watch_topics(self, callback: Callable[[list[str]], None]) -> Subscription:
+        """Call ``callback(sorted_topic_names)`` now and when topics are created or deleted."""
+
+    @abstractmethod
+    def watch_topic(self, topic: str, callback: Callable[[TopicAssignment | None], None]) -> Subscription:
+        """Call ``callback(assignment or None)`` now and when the topic is created, extended or deleted."""
+
+    @abstractmethod
+    def watch_topic_config(self, topic: str,
+                           callback: Callable[[dict[str, str] | None], None]) -> Subscription:
+        """Call ``callback(config or None)`` now and on every change of the topic's config."""
+
+    @abstractmethod
+    def watch_topic_deletions(self, callback: Callable[[list[str]], None]) -> Subscription:
+        """Call ``callback(sorted_marked_topics)`` now and whenever the deletion queue changes."""
+
+    # --- partition state -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_partition_states(self, topic: str, states: Mapping[int, PartitionState],
+                                controller: ControllerEpoch) -> dict[int, PartitionState]:
+        """Controller write: create the states of new partitions atomically (their controller_epoch set to
+        the token's); returns them with their versions. StaleControllerEpochError; UnknownTopicOrPartitionError
+        for a partition not in the assignment; InvalidUpdateVersionError if one exists already;
+        InvalidArgumentError for an invalid state."""
+
+    @abstractmethod
+    def get_partition_state(self, topic: str, partition: int) -> PartitionState:
+        """The state with its version. UnknownTopicOrPartitionError if there is none."""
+
+    @abstractmethod
+    def get_partition_states(self, topic: str) -> dict[int, PartitionState]:
+        """All existing states of the topic's partitions (empty if none or no topic)."""
+
+    @abstractmethod
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState,
+                               controller: ControllerEpoch) -> PartitionState:
+        """Controller write, conditional on ``state.version`` (its controller_epoch is set to the token's);
+        returns the stored state. StaleControllerEpochError (checked first), InvalidUpdateVersionError,
+        UnknownTopicOrPartitionError, InvalidArgumentError."""
+
+    @abstractmethod
+    def update_isr(self, topic: str, partition: int, base: PartitionState, isr: Sequence[int]) -> PartitionState:
+        """Leader write: store ``base`` with ``isr`` if the stored version is still ``base.version``.
+        A new leader or any other write since ``base`` was read gives InvalidUpdateVersionError (re-read;
+        drop the change if no longer leader). InvalidArgumentError if ``isr`` drops the leader."""
+
+    @abstractmethod
+    def watch_partition_state(self, topic: str, partition: int,
+                              callback: Callable[[PartitionState | None], None]) -> Subscription:
+        """Call ``callback(state or None)`` now and on every change of the partition's state."""
+
+    def __enter__(self) -> "MetadataStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

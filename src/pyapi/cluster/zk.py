@@ -1,0 +1,546 @@
+"""MetadataStore on ZooKeeper through kazoo, in Kafka's ZooKeeper layout (see ``zklayout``).
+
+Connection strings are kazoo's: ``host:port[,host:port...][/chroot]``; a missing chroot is created. Fencing
+is Kafka's: a controller's writes are multi-op transactions whose first op checks that ``/controller_epoch``
+still has the version the controller's win gave it. Leader ISR updates are ``setData`` with the version read.
+
+Threads: kazoo's connection thread reports session states to a listener that only queues work; kazoo's
+watch recipes (DataWatch/ChildrenWatch, which re-arm across reconnects and new sessions) only queue a
+refresh; everything user-visible runs on this store's EventThread. Each request waits at most
+``request_timeout`` seconds (NetworkError after that: a write may or may not have happened); only the
+``watch_*`` and ``elect_controller`` calls, which arm a kazoo recipe, wait for a lost connection to return.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Callable, Iterator, Mapping, Sequence
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss, NodeExistsError,
+                              NoNodeError, NotEmptyError, OperationTimeoutError, RolledBackError,
+                              RuntimeInconsistency, SessionExpiredError)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, NetworkError, SeglogError,
+                      StaleControllerEpochError, TopicAlreadyExistsError, UnknownServerError,
+                      UnknownTopicOrPartitionError)
+from . import zklayout as layout
+from .events import EventThread, Subscription, Watch
+from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
+                        PartitionState, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
+                        validate_partition_state, validate_topic_name)
+
+__all__ = ["ZooKeeperMetadataStore"]
+
+_RECONNECT = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0}
+"""Reconnect quickly (kazoo's default backs off to a minute) so a restarted ZooKeeper is found at once."""
+
+_UNREACHABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
+
+
+def _failure(results: list) -> tuple[int, Exception] | None:
+    """The failed op of a committed transaction (index, error), None if it succeeded."""
+    for index, result in enumerate(results):
+        if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
+            return index, result
+    return None
+
+
+def _conflict(error: Exception, what: str) -> SeglogError:
+    """A failed write as seglog's error: missing -> unknown topic/partition; changed meanwhile -> version."""
+    if isinstance(error, NoNodeError):
+        return UnknownTopicOrPartitionError(f"{what}: not found")
+    if isinstance(error, (BadVersionError, NodeExistsError, NotEmptyError)):
+        return InvalidUpdateVersionError(f"{what}: changed concurrently ({type(error).__name__})")
+    return UnknownServerError(f"{what}: {error!r}")
+
+
+def _stale(controller: ControllerEpoch) -> StaleControllerEpochError:
+    return StaleControllerEpochError(f"Controller epoch {controller.epoch} of broker {controller.broker_id} "
+                                     "is stale: another controller was elected since")
+
+
+class ZooKeeperMetadataStore(MetadataStore):
+    """One ZooKeeper session. Connects in the constructor (NetworkError if that takes over
+    ``connect_timeout`` s). ``session_timeout`` is Kafka's zookeeper.session.timeout.ms, in seconds."""
+
+    def __init__(self, connect: str, *, session_timeout: float = 18.0, connect_timeout: float = 15.0,
+                 request_timeout: float = 15.0):
+        hosts, _, chroot = connect.partition("/")
+        self._connect = connect
+        self._session_timeout = session_timeout
+        self._request_timeout = request_timeout
+        self._closed = False
+        self._session_id: int | None = None
+        self._state_lock = threading.Lock()      # guards _closed/_candidacy/_watches swaps; never held over I/O
+        self._election_lock = threading.Lock()   # one claim at a time
+        self._candidacy: Watch | None = None
+        self._watches: list[Watch] = []
+        self._session_listeners: list[Subscription] = []
+        if chroot:
+            self._ensure_chroot(hosts, "/" + chroot, connect_timeout)
+        self._events = EventThread("seglog-metastore-zk")
+        self._client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=_RECONNECT)
+        self._client.add_listener(self._on_state)
+        try:
+            self._client.start(timeout=connect_timeout)
+            for path in layout.PERSISTENT_PATHS:
+                self._do(self._client.ensure_path_async, path)
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, KazooTimeoutError):
+                raise NetworkError(f"Could not connect to ZooKeeper at {connect} within {connect_timeout} s") \
+                    from exc
+            raise
+
+    @staticmethod
+    def _ensure_chroot(hosts: str, chroot: str, timeout: float) -> None:
+        client = KazooClient(hosts=hosts)
+        try:
+            client.start(timeout=timeout)
+            client.ensure_path(chroot)
+        except KazooTimeoutError as exc:
+            raise NetworkError(f"Could not connect to ZooKeeper at {hosts} within {timeout} s") from exc
+        finally:
+            client.stop()
+            client.close()
+
+    # --- plumbing -----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _kazoo_errors(self) -> Iterator[None]:
+        if self._closed:
+            raise LogClosedError("The metadata store is closed")
+        try:
+            yield
+        except ConnectionClosedError:
+            raise LogClosedError("The metadata store is closed") from None
+        except _UNREACHABLE as exc:
+            raise NetworkError(f"ZooKeeper at {self._connect} is unreachable: {exc!r}") from exc
+
+    def _do(self, async_call: Callable, *args, **kwargs):
+        """Run a kazoo ``*_async`` call and wait for it (request_timeout); kazoo errors other than
+        connectivity ones (NoNodeError ...) propagate for the caller to map."""
+        with self._kazoo_errors():
+            return async_call(*args, **kwargs).get(timeout=self._request_timeout)
+
+    def _get_or_none(self, path: str):
+        try:
+            return self._do(self._client.get_async, path)
+        except NoNodeError:
+            return None
+
+    def _get_many(self, paths: Sequence[str]) -> list:
+        """``(data, stat)`` or None (missing) per path; the reads are pipelined."""
+        with self._kazoo_errors():
+            pending = [self._client.get_async(path) for path in paths]
+        results = []
+        for result in pending:
+            try:
+                results.append(self._do(lambda: result))
+            except NoNodeError:
+                results.append(None)
+        return results
+
+    def _commit(self, transaction) -> tuple[int, Exception] | None:
+        return _failure(self._do(transaction.commit_async))
+
+    def _watch(self, recipe: type, path: str, compute: Callable[[], object], callback: Callable) -> Watch:
+        """A Watch refreshed whenever the kazoo ``recipe`` on ``path`` fires (it stops once cancelled)."""
+        watch = Watch(compute, callback)
+
+        def on_event(*_):
+            if watch.cancelled:
+                return False
+            self._events.submit(watch.refresh)
+
+        with self._state_lock:
+            if self._closed:
+                raise LogClosedError("The metadata store is closed")
+            self._watches = [w for w in self._watches if not w.cancelled] + [watch]
+        with self._kazoo_errors():
+            recipe(self._client, path, on_event)
+        return watch
+
+    # --- session -----------------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> int:
+        return self._session_id
+
+    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> Subscription:
+        subscription = Subscription(callback)
+        self._session_listeners = [s for s in self._session_listeners if not s.cancelled] + [subscription]
+        return subscription
+
+    def _notify_session(self, event: SessionEvent) -> None:
+        for listener in list(self._session_listeners):
+            listener.notify(event)
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's listener, on its connection thread: must not block, so it only swaps state and queues."""
+        if self._closed:
+            return
+        if state == KazooState.SUSPENDED:
+            self._events.submit(self._notify_session, SessionEvent.SUSPENDED)
+        elif state == KazooState.LOST:
+            with self._state_lock:
+                candidacy, self._candidacy = self._candidacy, None
+            if candidacy is not None:
+                self._events.submit(candidacy.finish, ControllerChange(None))
+            self._events.submit(self._notify_session, SessionEvent.EXPIRED)
+        else:
+            previous, self._session_id = self._session_id, self._client.client_id[0]
+            if previous is not None:
+                same = previous == self._session_id
+                self._events.submit(self._notify_session,
+                                    SessionEvent.RECONNECTED if same else SessionEvent.NEW_SESSION)
+                self._refresh_all()
+
+    def _refresh_all(self) -> None:
+        """Queue a refresh of every watch and the candidacy: the recipes re-read after a reconnect but stay
+        silent when nothing changed, so a refresh that failed while disconnected would never be retried."""
+        with self._state_lock:
+            watches = [w for w in [*self._watches, self._candidacy] if w is not None and not w.cancelled]
+        for watch in watches:
+            self._events.submit(watch.refresh)
+
+    def expire_session(self, timeout: float = 10.0) -> None:
+        """Expire this session on the server, as a pause longer than the session timeout would (the classic
+        trick: a second client attaches to the same session id and password, then closes it). Returns once
+        this store is on a new session; TimeoutError if that does not happen within ``timeout`` s."""
+        client_id = self._client.client_id
+        if client_id is None:
+            raise NetworkError("Not connected to ZooKeeper: no session to expire")
+        intruder = KazooClient(hosts=self._connect, client_id=client_id, timeout=self._session_timeout)
+        try:
+            intruder.start(timeout=timeout)
+            intruder.stop()
+        finally:
+            intruder.close()
+        deadline = time.monotonic() + timeout
+        while self._session_id == client_id[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Session {client_id[0]:#x} did not expire within {timeout} s")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            subscriptions = [*self._watches, *self._session_listeners, *filter(None, [self._candidacy])]
+            self._candidacy = None
+        for subscription in subscriptions:
+            subscription.cancel()
+        self._client.stop()
+        self._client.close()
+        self._events.stop()
+
+    # --- brokers -------------------------------------------------------------------------------------------
+
+    def register_broker(self, info: BrokerInfo) -> BrokerInfo:
+        path, data = layout.broker_path(info.id), layout.encode_broker(info)
+        while True:
+            try:
+                _, stat = self._do(self._client.create_async, path, data, ephemeral=True, include_data=True)
+                return replace(info, epoch=stat.czxid)
+            except NodeExistsError:
+                existing = self._get_or_none(path)
+            if existing is None:                       # the previous owner's session just ended
+                continue
+            if existing[1].ephemeralOwner != self._session_id:
+                raise InvalidArgumentError(f"Broker id {info.id} is already registered by another live session")
+            transaction = self._client.transaction()
+            transaction.delete(path, version=existing[1].version)
+            transaction.create(path, data, ephemeral=True)
+            if self._commit(transaction) is None:
+                _, stat = self._do(self._client.get_async, path)
+                return replace(info, epoch=stat.czxid)
+
+    def list_brokers(self) -> dict[int, BrokerInfo]:
+        ids = sorted(int(child) for child in self._do(self._client.get_children_async, layout.BROKER_IDS))
+        found = self._get_many([layout.broker_path(broker_id) for broker_id in ids])
+        return {broker_id: layout.decode_broker(broker_id, node[0], node[1].czxid)
+                for broker_id, node in zip(ids, found) if node is not None}
+
+    def watch_brokers(self, callback: Callable[[dict[int, BrokerInfo]], None]) -> Subscription:
+        return self._watch(ChildrenWatch, layout.BROKER_IDS, self.list_brokers, callback)
+
+    # --- controller ---------------------------------------------------------------------------------------
+
+    def elect_controller(self, broker_id: int,
+                         on_change: Callable[[ControllerChange], None]) -> ControllerEpoch | None:
+        with self._state_lock:
+            if self._closed:
+                raise LogClosedError("The metadata store is closed")
+            if self._candidacy is not None:
+                raise InvalidArgumentError("This session is already a controller candidate")
+            candidacy = Watch(lambda: self._claim_or_observe(broker_id, candidacy), on_change)
+            self._candidacy = candidacy
+        try:
+            change = self._claim_or_observe(broker_id, candidacy)
+
+            def on_event(*_):
+                if candidacy.cancelled:
+                    return False
+                self._events.submit(candidacy.refresh)
+
+            with self._kazoo_errors():
+                DataWatch(self._client, layout.CONTROLLER, on_event)
+        except BaseException:
+            with self._state_lock:
+                if self._candidacy is candidacy:
+                    self._candidacy = None
+            candidacy.cancel()
+            raise
+        return change.lease
+
+    def _claim_or_observe(self, broker_id: int, candidacy: Watch) -> ControllerChange:
+        """Claim ``/controller`` if vacant; then who holds it, with the token if this session does.
+
+        The epoch record is read before ``/controller``: if this session owns the latter, nobody could have
+        bumped the former in between (a bump needs ``/controller`` vacant, and this store's own claims are
+        serialized here), so the token is exact.
+        """
+        with self._election_lock:
+            while True:
+                if candidacy is not self._candidacy:
+                    return ControllerChange(None)
+                epoch, epoch_version = self._read_controller_epoch()
+                controller = self._get_or_none(layout.CONTROLLER)
+                if controller is None:
+                    self._claim(broker_id, epoch, epoch_version, candidacy)
+                    continue
+                controller_id = layout.decode_controller(controller[0])
+                if controller[1].ephemeralOwner != self._session_id:
+                    return ControllerChange(controller_id)
+                return ControllerChange(controller_id, ControllerEpoch(controller_id, epoch, epoch_version))
+
+    def _read_controller_epoch(self) -> tuple[int, int]:
+        node = self._get_or_none(layout.CONTROLLER_EPOCH)
+        if node is None:
+            try:
+                self._do(self._client.create_async, layout.CONTROLLER_EPOCH, layout.encode_epoch(0))
+            except NodeExistsError:
+                pass
+            node = self._do(self._client.get_async, layout.CONTROLLER_EPOCH)
+        return layout.decode_epoch(node[0]), node[1].version
+
+    def _claim(self, broker_id: int, epoch: int, epoch_version: int, candidacy: Watch) -> None:
+        """Create ``/controller`` and bump the epoch in one transaction (losing a race is fine: the caller
+        re-reads). A claim that lands after the candidacy ended (session expired meanwhile) is released."""
+        transaction = self._client.transaction()
+        transaction.create(layout.CONTROLLER, layout.encode_controller(broker_id), ephemeral=True)
+        transaction.set_data(layout.CONTROLLER_EPOCH, layout.encode_epoch(epoch + 1), version=epoch_version)
+        if self._commit(transaction) is None and candidacy is not self._candidacy:
+            self._release_controller()
+
+    def _release_controller(self) -> None:
+        controller = self._get_or_none(layout.CONTROLLER)
+        if controller is not None and controller[1].ephemeralOwner == self._session_id:
+            try:
+                self._do(self._client.delete_async, layout.CONTROLLER, version=controller[1].version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    def resign_controller(self) -> None:
+        with self._state_lock:
+            if self._closed:
+                raise LogClosedError("The metadata store is closed")
+            candidacy, self._candidacy = self._candidacy, None
+        if candidacy is not None:
+            candidacy.cancel()
+        with self._election_lock:
+            self._release_controller()
+
+    def get_controller(self) -> int | None:
+        controller = self._get_or_none(layout.CONTROLLER)
+        return None if controller is None else layout.decode_controller(controller[0])
+
+    # --- topics -------------------------------------------------------------------------------------------
+
+    def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
+        validate_topic_name(assignment.topic)
+        validate_new_partitions(0, assignment.partitions)
+        transaction = self._client.transaction()
+        transaction.create(layout.topic_path(assignment.topic), layout.encode_topic(assignment))
+        transaction.create(layout.topic_config_path(assignment.topic), layout.encode_config(config or {}))
+        failed = self._commit(transaction)
+        if failed is not None:
+            if isinstance(failed[1], NodeExistsError):
+                raise TopicAlreadyExistsError(f"Topic '{assignment.topic}' already exists")
+            raise _conflict(failed[1], f"Creating topic '{assignment.topic}'")
+
+    def list_topics(self) -> list[str]:
+        return sorted(self._do(self._client.get_children_async, layout.TOPICS))
+
+    def get_topic(self, topic: str) -> TopicAssignment:
+        node = self._get_or_none(layout.topic_path(topic))
+        if node is None:
+            raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'")
+        return layout.decode_topic(topic, node[0])
+
+    def add_partitions(self, topic: str, partitions: Mapping[int, Sequence[int]]) -> TopicAssignment:
+        path = layout.topic_path(topic)
+        while True:
+            node = self._get_or_none(path)
+            if node is None:
+                raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'")
+            if self._do(self._client.exists_async, layout.delete_topic_path(topic)) is not None:
+                raise InvalidTopicError(f"Topic '{topic}' is marked for deletion")
+            current = layout.decode_topic(topic, node[0])
+            validate_new_partitions(len(current.partitions), partitions)
+            extended = replace(current, partitions={**current.partitions, **partitions})
+            try:
+                self._do(self._client.set_async, path, layout.encode_topic(extended), version=node[1].version)
+                return extended
+            except BadVersionError:
+                continue                              # another writer got in first: re-read and re-check
+            except NoNodeError:
+                raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'") from None
+
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        node = self._get_or_none(layout.topic_config_path(topic))
+        if node is None:
+            raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'")
+        return layout.decode_config(node[0])
+
+    def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        try:
+            self._do(self._client.set_async, layout.topic_config_path(topic), layout.encode_config(config))
+        except NoNodeError:
+            raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'") from None
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        transaction = self._client.transaction()
+        transaction.check(layout.topic_path(topic), -1)
+        transaction.create(layout.delete_topic_path(topic))
+        failed = self._commit(transaction)
+        if failed is not None and not isinstance(failed[1], NodeExistsError):
+            raise _conflict(failed[1], f"Topic '{topic}'")
+
+    def topics_marked_for_deletion(self) -> list[str]:
+        return sorted(self._do(self._client.get_children_async, layout.DELETE_TOPICS))
+
+    def delete_topic(self, topic: str, controller: ControllerEpoch) -> None:
+        try:
+            partitions = self._do(self._client.get_children_async, layout.partitions_path(topic))
+        except NoNodeError:
+            partitions = None
+        marked = self._do(self._client.exists_async, layout.delete_topic_path(topic)) is not None
+        transaction = self._client.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH, controller.version)
+        for partition in partitions or ():
+            transaction.delete(layout.partition_state_path(topic, int(partition)))
+            transaction.delete(layout.partition_path(topic, int(partition)))
+        if partitions is not None:
+            transaction.delete(layout.partitions_path(topic))
+        transaction.delete(layout.topic_path(topic))
+        transaction.delete(layout.topic_config_path(topic))
+        if marked:
+            transaction.delete(layout.delete_topic_path(topic))
+        failed = self._commit(transaction)
+        if failed is not None:
+            raise _stale(controller) if failed[0] == 0 else _conflict(failed[1], f"Deleting topic '{topic}'")
+
+    def watch_topics(self, callback: Callable[[list[str]], None]) -> Subscription:
+        return self._watch(ChildrenWatch, layout.TOPICS, self.list_topics, callback)
+
+    def watch_topic(self, topic: str, callback: Callable[[TopicAssignment | None], None]) -> Subscription:
+        def compute():
+            node = self._get_or_none(layout.topic_path(topic))
+            return None if node is None else layout.decode_topic(topic, node[0])
+        return self._watch(DataWatch, layout.topic_path(topic), compute, callback)
+
+    def watch_topic_config(self, topic: str,
+                           callback: Callable[[dict[str, str] | None], None]) -> Subscription:
+        def compute():
+            node = self._get_or_none(layout.topic_config_path(topic))
+            return None if node is None else layout.decode_config(node[0])
+        return self._watch(DataWatch, layout.topic_config_path(topic), compute, callback)
+
+    def watch_topic_deletions(self, callback: Callable[[list[str]], None]) -> Subscription:
+        return self._watch(ChildrenWatch, layout.DELETE_TOPICS, self.topics_marked_for_deletion, callback)
+
+    # --- partition state -------------------------------------------------------------------------------
+
+    def create_partition_states(self, topic: str, states: Mapping[int, PartitionState],
+                                controller: ControllerEpoch) -> dict[int, PartitionState]:
+        for state in states.values():
+            validate_partition_state(state)
+        assignment = self.get_topic(topic)
+        for partition in states:
+            if partition not in assignment.partitions:
+                raise UnknownTopicOrPartitionError(f"Topic '{topic}' has no partition {partition}")
+        try:
+            existing = set(self._do(self._client.get_children_async, layout.partitions_path(topic)))
+        except NoNodeError:
+            existing = None
+        created = {p: replace(s, controller_epoch=controller.epoch, version=0) for p, s in sorted(states.items())}
+        transaction = self._client.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH, controller.version)
+        if existing is None:
+            transaction.create(layout.partitions_path(topic))
+        for partition, state in created.items():
+            if str(partition) not in (existing or ()):
+                transaction.create(layout.partition_path(topic, partition))
+            transaction.create(layout.partition_state_path(topic, partition), layout.encode_partition_state(state))
+        failed = self._commit(transaction)
+        if failed is not None:
+            raise _stale(controller) if failed[0] == 0 else _conflict(failed[1], f"Partition states of '{topic}'")
+        return created
+
+    def get_partition_state(self, topic: str, partition: int) -> PartitionState:
+        node = self._get_or_none(layout.partition_state_path(topic, partition))
+        if node is None:
+            raise UnknownTopicOrPartitionError(f"Partition {topic}-{partition} has no state")
+        return layout.decode_partition_state(node[0], node[1].version)
+
+    def get_partition_states(self, topic: str) -> dict[int, PartitionState]:
+        try:
+            children = self._do(self._client.get_children_async, layout.partitions_path(topic))
+        except NoNodeError:
+            return {}
+        partitions = sorted(int(child) for child in children)
+        found = self._get_many([layout.partition_state_path(topic, p) for p in partitions])
+        return {p: layout.decode_partition_state(node[0], node[1].version)
+                for p, node in zip(partitions, found) if node is not None}
+
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState,
+                               controller: ControllerEpoch) -> PartitionState:
+        validate_partition_state(state, conditional=True)
+        new = replace(state, controller_epoch=controller.epoch)
+        transaction = self._client.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH, controller.version)
+        transaction.set_data(layout.partition_state_path(topic, partition), layout.encode_partition_state(new),
+                             version=state.version)
+        results = self._do(transaction.commit_async)
+        failed = _failure(results)
+        if failed is not None:
+            raise _stale(controller) if failed[0] == 0 else _conflict(failed[1], f"Partition {topic}-{partition}")
+        return replace(new, version=results[1].version)
+
+    def update_isr(self, topic: str, partition: int, base: PartitionState, isr: Sequence[int]) -> PartitionState:
+        new = validate_isr_update(base, isr)
+        try:
+            stat = self._do(self._client.set_async, layout.partition_state_path(topic, partition),
+                            layout.encode_partition_state(new), version=base.version)
+        except (NoNodeError, BadVersionError) as exc:
+            raise _conflict(exc, f"Partition {topic}-{partition}") from None
+        return replace(new, version=stat.version)
+
+    def watch_partition_state(self, topic: str, partition: int,
+                              callback: Callable[[PartitionState | None], None]) -> Subscription:
+        path = layout.partition_state_path(topic, partition)
+
+        def compute():
+            node = self._get_or_none(path)
+            return None if node is None else layout.decode_partition_state(node[0], node[1].version)
+        return self._watch(DataWatch, path, compute, callback)

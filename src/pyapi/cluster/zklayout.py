@@ -1,0 +1,136 @@
+"""Kafka's ZooKeeper layout (pre-KRaft), as seglog uses it under its chroot, and the JSON in each znode.
+
+```
+/brokers/ids/<id>                          ephemeral  {"version":4,"host","port","endpoints","rack",...}; epoch = czxid
+/brokers/topics/<topic>                    persistent {"version":3,"topic_id","partitions":{"0":[1,2]},...}
+/brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader","leader_epoch","isr","controller_epoch"}
+/controller                                ephemeral  {"version":1,"brokerid","timestamp"}
+/controller_epoch                          persistent "<epoch>" (a decimal string, as Kafka writes it)
+/config/topics/<topic>                     persistent {"version":1,"config":{...}}
+/admin/delete_topics/<topic>               persistent, empty: the topic is queued for deletion
+```
+Topic ids are written as Kafka prints them: URL-safe base64 of the 16 bytes, without padding.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from typing import Mapping
+
+from .metastore import BrokerInfo, PartitionState, TopicAssignment, topic_config
+
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+DELETE_TOPICS = "/admin/delete_topics"
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS)
+"""Created at connect (Kafka's top-level paths); ``/controller_epoch`` is created by the first election."""
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+def encode_broker(info: BrokerInfo) -> bytes:
+    value = {"version": 4, "host": info.host, "port": info.port, "jmx_port": -1, "timestamp": _now_ms(),
+             "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
+             "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}}
+    if info.rack is not None:
+        value["rack"] = info.rack
+    return _json(value)
+
+
+def decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerInfo:
+    value = json.loads(data)
+    return BrokerInfo(broker_id, value["host"], value["port"], value.get("rack"), epoch)
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+
+
+def encode_topic(assignment: TopicAssignment) -> bytes:
+    return _json({"version": 3, "topic_id": encode_topic_id(assignment.topic_id),
+                  "partitions": {str(p): list(rs) for p, rs in assignment.partitions.items()},
+                  "adding_replicas": {}, "removing_replicas": {}})
+
+
+def decode_topic(topic: str, data: bytes) -> TopicAssignment:
+    value = json.loads(data)
+    return TopicAssignment(topic, {int(p): rs for p, rs in value["partitions"].items()},
+                           decode_topic_id(value["topic_id"]))
+
+
+def encode_config(config: Mapping[str, str]) -> bytes:
+    return _json({"version": 1, "config": topic_config(config)})
+
+
+def decode_config(data: bytes) -> dict[str, str]:
+    return dict(json.loads(data)["config"])
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    return _json({"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                  "isr": list(state.isr), "controller_epoch": state.controller_epoch})
+
+
+def decode_partition_state(data: bytes, version: int) -> PartitionState:
+    value = json.loads(data)
+    return PartitionState(value["leader"], value["leader_epoch"], value["isr"], value["controller_epoch"], version)
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _json({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+
+
+def decode_controller(data: bytes) -> int:
+    return int(json.loads(data)["brokerid"])
+
+
+def encode_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_epoch(data: bytes) -> int:
+    return int(data)

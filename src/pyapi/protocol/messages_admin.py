@@ -1,0 +1,122 @@
+"""Schemas of the admin and session APIs: ApiVersions, CreateTopics, DeleteTopics, InitProducerId,
+DescribeConfigs, CreatePartitions.
+
+Written from Kafka's message JSON specs, restricted to the versions seglog supports. ApiVersions v3 is the
+one flexible version seglog speaks (its response still travels with response header v0).
+"""
+
+from .schema import Api, array, field
+
+API_VERSIONS = Api(18, "ApiVersions", (0, 3), flexible=3, request=(
+    field("client_software_name", "string", "3+"),
+    field("client_software_version", "string", "3+"),
+), response=(
+    field("error_code", "int16"),
+    array("api_keys",
+          field("api_key", "int16"),
+          field("min_version", "int16"),
+          field("max_version", "int16")),
+    field("throttle_time_ms", "int32", "1+"),
+    array("supported_features",
+          field("name", "string"),
+          field("min_version", "int16"),
+          field("max_version", "int16"),
+          versions="3+", tag=0),
+    field("finalized_features_epoch", "int64", "3+", tag=1, default=-1),
+    array("finalized_features",
+          field("name", "string"),
+          field("max_version_level", "int16"),
+          field("min_version_level", "int16"),
+          versions="3+", tag=2),
+    field("zk_migration_ready", "bool", "3+", tag=3),
+))
+
+CREATE_TOPICS = Api(19, "CreateTopics", (2, 4), flexible=5, request=(
+    array("topics",
+          field("name", "string"),
+          field("num_partitions", "int32"),
+          field("replication_factor", "int16"),
+          array("assignments",
+                field("partition_index", "int32"),
+                field("broker_ids", "[]int32")),
+          array("configs",
+                field("name", "string"),
+                field("value", "string", nullable="0+"))),
+    field("timeout_ms", "int32", default=60000),
+    field("validate_only", "bool", "1+"),
+), response=(
+    field("throttle_time_ms", "int32", "2+"),
+    array("topics",
+          field("name", "string"),
+          field("error_code", "int16"),
+          field("error_message", "string", "1+", nullable="0+")),
+))
+
+DELETE_TOPICS = Api(20, "DeleteTopics", (1, 3), flexible=4, request=(
+    field("topic_names", "[]string"),
+    field("timeout_ms", "int32"),
+), response=(
+    field("throttle_time_ms", "int32", "1+"),
+    array("responses",
+          field("name", "string"),
+          field("error_code", "int16")),
+))
+
+INIT_PRODUCER_ID = Api(22, "InitProducerId", (0, 1), flexible=2, request=(
+    field("transactional_id", "string", nullable="0+"),
+    field("transaction_timeout_ms", "int32"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16"),
+    field("producer_id", "int64", default=-1),
+    field("producer_epoch", "int16"),
+))
+
+DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", (0, 3), flexible=4, request=(
+    array("resources",
+          field("resource_type", "int8"),
+          field("resource_name", "string"),
+          field("configuration_keys", "[]string", nullable="0+")),
+    field("include_synonyms", "bool", "1+"),
+    field("include_documentation", "bool", "3+"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("results",
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="0+"),
+          field("resource_type", "int8"),
+          field("resource_name", "string"),
+          array("configs",
+                field("name", "string"),
+                field("value", "string", nullable="0+"),
+                field("read_only", "bool"),
+                field("config_source", "int8", "1+", default=-1),
+                field("is_default", "bool", "0"),
+                field("is_sensitive", "bool"),
+                array("synonyms",
+                      field("name", "string"),
+                      field("value", "string", nullable="0+"),
+                      field("source", "int8"),
+                      versions="1+"),
+                field("config_type", "int8", "3+"),
+                field("documentation", "string", "3+", nullable="0+"))),
+))
+
+CREATE_PARTITIONS = Api(37, "CreatePartitions", (0, 1), flexible=2, request=(
+    array("topics",
+          field("name", "string"),
+          field("count", "int32"),
+          array("assignments",
+                field("broker_ids", "[]int32"),
+                nullable="0+")),
+    field("timeout_ms", "int32"),
+    field("validate_only", "bool"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("results",
+          field("name", "string"),
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="0+")),
+))
+
+APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, CREATE_PARTITIONS)

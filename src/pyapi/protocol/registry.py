@@ -1,0 +1,73 @@
+"""The APIs seglog speaks: keys, supported version ranges, and the compiled codec of each (api, version, direction).
+
+Codecs are compiled on first use and cached (a few hundred microseconds each, once per process).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from types import MappingProxyType
+
+from . import messages_admin, messages_data, messages_groups
+from .compiler import Codec, compile_message
+from .schema import Api
+
+__all__ = ["ApiKey", "SUPPORTED_VERSIONS", "api", "codec", "api_versions_body"]
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+
+
+_APIS: dict[int, Api] = {a.key: a for a in sorted(messages_data.APIS + messages_groups.APIS + messages_admin.APIS,
+                                                  key=lambda a: a.key)}
+
+#: api key -> (min version, max version) seglog decodes and encodes, in both directions.
+SUPPORTED_VERSIONS = MappingProxyType({key: a.versions for key, a in _APIS.items()})
+
+_CODECS: dict[tuple[int, int, bool], Codec] = {}
+
+
+def api(api_key: int) -> Api | None:
+    """The schema of an API, or None if seglog does not speak it."""
+    return _APIS.get(api_key)
+
+
+def codec(api_key: int, version: int, response: bool) -> Codec | None:
+    """The codec of one message (request or response) at one version; None if that version is not supported."""
+    key = (api_key, version, response)
+    found = _CODECS.get(key)
+    if found is None:
+        spec = _APIS.get(api_key)
+        if spec is None or not spec.supports(version):
+            return None
+        found = _CODECS[key] = compile_message(spec.response if response else spec.request, version,
+                                               version >= spec.flexible,
+                                               f"{spec.name}{'Response' if response else 'Request'}")
+    return found
+
+
+def api_versions_body(error_code: int = 0) -> dict:
+    """An ApiVersions response body advertising :data:`SUPPORTED_VERSIONS` (a fresh dict the caller may edit)."""
+    return {"error_code": error_code, "throttle_time_ms": 0,
+            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                         for k, (lo, hi) in SUPPORTED_VERSIONS.items()]}

@@ -1,0 +1,448 @@
+"""One suite, two MetadataStores: the in-memory reference and ZooKeeper (a real server, kazoo client).
+
+Every test gets a fresh namespace (a new MemoryCluster, or a new chroot on the shared ZooKeeper) and opens
+as many stores (sessions) on it as it needs. Callbacks arrive on the stores' event threads, so assertions
+about them wait (Recorder.wait_*).
+"""
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from seglog.cluster import (BrokerInfo, ControllerChange, InvalidUpdateVersionError, MemoryCluster,
+                            MemoryMetadataStore, PartitionState, SessionEvent, TopicAssignment)
+from seglog.errors import (InvalidArgumentError, InvalidPartitionsError, InvalidReplicaAssignmentError,
+                           InvalidTopicError, LogClosedError, NetworkError, StaleControllerEpochError,
+                           TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+
+WAIT = 10.0
+
+
+class Namespace:
+    """Opens stores (sessions) on one namespace; closes them all at teardown."""
+
+    def __init__(self, open_store, connect=None):
+        self._open_store = open_store
+        self.connect = connect
+        self.stores = []
+
+    def store(self):
+        store = self._open_store()
+        self.stores.append(store)
+        return store
+
+    def close(self):
+        for store in self.stores:
+            store.close()
+
+
+@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+def namespace(request):
+    if request.param == "memory":
+        cluster = MemoryCluster()
+        ns = Namespace(lambda: MemoryMetadataStore(cluster))
+    else:
+        from seglog.cluster.zk import ZooKeeperMetadataStore
+
+        server = request.getfixturevalue("zookeeper_server")
+        connect = f"{server.connect_string}/test-{uuid.uuid4().hex[:12]}"
+        ns = Namespace(lambda: ZooKeeperMetadataStore(connect, session_timeout=6.0), connect)
+    yield ns
+    ns.close()
+
+
+class Recorder:
+    """A callback recording each value and the thread it ran on."""
+
+    def __init__(self):
+        self.values = []
+        self.threads = set()
+        self._changed = threading.Condition()
+
+    def __call__(self, value):
+        with self._changed:
+            self.values.append(value)
+            self.threads.add(threading.current_thread().name)
+            self._changed.notify_all()
+
+    def wait_for(self, predicate, timeout=WAIT):
+        """Wait until ``predicate(values)`` holds; returns the values."""
+        with self._changed:
+            assert self._changed.wait_for(lambda: predicate(self.values), timeout), \
+                f"timed out; recorded {self.values}"
+            return list(self.values)
+
+    def wait_latest(self, predicate, timeout=WAIT):
+        """Wait until the latest value satisfies ``predicate``; returns it."""
+        return self.wait_for(lambda values: bool(values) and predicate(values[-1]), timeout)[-1]
+
+
+def two_partitions(topic="orders"):
+    return TopicAssignment(topic, {0: [1, 2], 1: [2, 1]})
+
+
+def leader_states():
+    return {0: PartitionState(leader=1, leader_epoch=0, isr=[1, 2]),
+            1: PartitionState(leader=2, leader_epoch=0, isr=[2, 1])}
+
+
+def controller_with_topic(store, broker_id=1, topic="orders", on_change=None):
+    """Elect ``store`` and create a two-partition topic with its states; returns the token."""
+    lease = store.elect_controller(broker_id, on_change or Recorder())
+    store.create_topic(two_partitions(topic), {"retention.ms": "1000"})
+    store.create_partition_states(topic, leader_states(), lease)
+    return lease
+
+
+# --- brokers and sessions ------------------------------------------------------------------------------------
+
+def test_registration_lists_brokers_with_growing_epochs(namespace):
+    a, b = namespace.store(), namespace.store()
+    one = a.register_broker(BrokerInfo(1, "host1", 9092, rack="r1"))
+    two = b.register_broker(BrokerInfo(2, "host2", 9093))
+    assert 0 <= one.epoch < two.epoch
+    assert a.list_brokers() == b.list_brokers() == {1: one, 2: two}
+    again = a.register_broker(BrokerInfo(1, "host1b", 9094))
+    assert again.epoch > two.epoch
+    assert b.list_brokers()[1] == again
+    with pytest.raises(InvalidArgumentError):
+        b.register_broker(BrokerInfo(1, "intruder", 1))
+
+
+def test_closing_the_session_removes_its_registration(namespace):
+    a, b = namespace.store(), namespace.store()
+    a.register_broker(BrokerInfo(1, "host1", 9092))
+    brokers = Recorder()
+    b.watch_brokers(brokers)
+    brokers.wait_latest(lambda live: set(live) == {1})
+    a.close()
+    brokers.wait_latest(lambda live: live == {})
+    assert b.register_broker(BrokerInfo(1, "host1", 9092)).id == 1
+
+
+def test_session_expiry_removes_registration_and_the_listener_reregisters(namespace):
+    a, b = namespace.store(), namespace.store()
+    info = BrokerInfo(1, "host1", 9092)
+    first = a.register_broker(info)
+    events = Recorder()
+    a.add_session_listener(events)
+    a.add_session_listener(lambda event: event is SessionEvent.NEW_SESSION and a.register_broker(info))
+    brokers = Recorder()
+    b.watch_brokers(brokers)
+    brokers.wait_latest(lambda live: live == {1: first})
+    old_session = a.session_id
+
+    a.expire_session()
+
+    assert a.session_id != old_session
+    lifecycle = events.wait_for(lambda seen: SessionEvent.NEW_SESSION in seen)
+    assert [e for e in lifecycle if e is not SessionEvent.SUSPENDED] == [SessionEvent.EXPIRED,
+                                                                         SessionEvent.NEW_SESSION]
+    back = brokers.wait_latest(lambda live: 1 in live and live[1].epoch > first.epoch)
+    assert back[1].host == "host1"
+
+
+# --- controller election ----------------------------------------------------------------------------------
+
+def test_controller_election_increments_the_epoch_and_notifies_candidates(namespace):
+    a, b = namespace.store(), namespace.store()
+    on_a, on_b = Recorder(), Recorder()
+    lease_a = a.elect_controller(1, on_a)
+    assert (lease_a.broker_id, lease_a.epoch) == (1, 1)
+    assert b.elect_controller(2, on_b) is None
+    assert on_a.wait_latest(lambda change: True) == ControllerChange(1, lease_a)
+    assert on_b.wait_latest(lambda change: True) == ControllerChange(1)
+    assert a.get_controller() == b.get_controller() == 1
+    with pytest.raises(InvalidArgumentError):
+        a.elect_controller(1, on_a)
+
+    a.resign_controller()
+
+    change = on_b.wait_latest(lambda change: change.lease is not None)
+    assert change.controller_id == 2 and change.lease.epoch == 2
+    assert a.get_controller() == 2
+    assert a.elect_controller(1, Recorder()) is None
+    assert on_a.values == [ControllerChange(1, lease_a)]        # resigning does not call on_change
+
+
+def test_candidate_takes_over_and_the_expired_controller_is_fenced(namespace):
+    a, b = namespace.store(), namespace.store()
+    on_a, on_b = Recorder(), Recorder()
+    lease_a = controller_with_topic(a, on_change=on_a)
+    assert b.elect_controller(2, on_b) is None
+    state = b.get_partition_state("orders", 0)
+
+    a.expire_session()                                            # a long pause: a is a zombie now
+
+    on_a.wait_latest(lambda change: change == ControllerChange(None))
+    lease_b = on_b.wait_latest(lambda change: change.lease is not None).lease
+    assert lease_b.epoch == lease_a.epoch + 1 and b.get_controller() == 2
+    moved = replace(state, leader=2, leader_epoch=1, isr=[2])
+    with pytest.raises(StaleControllerEpochError):
+        a.update_partition_state("orders", 0, moved, lease_a)
+    with pytest.raises(StaleControllerEpochError):
+        a.delete_topic("orders", lease_a)
+    a.add_partitions("orders", {2: [1, 2]})
+    with pytest.raises(StaleControllerEpochError):
+        a.create_partition_states("orders", {2: PartitionState(1, 0, [1, 2])}, lease_a)
+    assert b.get_partition_state("orders", 0) == state
+
+    stored = b.update_partition_state("orders", 0, moved, lease_b)
+    assert (stored.leader, stored.controller_epoch, stored.version) == (2, lease_b.epoch, state.version + 1)
+    assert a.elect_controller(1, Recorder()) is None             # back in the race, but b holds it
+
+
+# --- topics ------------------------------------------------------------------------------------------------
+
+def test_topic_create_get_list_and_config(namespace):
+    a, b = namespace.store(), namespace.store()
+    assignment = two_partitions()
+    a.create_topic(assignment, {"cleanup.policy": "compact"})
+    with pytest.raises(TopicAlreadyExistsError):
+        b.create_topic(two_partitions(), {})
+    assert b.get_topic("orders") == assignment
+    assert b.list_topics() == ["orders"]
+    assert b.get_topic_config("orders") == {"cleanup.policy": "compact"}
+    b.set_topic_config("orders", {"retention.ms": "5"})
+    assert a.get_topic_config("orders") == {"retention.ms": "5"}
+    for call in (lambda: a.get_topic("nope"), lambda: a.get_topic_config("nope"),
+                 lambda: a.set_topic_config("nope", {})):
+        with pytest.raises(UnknownTopicOrPartitionError):
+            call()
+    for name in ("", ".", "a/b", "x" * 250):
+        with pytest.raises(InvalidTopicError):
+            a.create_topic(TopicAssignment(name, {0: [1]}))
+    with pytest.raises(InvalidPartitionsError):
+        a.create_topic(TopicAssignment("gap", {0: [1], 2: [1]}))
+    with pytest.raises(InvalidReplicaAssignmentError):
+        a.create_topic(TopicAssignment("dup", {0: [1, 1]}))
+    assert a.list_topics() == ["orders"]
+
+
+def test_add_partitions(namespace):
+    a = namespace.store()
+    original = two_partitions()
+    a.create_topic(original)
+    extended = a.add_partitions("orders", {2: [1, 2], 3: [2, 1]})
+    assert a.get_topic("orders") == extended and sorted(extended.partitions) == [0, 1, 2, 3]
+    assert extended.topic_id == original.topic_id and extended.partitions[3] == (2, 1)
+    with pytest.raises(InvalidPartitionsError):
+        a.add_partitions("orders", {5: [1]})
+    with pytest.raises(UnknownTopicOrPartitionError):
+        a.add_partitions("nope", {0: [1]})
+    a.mark_topic_for_deletion("orders")
+    with pytest.raises(InvalidTopicError):
+        a.add_partitions("orders", {4: [1]})
+
+
+def test_topic_deletion_is_queued_then_done_by_the_controller(namespace):
+    a, b = namespace.store(), namespace.store()
+    lease = controller_with_topic(a)
+    queued = Recorder()
+    a.watch_topic_deletions(queued)
+    queued.wait_latest(lambda topics: topics == [])
+    b.mark_topic_for_deletion("orders")
+    b.mark_topic_for_deletion("orders")
+    with pytest.raises(UnknownTopicOrPartitionError):
+        b.mark_topic_for_deletion("nope")
+    queued.wait_latest(lambda topics: topics == ["orders"])
+    assert b.topics_marked_for_deletion() == ["orders"]
+
+    a.delete_topic("orders", lease)
+
+    queued.wait_latest(lambda topics: topics == [])
+    assert b.list_topics() == [] and b.get_partition_states("orders") == {}
+    with pytest.raises(UnknownTopicOrPartitionError):
+        b.get_topic_config("orders")
+    with pytest.raises(UnknownTopicOrPartitionError):
+        a.delete_topic("orders", lease)
+    b.create_topic(two_partitions())
+    assert b.get_topic_config("orders") == {}
+
+
+# --- partition state -------------------------------------------------------------------------------------
+
+def test_partition_states_are_created_once_and_updated_conditionally(namespace):
+    a = namespace.store()
+    lease = a.elect_controller(1, Recorder())
+    a.create_topic(two_partitions())
+    created = a.create_partition_states("orders", leader_states(), lease)
+    assert created[0] == PartitionState(1, 0, (1, 2), controller_epoch=lease.epoch, version=0)
+    assert a.get_partition_states("orders") == created
+    with pytest.raises(InvalidUpdateVersionError):
+        a.create_partition_states("orders", {0: PartitionState(1, 0, [1])}, lease)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        a.create_partition_states("orders", {7: PartitionState(1, 0, [1])}, lease)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        a.get_partition_state("orders", 7)
+
+    moved = a.update_partition_state("orders", 0, replace(created[0], leader=2, leader_epoch=1), lease)
+    assert moved == replace(created[0], leader=2, leader_epoch=1, version=1)
+    assert a.get_partition_state("orders", 0) == moved
+    with pytest.raises(InvalidUpdateVersionError):
+        a.update_partition_state("orders", 0, replace(created[0], leader_epoch=5), lease)
+    with pytest.raises(InvalidArgumentError):
+        a.update_partition_state("orders", 0, replace(moved, version=-1), lease)
+    with pytest.raises(InvalidArgumentError):
+        a.update_partition_state("orders", 0, replace(moved, leader=3), lease)
+    offline = a.update_partition_state("orders", 0, replace(moved, leader=-1, isr=[2]), lease)
+    assert offline.leader == -1 and offline.version == 2
+
+
+def test_leader_isr_update_with_a_stale_version_fails(namespace):
+    leader, controller = namespace.store(), namespace.store()
+    lease = controller_with_topic(controller)
+    seen = leader.get_partition_state("orders", 0)
+
+    shrunk = leader.update_isr("orders", 0, seen, [1])
+    assert (shrunk.isr, shrunk.version, shrunk.leader_epoch) == ((1,), seen.version + 1, seen.leader_epoch)
+    with pytest.raises(InvalidUpdateVersionError):
+        leader.update_isr("orders", 0, seen, [1, 2])               # raced with its own earlier write
+    with pytest.raises(InvalidArgumentError):
+        leader.update_isr("orders", 0, shrunk, [2])                # the ISR must keep the leader
+
+    controller.update_partition_state("orders", 0, replace(shrunk, leader_epoch=1), lease)
+    with pytest.raises(InvalidUpdateVersionError):
+        leader.update_isr("orders", 0, shrunk, [1, 2])             # the controller wrote since: re-read
+    fresh = leader.get_partition_state("orders", 0)
+    expanded = leader.update_isr("orders", 0, fresh, [1, 2])
+    assert expanded.isr == (1, 2) and expanded.leader_epoch == 1
+    with pytest.raises(UnknownTopicOrPartitionError):
+        leader.update_isr("nope", 0, fresh, [1])
+
+
+# --- watches and lifecycle -----------------------------------------------------------------------------
+
+def test_watches_deliver_the_current_value_then_changes_on_the_event_thread(namespace):
+    a, b = namespace.store(), namespace.store()
+    topics, topic, config, state = Recorder(), Recorder(), Recorder(), Recorder()
+    b.watch_topics(topics)
+    b.watch_topic("orders", topic)
+    config_subscription = b.watch_topic_config("orders", config)
+    b.watch_partition_state("orders", 0, state)
+    topics.wait_latest(lambda names: names == [])
+    topic.wait_latest(lambda assignment: assignment is None)
+    state.wait_latest(lambda value: value is None)
+
+    lease = controller_with_topic(a)
+    topics.wait_latest(lambda names: names == ["orders"])
+    topic.wait_latest(lambda assignment: assignment is not None and len(assignment.partitions) == 2)
+    config.wait_latest(lambda value: value == {"retention.ms": "1000"})
+    first = state.wait_latest(lambda value: value is not None)
+    a.add_partitions("orders", {2: [1, 2]})
+    topic.wait_latest(lambda assignment: len(assignment.partitions) == 3)
+    a.update_isr("orders", 0, first, [1])
+    state.wait_latest(lambda value: value.isr == (1,))
+
+    config_subscription.cancel()
+    a.set_topic_config("orders", {"retention.ms": "2"})
+    a.mark_topic_for_deletion("orders")
+    a.delete_topic("orders", lease)
+    topics.wait_latest(lambda names: names == [])
+    topic.wait_latest(lambda assignment: assignment is None)
+    state.wait_latest(lambda value: value is None)
+    time.sleep(0.2)
+    assert config.values[-1] == {"retention.ms": "1000"}
+    for recorder in (topics, topic, state):                   # equal values are not repeated
+        assert all(before != after for before, after in zip(recorder.values, recorder.values[1:]))
+    caller = threading.current_thread().name
+    for recorder in (topics, topic, config, state):
+        assert recorder.threads and caller not in recorder.threads
+        assert all(name.startswith("seglog-metastore") for name in recorder.threads)
+
+
+def test_a_closed_store_refuses_calls(namespace):
+    a = namespace.store()
+    a.close()
+    a.close()
+    for call in (a.list_topics, a.list_brokers, a.get_controller, lambda: a.watch_topics(Recorder()),
+                 lambda: a.elect_controller(1, Recorder())):
+        with pytest.raises(LogClosedError):
+            call()
+
+
+# --- ZooKeeper only ---------------------------------------------------------------------------------------
+
+@pytest.mark.zookeeper
+def test_zookeeper_layout_matches_kafkas(zookeeper_server):
+    from kazoo.client import KazooClient
+
+    from seglog.cluster.zk import ZooKeeperMetadataStore
+    from seglog.cluster.zklayout import decode_topic_id
+
+    chroot = f"/layout-{uuid.uuid4().hex[:8]}"
+    store = ZooKeeperMetadataStore(zookeeper_server.connect_string + chroot)
+    raw = KazooClient(zookeeper_server.connect_string + chroot)
+    raw.start()
+    try:
+        store.register_broker(BrokerInfo(3, "h3", 9092, rack="r"))
+        lease = controller_with_topic(store, broker_id=3)
+        store.mark_topic_for_deletion("orders")
+
+        def read(path):
+            return json.loads(raw.get(path)[0])
+
+        broker = read("/brokers/ids/3")
+        assert (broker["host"], broker["port"], broker["rack"]) == ("h3", 9092, "r")
+        assert broker["endpoints"] == ["PLAINTEXT://h3:9092"]
+        assert raw.get("/brokers/ids/3")[1].ephemeralOwner == store.session_id
+        assert read("/controller")["brokerid"] == 3
+        assert raw.get("/controller_epoch")[0] == str(lease.epoch).encode()
+        topic = read("/brokers/topics/orders")
+        assert topic["partitions"] == {"0": [1, 2], "1": [2, 1]}
+        assert decode_topic_id(topic["topic_id"]) == store.get_topic("orders").topic_id
+        assert len(topic["topic_id"]) == 22
+        assert read("/brokers/topics/orders/partitions/0/state") == {
+            "version": 1, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "controller_epoch": lease.epoch}
+        assert read("/config/topics/orders") == {"version": 1, "config": {"retention.ms": "1000"}}
+        assert raw.exists("/admin/delete_topics/orders") is not None
+    finally:
+        raw.stop()
+        raw.close()
+        store.close()
+
+
+@pytest.mark.zookeeper
+def test_a_zookeeper_restart_suspends_then_resumes_the_same_session(zookeeper_installed, tmp_path, free_port):
+    from seglog.cluster.zk import ZooKeeperMetadataStore
+    from seglog.cluster.zookeeper_server import ZooKeeperServer
+
+    with ZooKeeperServer(tmp_path, free_port(), tick_time_ms=500) as server:
+        store = ZooKeeperMetadataStore(server.connect_string + "/restart", session_timeout=6.0,
+                                       request_timeout=1.0)
+        try:
+            events, changes, topics = Recorder(), Recorder(), Recorder()
+            store.add_session_listener(events)
+            registered = store.register_broker(BrokerInfo(1, "host1", 9092))
+            lease = controller_with_topic(store, on_change=changes)
+            store.watch_topics(topics)
+            topics.wait_latest(lambda names: names == ["orders"])
+
+            server.stop()
+            events.wait_latest(lambda event: event is SessionEvent.SUSPENDED)
+            with pytest.raises(NetworkError):
+                store.list_topics()
+            server.start()
+
+            events.wait_latest(lambda event: event is SessionEvent.RECONNECTED)
+            assert store.list_brokers() == {1: registered} and store.get_controller() == 1
+            assert changes.wait_latest(lambda change: True) == ControllerChange(1, lease)
+            state = store.get_partition_state("orders", 0)
+            assert store.update_partition_state("orders", 0, replace(state, leader_epoch=1), lease).version == 1
+            store.create_topic(two_partitions("payments"))
+            topics.wait_latest(lambda names: names == ["orders", "payments"])
+        finally:
+            store.close()
+
+
+def test_unreachable_zookeeper_raises_network_error(free_port):
+    from seglog.cluster.zk import ZooKeeperMetadataStore
+
+    started = time.monotonic()
+    with pytest.raises(NetworkError):
+        ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", connect_timeout=1.0)
+    assert time.monotonic() - started < 5
