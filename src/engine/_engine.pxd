@@ -2,6 +2,7 @@
 # their fields. One extension module, `seglog._engine`, is built from _engine.pyx, which includes the
 # topic files (*.pxi); calls between the parts are plain C calls.
 
+from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
                           INT32_MAX, INT64_MAX, INT64_MIN)
 
@@ -157,3 +158,60 @@ cdef class Segment:
     cdef int64_t _verify(self, const unsigned char *base, int64_t start, int64_t end) except -1
     cdef int64_t _last_batch_before(self, const unsigned char *base, int64_t start, int64_t stop) noexcept
     cdef int truncate_to_position(self, int64_t pos) except -1
+
+
+cdef class ProducerBatch:
+    cdef public int64_t base
+    cdef public bint done
+    cdef public object error
+    cdef public list callbacks
+
+
+cdef class RecordAccumulator
+
+
+cdef class RecordFuture:
+    cdef RecordAccumulator acc
+    cdef readonly ProducerBatch batch
+    cdef int64_t index
+    cdef readonly object topic
+    cdef readonly Py_ssize_t partition
+    cdef readonly int64_t timestamp
+
+
+cdef class OpenBatch:
+    cdef object topic
+    cdef Py_ssize_t partition
+    cdef BatchWriter writer
+    cdef ProducerBatch batch
+    cdef double since
+
+
+cdef class RecordAccumulator:
+    cdef PyThread_type_lock lock
+    cdef object partitions_fn
+    cdef object append_fn
+    cdef object metadata_fn
+    cdef Py_ssize_t batch_size
+    cdef double linger_s
+    cdef int codec
+    cdef int64_t producer_id
+    cdef int16_t producer_epoch
+    cdef object partitioner
+    cdef object on_new_batch
+    cdef Py_ssize_t max_request_size
+    cdef dict open
+    cdef dict counts
+    cdef dict round_robin
+    cdef dict sequences
+    cdef bint closed
+
+    cdef void _acquire(self)
+    cdef void _release(self)
+    cdef Py_ssize_t _count(self, object topic) except -1
+    cdef Py_ssize_t _choose(self, object topic, object key, object partition, Py_ssize_t n) except -1
+    cpdef RecordFuture send(self, object topic, object value=*, object key=*, object partition=*,
+                            object headers=*, object timestamp=*)
+    cdef OpenBatch _new_open(self, object topic, Py_ssize_t p)
+    cdef int _send(self, OpenBatch o) except -1
+    cdef list _all_open(self)

@@ -112,3 +112,9 @@ cdef bytes _xerial_decompress(object data):
         out.append(bytes(raw(mv[pos:pos + size])))
         pos += size
     return b"".join(out)
+
+
+def codec_name(name):
+    """The canonical name of a compression setting (None, 'none' and 'uncompressed' give 'none').
+    Raises UnsupportedCompressionTypeError for anything else than none, gzip, snappy, lz4, zstd."""
+    return CODEC_NAMES[codec_id(name)]

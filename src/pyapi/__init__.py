@@ -1,9 +1,24 @@
 """seglog: a Kafka-compatible segmented-log storage engine (Cython core, Kafka wire protocol broker, Spark source)."""
 
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
 from . import errors
-from .config import LogConfig
+from .config import BrokerConfig, LogConfig
+from .consumer import Consumer
 from .errors import SeglogError
 from .log import Log, Record, RecoveryReport, TimestampOffset
+from .node import Node
+from .offsets_format import TopicPartition
+from .producer import Producer, RecordFuture, RecordMetadata
 
-__all__ = ["errors", "Log", "LogConfig", "Record", "RecoveryReport", "SeglogError", "TimestampOffset"]
+__all__ = ["errors", "BrokerConfig", "Consumer", "Log", "LogConfig", "Node", "Producer", "Record", "RecordFuture",
+           "RecordMetadata", "RecoveryReport", "SeglogError", "TimestampOffset", "TopicPartition", "open"]
 __version__ = "0.1.0"
+
+
+def open(path: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | None = None) -> Node:  # noqa: A001
+    """Open (or create) a seglog data directory of topics. `config`: a BrokerConfig or server.properties names."""
+    return Node(path, config)

@@ -173,3 +173,146 @@ _KAFKA_TO_ATTR: dict[str, str] = {f.metadata["key"].kafka: f.name for f in datac
 KAFKA_NAMES: tuple[str, ...] = tuple(_KAFKA_TO_ATTR)
 """Every topic-level config name LogConfig understands."""
 
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Broker / node settings with Kafka's server.properties names and defaults (``log.dirs`` ...).
+
+    ``log_config()`` turns the ``log.*`` defaults into the LogConfig every topic starts from. Options that only
+    matter to a networked broker (listeners, ZooKeeper) are ignored by the embedded node.
+    """
+
+    broker_id: int = _k("broker.id", "int", 0, low=0)
+    listeners: str = _k("listeners", "string", "PLAINTEXT://127.0.0.1:9092")
+    advertised_listeners: str = _k("advertised.listeners", "string", "")
+    log_dirs: str = _k("log.dirs", "string", "data")
+    num_partitions: int = _k("num.partitions", "int", 1, low=1)
+    default_replication_factor: int = _k("default.replication.factor", "int", 1, low=1)
+    min_insync_replicas: int = _k("min.insync.replicas", "int", 1, low=1)
+    auto_create_topics_enable: bool = _k("auto.create.topics.enable", "bool", True)
+    delete_topic_enable: bool = _k("delete.topic.enable", "bool", True)
+    message_max_bytes: int = _k("message.max.bytes", "int", 1024 * 1024 + 12, low=0)
+    log_segment_bytes: int = _k("log.segment.bytes", "int", 1 << 30, low=14)
+    log_roll_hours: int = _k("log.roll.hours", "int", 168, low=1)
+    log_retention_hours: int = _k("log.retention.hours", "int", 168, low=-1)
+    log_retention_minutes: int | None = _k("log.retention.minutes", "int", None, low=-1, none_is=-2)
+    log_retention_ms: int | None = _k("log.retention.ms", "long", None, low=-1, none_is=-2)
+    log_retention_bytes: int = _k("log.retention.bytes", "long", -1, low=-1)
+    log_retention_check_interval_ms: int = _k("log.retention.check.interval.ms", "long", 300_000, low=1)
+    log_index_interval_bytes: int = _k("log.index.interval.bytes", "int", 4096, low=0)
+    log_index_size_max_bytes: int = _k("log.index.size.max.bytes", "int", 10 * 1024 * 1024, low=4 * 12)
+    log_flush_interval_messages: int | None = _k("log.flush.interval.messages", "long", None, low=1, none_is=LONG_MAX)
+    log_flush_interval_ms: int | None = _k("log.flush.interval.ms", "long", None, low=0, none_is=LONG_MAX)
+    log_cleanup_policy: tuple[str, ...] = _k("log.cleanup.policy", "list", ("delete",), choices=("compact", "delete"))
+    log_cleaner_enable: bool = _k("log.cleaner.enable", "bool", True)
+    log_cleaner_backoff_ms: int = _k("log.cleaner.backoff.ms", "long", 15_000, low=0)
+    log_cleaner_delete_retention_ms: int = _k("log.cleaner.delete.retention.ms", "long", 24 * 3600 * 1000, low=0)
+    log_cleaner_min_cleanable_ratio: float = _k("log.cleaner.min.cleanable.ratio", "double", 0.5, low=0, high=1)
+    log_message_timestamp_type: str = _k("log.message.timestamp.type", "string", "CreateTime",
+                                         choices=("CreateTime", "LogAppendTime"))
+    compression_type: str = _k("compression.type", "string", "producer",
+                               choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+    offsets_topic_num_partitions: int = _k("offsets.topic.num.partitions", "int", 50, low=1)
+    offsets_topic_replication_factor: int = _k("offsets.topic.replication.factor", "int", 3, low=1)
+    offsets_topic_segment_bytes: int = _k("offsets.topic.segment.bytes", "int", 100 * 1024 * 1024, low=1)
+    offsets_retention_minutes: int = _k("offsets.retention.minutes", "int", 7 * 24 * 60, low=1)
+    group_initial_rebalance_delay_ms: int = _k("group.initial.rebalance.delay.ms", "int", 3000, low=0)
+    group_min_session_timeout_ms: int = _k("group.min.session.timeout.ms", "int", 6000, low=0)
+    group_max_session_timeout_ms: int = _k("group.max.session.timeout.ms", "int", 1_800_000, low=0)
+    group_max_size: int = _k("group.max.size", "int", INT_MAX, low=1)
+    socket_request_max_bytes: int = _k("socket.request.max.bytes", "int", 100 * 1024 * 1024, low=1)
+    zookeeper_connect: str = _k("zookeeper.connect", "string", "")
+    zookeeper_session_timeout_ms: int = _k("zookeeper.session.timeout.ms", "int", 18_000, low=1)
+    replica_lag_time_max_ms: int = _k("replica.lag.time.max.ms", "long", 30_000, low=1)
+    replica_fetch_max_bytes: int = _k("replica.fetch.max.bytes", "int", 1024 * 1024, low=0)
+    replica_fetch_wait_max_ms: int = _k("replica.fetch.wait.max.ms", "int", 500, low=0)
+    unclean_leader_election_enable: bool = _k("unclean.leader.election.enable", "bool", False)
+    auto_leader_rebalance_enable: bool = _k("auto.leader.rebalance.enable", "bool", True)
+    producer_id_expiration_ms: int = _k("producer.id.expiration.ms", "int", 86_400_000, low=1)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _parse(f.metadata["key"], getattr(self, f.name)))
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any], ignore_unknown: bool = True) -> "BrokerConfig":
+        """Build from server.properties-style names. Kafka has hundreds of broker settings: unknown names are
+        ignored (and returned by ``unknown_properties``) unless ignore_unknown is False."""
+        changes = {}
+        for name, raw in props.items():
+            attr = _BROKER_KAFKA_TO_ATTR.get(name)
+            if attr is None:
+                if not ignore_unknown:
+                    raise InvalidConfigError(f"Unknown broker config name: {name}")
+                continue
+            changes[attr] = raw
+        return cls(**changes)
+
+    @staticmethod
+    def unknown_properties(props: Mapping[str, Any]) -> list[str]:
+        return sorted(k for k in props if k not in _BROKER_KAFKA_TO_ATTR)
+
+    @classmethod
+    def from_file(cls, path: str) -> "BrokerConfig":
+        """Read a Java-properties file (``key=value`` or ``key: value`` lines, ``#``/``!`` comments)."""
+        return cls.from_properties(read_properties(path))
+
+    def replace(self, **changes) -> "BrokerConfig":
+        return dataclasses.replace(self, **changes)
+
+    def retention_ms(self) -> int:
+        """log.retention.ms, else .minutes, else .hours, as Kafka resolves them (-1: keep forever)."""
+        if self.log_retention_ms is not None:
+            return self.log_retention_ms
+        if self.log_retention_minutes is not None:
+            return self.log_retention_minutes * 60_000 if self.log_retention_minutes >= 0 else -1
+        return self.log_retention_hours * 3_600_000 if self.log_retention_hours >= 0 else -1
+
+    def log_config(self) -> LogConfig:
+        """The defaults every topic's LogConfig starts from (topic overrides go on top)."""
+        return LogConfig(segment_bytes=self.log_segment_bytes, segment_ms=self.log_roll_hours * 3_600_000,
+                         segment_index_bytes=self.log_index_size_max_bytes,
+                         index_interval_bytes=self.log_index_interval_bytes, retention_ms=self.retention_ms(),
+                         retention_bytes=self.log_retention_bytes, flush_messages=self.log_flush_interval_messages,
+                         flush_ms=self.log_flush_interval_ms, max_message_bytes=self.message_max_bytes,
+                         message_timestamp_type=self.log_message_timestamp_type,
+                         compression_type=self.compression_type, cleanup_policy=self.log_cleanup_policy,
+                         delete_retention_ms=self.log_cleaner_delete_retention_ms,
+                         min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
+                         min_insync_replicas=self.min_insync_replicas,
+                         unclean_leader_election_enable=self.unclean_leader_election_enable)
+
+
+_BROKER_KAFKA_TO_ATTR: dict[str, str] = {f.metadata["key"].kafka: f.name for f in dataclasses.fields(BrokerConfig)}
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Parse a Java .properties file: ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments,
+    backslash line continuations. Raises InvalidConfigError if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InvalidConfigError(f"cannot read properties file {path}: {e.strerror}") from None
+    props: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        for i, ch in enumerate(logical):
+            if ch in "=:" or ch.isspace():
+                key, rest = logical[:i], logical[i + 1:].lstrip()
+                if ch.isspace() and rest[:1] in ("=", ":"):
+                    rest = rest[1:].lstrip()
+                break
+        else:
+            key, rest = logical, ""
+        props[key] = rest
+        logical = ""
+    return props

@@ -105,6 +105,13 @@ class StorageError(SeglogError):
         self.errno = errno
 
 
+class NoOffsetForPartitionError(SeglogError):
+    """A consumer has no committed offset for a partition and its auto_offset_reset is "none"."""
+
+    code = -1
+    kafka_name = "UNKNOWN_SERVER_ERROR"
+
+
 class ReadOnlyLogError(SeglogError):
     """A write was attempted on a log opened with ``readonly=True``."""
 
@@ -199,7 +206,7 @@ _define("InvalidFetchSessionEpochError", 71, "INVALID_FETCH_SESSION_EPOCH", True
 _define("ClusterAuthorizationFailedError", 31, "CLUSTER_AUTHORIZATION_FAILED", doc="Not authorized for the cluster operation.")
 
 __all__ += ["CorruptRecordError", "OffsetOutOfRangeError", "RecordTooLargeError", "LogClosedError",
-            "StorageError", "ReadOnlyLogError"]
+            "StorageError", "ReadOnlyLogError", "NoOffsetForPartitionError"]
 
 
 class UnknownServerError(SeglogError):

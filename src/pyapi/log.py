@@ -34,9 +34,10 @@ from typing import Iterator, NamedTuple, Sequence
 from . import _engine
 from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, write_checkpoint
 from .config import LogConfig
-from .errors import (InvalidArgumentError, InvalidRecordError, InvalidTimestampError, LogClosedError,
-                     OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError, StorageError)
+from .errors import (CorruptRecordError, InvalidArgumentError, InvalidRecordError, InvalidTimestampError,
+                     LogClosedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError, StorageError)
 from .leader_epochs import LeaderEpochCache
+from .producer_state import ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 
 __all__ = ["Log", "Record", "TimestampOffset", "RecoveryReport"]
@@ -52,6 +53,7 @@ APPEND_BATCH_BYTES = 64 * 1024       # append_batch() cuts its records into batc
 APPEND_CHUNK_BYTES = 4 << 20         # ... and writes them this many bytes at a time from a reused buffer
 READ_CHUNK_BYTES = 1 << 20           # records() reads this much per step
 CHECKPOINT_INTERVAL_S = 60.0         # flush() rewrites the recovery point at most this often (roll/close always)
+PRODUCER_ID_EXPIRATION_MS = 86_400_000   # Kafka's producer.id.expiration.ms: idle producers are forgotten
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
 _INT64_MAX = (1 << 63) - 1
@@ -174,6 +176,7 @@ class Log:
         self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
         state = self._read_state()
         self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
+        self._producers = ProducerStateManager(self.path)
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         self.recovery = RecoveryReport(clean_shutdown=clean)
@@ -207,6 +210,7 @@ class Log:
             self._hw = min(max(self._hw, self._start_offset), seg.next_offset)
         self._epochs.truncate_from_end(seg.next_offset)
         self._writer = self._new_writer(seg.next_offset)
+        self._load_producer_state()
         self._write_state()
 
     def _load_readonly(self) -> None:
@@ -256,6 +260,39 @@ class Log:
         while len(self._bases) > 1 and self._segment_object(self._bases[-1]).size == 0:
             self._delete_segments([self._bases[-1]], delay=False)
         self._recovery_point = self._segment_object(self._bases[-1]).next_offset
+
+    def _load_producer_state(self) -> None:
+        """Producer state as of the end offset: the newest usable snapshot, then the batches after it."""
+        end = self._active.next_offset
+        pm = self._producers
+        pm.delete_snapshots(above=end)
+        pm.entries = {}
+        start = self._start_offset
+        for off in reversed(pm.snapshot_offsets()):
+            try:
+                pm.load_snapshot(off)
+                start = off
+                break
+            except CorruptRecordError:
+                log.warning("%s: producer snapshot at %d is corrupt; using an older one", self.path, off)
+                pm.delete_snapshots(above=off - 1)
+        for view in self._views(start, end):
+            pm.replay(view)
+
+    def _views(self, start: int, end: int):
+        """Whole-batch views covering offsets [start, end), segment by segment (lock held by the caller)."""
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        offset = start
+        while offset < end and i < len(self._bases):
+            seg = self._segment_object(self._bases[i])
+            pos = seg.find_position(offset)
+            while 0 <= pos < seg.size:
+                view, pos, next_offset = seg.read(pos, READ_CHUNK_BYTES)
+                if next_offset < 0:
+                    break
+                yield view
+                offset = next_offset
+            i += 1
 
     def _check_or_rebuild(self, seg) -> None:
         missing = not (os.path.exists(seg.index_path) and os.path.exists(seg.timeindex_path))
@@ -309,6 +346,7 @@ class Log:
         old = self._active
         base = old.next_offset
         old.seal()
+        self._producers.write_snapshot(base)
         seg = self._new_segment(base)
         seg.activate(self._map_bytes())
         self._open_segments[old.base_offset] = old
@@ -495,6 +533,10 @@ class Log:
     def append_raw(self, batch, *, validate_records: bool = True) -> int:
         """Append one v2 record batch as a Kafka client sends it; returns the base offset it got.
 
+        A batch from an idempotent producer (producer id set) that repeats one of the producer's last five
+        batches is not written again: its original base offset is returned. Sequence gaps raise
+        OutOfOrderSequenceError, stale epochs InvalidProducerEpochError (see producer_state).
+
         Validated as Kafka's broker does (see _engine.validate_client_batch; timestamps against
         message.timestamp.before/after.max.ms), then stored as it came: only base offset and leader epoch are
         stamped (and, for LogAppendTime topics, the append time, with a new CRC). A topic whose
@@ -508,13 +550,22 @@ class Log:
             raise InvalidTimestampError(f"record timestamps {min_ts}..{max_ts} are outside the topic's "
                                         f"message.timestamp.before/after.max.ms of now ({now})")
         data = self._convert_codec(batch, info)
+        idempotent = info.producer_id >= 0
         with self._lock:
             self._check_writable()
             self._seal_pending()
+            if idempotent:
+                duplicate = self._producers.check(info.producer_id, info.producer_epoch, info.base_sequence,
+                                                  info.records_count)
+                if duplicate is not None:
+                    return duplicate.first_offset
             base = self.end_offset
             _engine.stamp_batch(data, base, self._leader_epoch, now if cfg.log_append_time else -1)
             self._write(data, info.records_count)
             self._writer.reset(base + info.records_count)
+            if idempotent:
+                self._producers.update(info.producer_id, info.producer_epoch, info.base_sequence,
+                                       info.records_count, base, base + info.records_count - 1, max_ts)
             return base
 
     def _convert_codec(self, batch, info) -> bytearray:
@@ -552,6 +603,7 @@ class Log:
                 self._epochs.assign(b.leader_epoch, b.base_offset)
             self._write(view, sum(b.records_count for b in infos))
             self._writer.reset(expect)
+            self._producers.replay(view)
             return expect
 
     def _seal_pending(self) -> None:
@@ -590,9 +642,11 @@ class Log:
         fit in max_bytes, at least one, none holding an offset >= max_offset (default: no limit). The first
         batch may start before `offset` (batches are never split). Empty at end_offset. Reads stay within one
         segment. Raises OffsetOutOfRangeError outside [start_offset, end_offset], CorruptRecordError."""
-        return self._read(offset, max_bytes, max_offset)[0]
+        return self.read_next(offset, max_bytes, max_offset)[0]
 
-    def _read(self, offset: int, max_bytes: int, max_offset: int | None):
+    def read_next(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None):
+        """read(), plus the offset after the last returned batch: (view, next_offset), next_offset -1 when
+        the view is empty. Fetchers use it to know where to continue."""
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
@@ -622,7 +676,7 @@ class Log:
         topic, partition, path = self.topic, self.partition, self.path
         decode = _engine.decode_records
         while offset < stop:
-            view, next_offset = self._read(offset, READ_CHUNK_BYTES, None)
+            view, next_offset = self.read_next(offset, READ_CHUNK_BYTES)
             if next_offset < 0:
                 break
             yield from decode(view, offset, stop, topic, partition, False, path)
@@ -698,6 +752,7 @@ class Log:
         if self._hw is not None:
             self._hw = min(self._hw, end)
         self._epochs.truncate_from_end(end)
+        self._load_producer_state()
         self._write_state()
 
     def delete_records_before(self, offset: int) -> int:
@@ -749,6 +804,7 @@ class Log:
         self._delete_segments(doomed)
         self._start_offset = max(self._start_offset, self._bases[0])
         self._epochs.truncate_from_start(self._start_offset)
+        self._producers.delete_snapshots(below=self._bases[0])
         self._write_state()
         log.info("%s: retention deleted %d segments; log start offset now %d", self.path, len(doomed),
                  self._start_offset)
@@ -794,8 +850,10 @@ class Log:
             if cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms \
                     and self._unflushed:
                 self._flush_locked()
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            self._producers.expire(now, PRODUCER_ID_EXPIRATION_MS)
             if cfg.delete:
-                self._retention_locked(int(time.time() * 1000) if now_ms is None else now_ms)
+                self._retention_locked(now)
 
     def _maintain_quietly(self) -> None:
         try:
@@ -843,6 +901,7 @@ class Log:
                     self._seal_pending()
                     self._active.seal()
                     self._recovery_point = self.end_offset
+                    self._producers.write_snapshot(self.end_offset)
                     self._write_state()
                     with open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), "wb") as f:
                         os.fsync(f.fileno())

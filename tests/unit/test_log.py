@@ -346,3 +346,59 @@ def test_config_validation_and_kafka_names():
                 {"no.such.config": "1"}, {"min.insync.replicas": "0"}, {"preallocate": "maybe"}):
         with pytest.raises(InvalidConfigError):
             LogConfig.from_kafka(bad)
+
+
+def idempotent_batch(pid, epoch, seq, n=2, base_value=b"v"):
+    w = _engine.BatchWriter(producer_id=pid, producer_epoch=epoch, next_sequence=seq)
+    w.add_many([base_value + b"%d" % (seq + i) for i in range(n)])
+    return w.take()
+
+
+def test_idempotent_producer_duplicates_and_gaps(tmp_path):
+    from seglog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+    with Log(tmp_path / "i-0") as log:
+        assert log.append_raw(idempotent_batch(7, 0, 0)) == 0
+        assert log.append_raw(idempotent_batch(7, 0, 2)) == 2
+        assert log.append_raw(idempotent_batch(7, 0, 0)) == 0       # retried: acknowledged, not written twice
+        assert log.append_raw(idempotent_batch(7, 0, 2)) == 2
+        assert log.end_offset == 4
+        with pytest.raises(OutOfOrderSequenceError):
+            log.append_raw(idempotent_batch(7, 0, 6))               # a gap
+        with pytest.raises(OutOfOrderSequenceError):
+            log.append_raw(idempotent_batch(7, 1, 3))               # a new epoch must start at 0
+        assert log.append_raw(idempotent_batch(7, 1, 0)) == 4
+        with pytest.raises(InvalidProducerEpochError):
+            log.append_raw(idempotent_batch(7, 0, 4))               # fenced: older epoch
+        assert log.append_raw(idempotent_batch(8, 0, 500)) == 6     # unknown producer: any sequence
+        assert log.end_offset == 8
+        assert [r.value for r in log.records()] == [b"v0", b"v1", b"v2", b"v3", b"v0", b"v1", b"v500", b"v501"]
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_producer_state_survives_reopen(tmp_path, clean):
+    path = tmp_path / "s-0"
+    log = Log(path, LogConfig(segment_bytes=600))
+    for seq in range(0, 40, 2):
+        log.append_raw(idempotent_batch(3, 0, seq, base_value=b"x" * 30))
+    assert log.segment_count > 2 and any(n.endswith(".snapshot") for n in os.listdir(path))
+    if clean:
+        log.close()
+    else:
+        log.flush()
+        log._release_dir_lock()                                     # crash: no close, no final snapshot
+    with Log(path, LogConfig(segment_bytes=600)) as again:
+        assert again.append_raw(idempotent_batch(3, 0, 38, base_value=b"x" * 30)) == 38   # still a duplicate
+        assert again.end_offset == 40
+        from seglog.errors import OutOfOrderSequenceError
+        with pytest.raises(OutOfOrderSequenceError):
+            again.append_raw(idempotent_batch(3, 0, 44))
+        assert again.append_raw(idempotent_batch(3, 0, 40)) == 40
+
+
+def test_truncation_rewinds_producer_state(tmp_path):
+    with Log(tmp_path / "t-0") as log:
+        for seq in range(0, 10, 2):
+            log.append_raw(idempotent_batch(9, 0, seq))
+        log.truncate_to(6)                                          # batches with sequences 6.. are gone
+        assert log.end_offset == 6
+        assert log.append_raw(idempotent_batch(9, 0, 6)) == 6       # accepted again, not a duplicate

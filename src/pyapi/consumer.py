@@ -1,0 +1,498 @@
+"""The in-process Consumer: Kafka's consumer semantics against a local Node.
+
+Two modes, as in Kafka: ``subscribe(topics or pattern)`` joins the consumer group ``group_id`` through the
+node's group coordinator (the same one the network broker uses, so in-process and networked members can share
+a group): the leader member runs the assignor (range by default, roundrobin, cooperative-sticky) and each
+partition goes to exactly one member. ``assign(partitions)`` takes partitions by hand (no group membership;
+commits are "simple" commits). ``poll()`` returns records below each partition's high watermark, at most
+``max_records``, and advances the positions past them.
+
+Offsets: ``commit()`` stores the positions (or the given offsets) in ``__consumer_offsets``; with
+``enable_auto_commit`` the positions are committed every ``auto_commit_interval_ms`` from poll(), before a
+rebalance gives partitions away, and on close. Committing after processing gives at-least-once delivery;
+auto-commit commits positions of records already returned, so a crash may skip records still being processed
+(at-most-once for those). Without a committed offset a partition starts at ``auto_offset_reset``: "earliest",
+"latest" or "none" (NoOffsetForPartitionError).
+
+Heartbeats run on a background thread; a rebalance it learns about is carried out by the next poll(), as
+Kafka's consumer does. A Consumer is not thread-safe: use it from one thread (``close()`` may come from any).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from . import _engine
+from .assignors import Assignment, Subscription, assignor_for
+from .errors import (IllegalGenerationError, InvalidArgumentError, InvalidGroupIdError, LogClosedError,
+                     MemberIdRequiredError, NoOffsetForPartitionError, OffsetOutOfRangeError,
+                     RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
+from .offsets_format import OffsetAndMetadata, TopicPartition
+
+__all__ = ["Consumer", "TopicPartition"]
+
+log = logging.getLogger("seglog.consumer")
+_RESETS = ("earliest", "latest", "none")
+
+
+@dataclass
+class _Assigned:
+    """Consumer-side state of one assigned partition."""
+    partition: object                        # seglog.node.Partition
+    position: int | None = None
+    paused: bool = False
+    buffer: list = field(default_factory=list)   # decoded records at and after `position`, not yet returned
+
+
+class Consumer:
+    """Read records from a Node's topics (see the module docstring). Use as a context manager or close()."""
+
+    def __init__(self, node, *, group_id: str | None = None, client_id: str = "seglog-consumer",
+                 auto_offset_reset: str = "latest", enable_auto_commit: bool = True,
+                 auto_commit_interval_ms: int = 5000, max_poll_records: int = 500,
+                 max_partition_fetch_bytes: int = 1048576, session_timeout_ms: int = 45000,
+                 heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
+                 partition_assignment_strategy: Iterable[str] = ("range", "cooperative-sticky"),
+                 group_instance_id: str | None = None, key_deserializer: Callable | None = None,
+                 value_deserializer: Callable | None = None):
+        if auto_offset_reset not in _RESETS:
+            raise InvalidArgumentError(f"auto_offset_reset must be one of {', '.join(_RESETS)}")
+        if max_poll_records < 1 or max_partition_fetch_bytes < 1 or heartbeat_interval_ms < 1:
+            raise InvalidArgumentError("max_poll_records, max_partition_fetch_bytes and heartbeat_interval_ms "
+                                       "must be positive")
+        self.node = node
+        self.group_id = group_id
+        self.client_id = client_id
+        self.auto_offset_reset = auto_offset_reset
+        self.enable_auto_commit = enable_auto_commit and group_id is not None
+        self.auto_commit_interval = auto_commit_interval_ms / 1000
+        self.max_poll_records = max_poll_records
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval = heartbeat_interval_ms / 1000
+        self.max_poll_interval = max_poll_interval_ms / 1000
+        self.group_instance_id = group_instance_id
+        self.assignors = [assignor_for(name) for name in partition_assignment_strategy]
+        if not self.assignors:
+            raise InvalidArgumentError("partition_assignment_strategy needs at least one assignor")
+        self._key_de = key_deserializer
+        self._value_de = value_deserializer
+        self._assigned: dict[TopicPartition, _Assigned] = {}
+        self._topics: set[str] = set()
+        self._pattern: re.Pattern | None = None
+        self._manual = False
+        self._on_assign = self._on_revoke = None
+        self._member_id = ""
+        self._generation = -1
+        self._protocol: str | None = None
+        self._rejoin = threading.Event()
+        self._in_group = False
+        self._hb_stop = threading.Event()
+        self._hb_thread: threading.Thread | None = None
+        self._last_poll = time.monotonic()
+        self._last_commit = time.monotonic()
+        self._next = 0
+        self._pattern_checked = 0.0
+        self._joined_topics: set[str] = set()
+        self._closed = False
+
+    # -- subscription ----------------------------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None,
+                  on_assign: Callable | None = None, on_revoke: Callable | None = None) -> None:
+        """Join group_id for these topics (or every topic matching `pattern`). on_assign/on_revoke get the list
+        of TopicPartitions given to / taken from this consumer at each rebalance."""
+        self._check_open()
+        if self.group_id is None:
+            raise InvalidGroupIdError("subscribe() needs a group_id (use assign() without one)")
+        if (topics is None) == (pattern is None):
+            raise InvalidArgumentError("give either topics or pattern")
+        if isinstance(topics, str):
+            topics = [topics]
+        self._pattern = re.compile(pattern) if pattern is not None else None
+        self._topics = set(topics or ())
+        self._manual = False
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        self._rejoin.set()
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Take these partitions by hand (no group membership). Positions start at the committed offset if
+        there is a group_id and one, else at auto_offset_reset."""
+        self._check_open()
+        if self._in_group:
+            self._leave()
+        self._manual = True
+        self._topics, self._pattern = set(), None
+        wanted = [TopicPartition(t, p) for t, p in partitions]
+        self._assigned = {tp: self._assigned.get(tp) or _Assigned(self.node.partition(*tp)) for tp in wanted}
+
+    def unsubscribe(self) -> None:
+        """Leave the group (or drop the manual assignment)."""
+        if self._in_group:
+            self._leave()
+        self._assigned = {}
+        self._topics, self._pattern, self._manual = set(), None, False
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assigned)
+
+    def subscription(self) -> set[str]:
+        return set(self._wanted_topics()) if not self._manual else set()
+
+    # -- polling ----------------------------------------------------------------------------------------------
+
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list:
+        """Records from the assigned partitions (at most max_records, default max_poll_records), waiting up to
+        `timeout` seconds for some to arrive. Carries out pending rebalances and auto-commits first."""
+        self._check_open()
+        self._last_poll = time.monotonic()
+        deadline = self._last_poll + timeout
+        limit = self.max_poll_records if max_records is None else max_records
+        while True:
+            if self._pattern is not None and time.monotonic() - self._pattern_checked >= 1.0:
+                self._pattern_checked = time.monotonic()
+                if self._in_group and set(self._wanted_topics()) != self._joined_topics:
+                    self._rejoin.set()                      # a new topic matches the pattern (or one went)
+            if self._rejoin.is_set() and not self._manual:
+                self._join(deadline)
+            self._maybe_auto_commit()
+            version = self.node.data_version()
+            records = self._fetch(limit)
+            if records:
+                return records
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return []
+            self.node.wait_for_data(version, min(left, 0.1))
+
+    def _fetch(self, limit: int) -> list:
+        out: list = []
+        tps = list(self._assigned)
+        n = len(tps)
+        for i in range(n):
+            if len(out) >= limit:
+                break
+            tp = tps[(self._next + i) % n]
+            st = self._assigned[tp]
+            if st.paused:
+                continue
+            if st.position is None:
+                self._reset_position(tp, st)
+            if not st.buffer:
+                self._fill(tp, st)
+            if st.buffer:
+                take = st.buffer[:limit - len(out)]
+                del st.buffer[:len(take)]
+                out.extend(take)
+                st.position = take[-1].offset + 1
+        self._next = (self._next + 1) % n if n else 0
+        if self._key_de is not None or self._value_de is not None:
+            out = [self._deserialize(r) for r in out]
+        return out
+
+    def _fill(self, tp: TopicPartition, st: _Assigned) -> None:
+        try:
+            res = st.partition.fetch(st.position, self.max_partition_fetch_bytes)
+        except OffsetOutOfRangeError:
+            if self.auto_offset_reset == "none":
+                raise
+            log.info("%s: position %d out of range; resetting to %s", tp, st.position, self.auto_offset_reset)
+            st.position = None
+            self._reset_position(tp, st)
+            return
+        if res.next_offset < 0:
+            return
+        st.buffer = _engine.decode_records(res.records, st.position, res.high_watermark, tp.topic, tp.partition,
+                                           False)
+        if not st.buffer:
+            st.position = max(st.position, res.next_offset)      # only control records or gaps (compaction)
+
+    def _deserialize(self, r):
+        key = r.key if self._key_de is None or r.key is None else self._key_de(r.key)
+        value = r.value if self._value_de is None or r.value is None else self._value_de(r.value)
+        return _engine._make_record(r.topic, r.partition, r.offset, r.timestamp, r.timestamp_type, key, value,
+                                    r.headers)
+
+    def _reset_position(self, tp: TopicPartition, st: _Assigned) -> None:
+        committed = self._committed_offset(tp)
+        part = st.partition
+        if committed is not None and part.log_start_offset <= committed <= part.log_end_offset:
+            st.position = committed
+        elif self.auto_offset_reset == "earliest":
+            st.position = part.log_start_offset
+        elif self.auto_offset_reset == "latest":
+            st.position = part.high_watermark
+        else:
+            raise NoOffsetForPartitionError(f"no committed offset for {tp.topic}-{tp.partition} and "
+                                            f"auto_offset_reset is 'none'")
+        st.buffer = []
+
+    # -- positions --------------------------------------------------------------------------------------------
+
+    def _state(self, tp) -> _Assigned:
+        st = self._assigned.get(TopicPartition(*tp))
+        if st is None:
+            raise InvalidArgumentError(f"partition {tp[0]}-{tp[1]} is not assigned to this consumer")
+        return st
+
+    def position(self, tp: tuple[str, int]) -> int:
+        """The offset of the next record poll() returns for tp (resolving the reset policy if needed)."""
+        st = self._state(tp)
+        if st.position is None:
+            self._reset_position(TopicPartition(*tp), st)
+        return st.position
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        """Read tp from `offset` next (an offset outside the log is reset by auto_offset_reset at fetch)."""
+        if offset < 0:
+            raise InvalidArgumentError(f"seek offset must be >= 0, not {offset}")
+        st = self._state(tp)
+        st.position = offset
+        st.buffer = []
+
+    def seek_to_beginning(self, *tps) -> None:
+        for tp in tps or list(self._assigned):
+            st = self._state(tp)
+            st.position, st.buffer = st.partition.log_start_offset, []
+
+    def seek_to_end(self, *tps) -> None:
+        for tp in tps or list(self._assigned):
+            st = self._state(tp)
+            st.position, st.buffer = st.partition.high_watermark, []
+
+    def pause(self, *tps) -> None:
+        for tp in tps:
+            self._state(tp).paused = True
+
+    def resume(self, *tps) -> None:
+        for tp in tps:
+            self._state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, st in self._assigned.items() if st.paused}
+
+    def beginning_offsets(self, tps: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        return {TopicPartition(*tp): self.node.partition(*tp).log_start_offset for tp in tps}
+
+    def end_offsets(self, tps: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The high watermark of each partition (the offset after the last record a consumer can read)."""
+        return {TopicPartition(*tp): self.node.partition(*tp).high_watermark for tp in tps}
+
+    def offsets_for_times(self, timestamps: dict) -> dict:
+        """{tp: (offset, timestamp) of the first record with timestamp >= the given ms, or None}."""
+        return {TopicPartition(*tp): self.node.partition(*tp).log.offset_for_timestamp(ts)
+                for tp, ts in timestamps.items()}
+
+    # -- offsets ----------------------------------------------------------------------------------------------
+
+    def commit(self, offsets: dict | None = None) -> None:
+        """Commit `offsets` ({tp: next offset to read}) or every assigned partition's position. In a group,
+        IllegalGenerationError / UnknownMemberIdError / RebalanceInProgressError mean the group moved on:
+        the partitions may belong to another member now (the next poll rejoins)."""
+        self._check_open()
+        if self.group_id is None:
+            raise InvalidGroupIdError("commit() needs a group_id")
+        if offsets is None:
+            offsets = {tp: st.position for tp, st in self._assigned.items() if st.position is not None}
+        now = int(time.time() * 1000)
+        request = {TopicPartition(*tp): OffsetAndMetadata(int(o), -1, "", now) for tp, o in offsets.items()}
+        if not request:
+            return
+        coord = self.node.group_coordinator
+        try:
+            if self._manual or not self._in_group:
+                errors = coord.commit_offsets(self.group_id, request)
+            else:
+                errors = coord.commit_offsets(self.group_id, request, self._generation, self._member_id,
+                                              group_instance_id=self.group_instance_id)
+        except (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError):
+            self._rejoin.set()
+            raise
+        failed = {tp: e for tp, e in errors.items() if e is not None}
+        if failed:
+            raise next(iter(failed.values()))
+        self._last_commit = time.monotonic()
+
+    def _maybe_auto_commit(self) -> None:
+        if self.enable_auto_commit and self._assigned and \
+                time.monotonic() - self._last_commit >= self.auto_commit_interval:
+            self._auto_commit()
+
+    def _auto_commit(self) -> None:
+        try:
+            self.commit()
+        except (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError) as e:
+            log.info("auto-commit of group %s skipped: %s", self.group_id, e)
+
+    def _committed_offset(self, tp: TopicPartition) -> int | None:
+        if self.group_id is None:
+            return None
+        om = self.node.group_coordinator.fetch_offsets(self.group_id, [tp]).get(tp)
+        return None if om is None or om.offset < 0 else om.offset
+
+    def committed(self, tp: tuple[str, int]) -> int | None:
+        """The group's committed offset of tp, or None."""
+        return self._committed_offset(TopicPartition(*tp))
+
+    def lag(self, tp: tuple[str, int]) -> int | None:
+        """End offset minus the committed offset (None without a commit)."""
+        committed = self.committed(tp)
+        return None if committed is None else self.node.partition(*tp).high_watermark - committed
+
+    # -- group membership -------------------------------------------------------------------------------------
+
+    def _wanted_topics(self) -> list[str]:
+        if self._pattern is not None:
+            return [t for t in self.node.topics() if self._pattern.search(t)]
+        return sorted(self._topics)
+
+    def _join(self, deadline: float) -> None:
+        """Join (or rejoin) the group and apply the assignment SyncGroup brings. Retries while the group
+        moves on under us, until the poll deadline (or the rebalance timeout) passes."""
+        coord = self.node.group_coordinator
+        cooperative = all(a.rebalance_protocol == "cooperative" for a in self.assignors)
+        if not cooperative and self._assigned:
+            self._revoke(list(self._assigned))              # eager: give up everything before rejoining
+        limit = max(deadline, time.monotonic() + self.max_poll_interval)
+        while time.monotonic() < limit:
+            self._rejoin.clear()
+            topics = self._wanted_topics()
+            for t in topics:
+                self.node.ensure_topic(t)
+            self._joined_topics = set(topics)
+            owned = sorted(self._assigned)
+            sub = Subscription(topics, owned_partitions=owned, generation_id=self._generation)
+            protocols = [(a.name, sub.encode()) for a in self.assignors]
+            try:
+                joined = coord.join_group(self.group_id, self._member_id, "consumer", protocols,
+                                          self.session_timeout_ms, int(self.max_poll_interval * 1000),
+                                          group_instance_id=self.group_instance_id, client_id=self.client_id,
+                                          client_host="in-process").result()
+                self._member_id, self._generation = joined.member_id, joined.generation_id
+                self._protocol = joined.protocol_name
+                assignments = self._assign_as_leader(joined) if joined.is_leader else {}
+                synced = coord.sync_group(self.group_id, joined.generation_id, joined.member_id, assignments,
+                                          group_instance_id=self.group_instance_id).result()
+            except MemberIdRequiredError as e:
+                self._member_id = e.member_id
+                continue
+            except (UnknownMemberIdError, IllegalGenerationError):
+                self._member_id, self._generation = "", -1
+                continue
+            except RebalanceInProgressError:
+                continue
+            self._in_group = True
+            self._apply(Assignment.decode(synced.assignment).partitions)
+            self._start_heartbeat()
+            return
+        raise RebalanceInProgressError(f"could not complete a rebalance of group {self.group_id} in time")
+
+    def _assign_as_leader(self, joined) -> dict[str, bytes]:
+        subs = {m.member_id: Subscription.decode(m.metadata, m.group_instance_id) for m in joined.members}
+        counts = {}
+        for sub in subs.values():
+            for t in sub.topics:
+                if t not in counts:
+                    try:
+                        counts[t] = self.node.topic(t).partitions
+                    except UnknownTopicOrPartitionError:
+                        counts[t] = 0
+        assignor = next(a for a in self.assignors if a.name == joined.protocol_name)
+        return {m: a.encode() for m, a in assignor.assign(counts, subs).items()}
+
+    def _apply(self, partitions: list[TopicPartition]) -> None:
+        new = {TopicPartition(*tp) for tp in partitions}
+        revoked = [tp for tp in self._assigned if tp not in new]
+        if revoked:                                          # cooperative: give up what moved, then rejoin
+            self._revoke(revoked)
+            self._rejoin.set()
+        added = sorted(tp for tp in new if tp not in self._assigned)
+        for tp in added:
+            self._assigned[tp] = _Assigned(self.node.partition(*tp))
+        if added and self._on_assign is not None:
+            self._on_assign(added)
+
+    def _revoke(self, tps: list[TopicPartition]) -> None:
+        if self.enable_auto_commit and self._in_group:
+            self._auto_commit()
+        if self._on_revoke is not None:
+            self._on_revoke(sorted(tps))
+        for tp in tps:
+            self._assigned.pop(tp, None)
+
+    def _start_heartbeat(self) -> None:
+        if self._hb_thread is None or not self._hb_thread.is_alive():
+            self._hb_stop.clear()
+            self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"{self.client_id}-heartbeat",
+                                               daemon=True)
+            self._hb_thread.start()
+
+    def _heartbeat_loop(self) -> None:
+        coord = self.node.group_coordinator
+        while not self._hb_stop.wait(self.heartbeat_interval):
+            if not self._in_group:
+                continue
+            if time.monotonic() - self._last_poll > self.max_poll_interval:
+                log.warning("consumer %s did not poll for %.0f s (max_poll_interval_ms): leaving group %s",
+                            self._member_id, self.max_poll_interval, self.group_id)
+                self._leave()
+                self._rejoin.set()
+                continue
+            try:
+                coord.heartbeat(self.group_id, self._generation, self._member_id,
+                                group_instance_id=self.group_instance_id)
+            except RebalanceInProgressError:
+                self._rejoin.set()
+            except (UnknownMemberIdError, IllegalGenerationError):
+                self._member_id, self._generation = "", -1
+                self._rejoin.set()
+            except LogClosedError:
+                return
+            except Exception:
+                log.exception("heartbeat of %s failed", self._member_id)
+
+    def _leave(self) -> None:
+        if self._in_group and self._member_id:
+            try:
+                self.node.group_coordinator.leave_group(self.group_id, [(self._member_id, self.group_instance_id)])
+            except Exception as e:
+                log.info("leaving group %s: %s", self.group_id, e)
+        self._in_group = False
+        self._member_id, self._generation = "", -1
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError("consumer is closed")
+
+    def close(self, autocommit: bool = True) -> None:
+        """Commit (with auto-commit on and autocommit True), leave the group, stop heartbeats. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if autocommit and self.enable_auto_commit and self._assigned and not self.node.closed:
+                self._auto_commit()
+        finally:
+            self._hb_stop.set()
+            if not self.node.closed:
+                self._leave()
+            self._closed = True
+            if self._hb_thread is not None and self._hb_thread is not threading.current_thread():
+                self._hb_thread.join()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __iter__(self):
+        """Iterate records forever (poll with a 1 s timeout), like Kafka clients' consumer iterators."""
+        while not self._closed:
+            yield from self.poll(1.0)

@@ -1,0 +1,536 @@
+"""Node: a data directory (Kafka's ``log.dirs``) holding topics and their partition logs.
+
+This is the one core both doors use: the in-process Producer/Consumer call it directly, the network broker
+translates Kafka requests into the same calls. Layout::
+
+    data/
+      meta.properties            cluster.id, broker.id (as Kafka writes it)
+      topics.json                topic -> id, partition count, config overrides (atomically rewritten)
+      producer-id-block          the next block of producer ids to hand out
+      <topic>-<partition>/       one seglog.Log per partition (Kafka's segment files)
+      <topic>-<p>.<id>-delete/   a deleted topic's partition, removed in the background
+      .lock                      held by the process that owns the directory
+
+Topic names are checked as Kafka checks them. Offsets visible to consumers stop at a partition's high
+watermark (with one replica, its end offset). Partition directories found without an entry in topics.json
+(written by ``seglog.Log`` directly, or copied from a Kafka broker) are adopted as topics with default config.
+
+Locking: one lock guards topic metadata; each partition's Log has its own. Appends wake fetchers waiting
+in :meth:`Node.wait_for_data` (in-process consumers) and run registered listeners (the broker's long polls).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint
+from .config import BrokerConfig, LogConfig
+from .errors import (InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequiredAcksError,
+                     InvalidTopicError, LogClosedError, OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError,
+                     TopicDeletionDisabledError, UnknownTopicOrPartitionError)
+from .log import Log
+from .scheduler import default_scheduler
+
+__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "validate_topic_name"]
+
+log = logging.getLogger("seglog.node")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_DELETED_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
+TOPICS_FILE = "topics.json"
+PRODUCER_ID_FILE = "producer-id-block"
+PRODUCER_ID_BLOCK = 1000
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules: 1-249 characters of ASCII letters, digits, '.', '_', '-', and not '.' or '..'."""
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopicError(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, "
+                                f"topic name: {name}")
+    if not _LEGAL.match(name):
+        raise InvalidTopicError(f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+                                f"alphanumerics, '.', '_' and '-'")
+
+
+@dataclass
+class TopicInfo:
+    """A topic as the node knows it: id, partition count, config overrides and the resulting LogConfig."""
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    overrides: dict[str, str]
+    config: LogConfig
+    internal: bool = False
+
+    def to_json(self) -> dict:
+        return {"id": str(self.topic_id), "partitions": self.partitions, "config": self.overrides}
+
+
+@dataclass
+class FetchResult:
+    """What a fetch returns for one partition: whole batches (a zero-copy view) and the offsets around them."""
+    records: memoryview
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    next_offset: int = -1          # last returned offset + 1 (-1 when nothing was returned)
+
+
+class Partition:
+    """One topic partition on this node: its Log, the high watermark consumers read up to, and the produce
+    and fetch entry points both doors use. Thread-safe (the Log serializes)."""
+
+    def __init__(self, node: "Node", topic: str, index: int, log_: Log):
+        self.node = node
+        self.topic = topic
+        self.index = index
+        self.log = log_
+
+    def __repr__(self):
+        return f"Partition({self.topic!r}, {self.index})"
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.end_offset
+
+    def append(self, batch, acks: int = -1) -> int:
+        """Produce path: validate and append one client record batch (idempotent producers deduplicated);
+        returns its base offset. acks must be -1 (all), 0 or 1; with a single replica all three are satisfied
+        once the batch is in the log."""
+        if acks not in (-1, 0, 1):
+            raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, not {acks}")
+        base = self.log.append_raw(batch)
+        self.node._data_arrived(self)
+        return base
+
+    def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True) -> FetchResult:
+        """Whole batches from `offset` (the batch holding it first), at most `max_bytes` but at least one
+        batch; for consumers (committed_only) none at or above the high watermark, for replicas up to the log
+        end. As in Kafka, an offset between the high watermark and the log end reads nothing, and one outside
+        [log start, log end] raises OffsetOutOfRangeError."""
+        lg = self.log
+        hw, end, start = lg.high_watermark, lg.end_offset, lg.start_offset
+        if not start <= offset <= end:
+            raise OffsetOutOfRangeError(offset, start, end)
+        if offset >= (hw if committed_only else end):
+            return FetchResult(memoryview(b""), hw, start, end)
+        view, next_offset = lg.read_next(offset, max_bytes, hw if committed_only else None)
+        return FetchResult(view, hw, start, end, next_offset)
+
+
+class Node:
+    """A data directory of topics. ``seglog.open(path)`` returns one. Close it (or use ``with``)."""
+
+    def __init__(self, path: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | None = None):
+        self.path = os.path.abspath(os.fspath(path))
+        if config is None:
+            config = BrokerConfig()
+        elif not isinstance(config, BrokerConfig):
+            config = BrokerConfig.from_properties(config)
+        self.config = config
+        self._lock = threading.RLock()
+        self._data = threading.Condition(threading.Lock())
+        self._data_version = 0
+        self._listeners: list[Callable[[Partition], None]] = []
+        self._topics: dict[str, TopicInfo] = {}
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._closed = False
+        self._coordinator = None
+        self._lock_fd = -1
+        try:
+            os.makedirs(self.path, exist_ok=True)
+        except OSError as e:
+            raise StorageError(f"cannot create data directory: {e.strerror}", self.path, e.errno) from None
+        self._take_lock()
+        try:
+            self._load()
+        except BaseException:
+            self._close_partitions()
+            self._release_lock()
+            raise
+
+    # -- loading --------------------------------------------------------------------------------------------
+
+    def _take_lock(self) -> None:
+        fd = os.open(os.path.join(self.path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StorageError("data directory is in use by another process (a running broker?); "
+                               "use --bootstrap-server to reach it", self.path) from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _load(self) -> None:
+        self.cluster_id = self._meta_properties()
+        stored = self._read_topics()
+        found: dict[str, int] = {}
+        for name in os.listdir(self.path):
+            full = os.path.join(self.path, name)
+            if _DELETED_DIR.match(name):
+                shutil.rmtree(full, ignore_errors=True)
+                continue
+            m = _PARTITION_DIR.match(name)
+            if m and os.path.isdir(full):
+                found[m.group(1)] = max(found.get(m.group(1), 0), int(m.group(2)) + 1)
+        for name, count in found.items():
+            if name not in stored:
+                log.info("adopting partition directories of topic %s (%d partitions)", name, count)
+                stored[name] = {"id": str(uuid.uuid4()), "partitions": count, "config": {}}
+        for name, entry in sorted(stored.items()):
+            info = self._topic_info(name, uuid.UUID(entry["id"]), entry["partitions"], entry.get("config", {}))
+            self._topics[name] = info
+            for p in range(info.partitions):
+                self._open_partition(info, p)
+        self._write_topics()
+
+    def _meta_properties(self) -> str:
+        path = os.path.join(self.path, "meta.properties")
+        props = {}
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if "=" in line and not line.startswith("#"):
+                        k, v = line.strip().split("=", 1)
+                        props[k] = v
+        if "cluster.id" not in props:
+            props = {"version": "0", "broker.id": str(self.config.broker_id),
+                     "cluster.id": base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")}
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write("#seglog\n" + "".join(f"{k}={v}\n" for k, v in props.items()))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        return props["cluster.id"]
+
+    def _read_topics(self) -> dict[str, dict]:
+        path = os.path.join(self.path, TOPICS_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            raise StorageError(f"cannot read topic metadata: {e}", path) from None
+        return data.get("topics", {})
+
+    def _write_topics(self) -> None:
+        path = os.path.join(self.path, TOPICS_FILE)
+        data = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self._topics.items())}}
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(self.path)
+        except OSError as e:
+            raise StorageError(f"cannot write topic metadata: {e.strerror}", path, e.errno) from None
+
+    def _topic_info(self, name: str, topic_id: uuid.UUID, partitions: int, overrides: Mapping[str, Any]) -> TopicInfo:
+        internal = name == OFFSETS_TOPIC
+        base = self.config.log_config()
+        if internal:
+            base = base.replace(cleanup_policy=("compact",), segment_bytes=self.config.offsets_topic_segment_bytes,
+                                compression_type="producer")
+        cfg = base.with_kafka(overrides)
+        return TopicInfo(name, topic_id, partitions, {k: str(v) for k, v in overrides.items()}, cfg, internal)
+
+    def _open_partition(self, info: TopicInfo, p: int) -> Partition:
+        lg = Log(os.path.join(self.path, f"{info.name}-{p}"), info.config, topic=info.name, partition=p,
+                 retention_check_interval_ms=self.config.log_retention_check_interval_ms)
+        part = Partition(self, info.name, p, lg)
+        self._partitions[(info.name, p)] = part
+        return part
+
+    # -- topics -----------------------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"node {self.path} is closed")
+
+    def create_topic(self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None,
+                     replication_factor: int | None = None) -> TopicInfo:
+        """Create a topic (partitions default num.partitions). config: Kafka-named overrides. A single node
+        holds one replica, so replication_factor must be 1 (or None). Raises InvalidTopicError,
+        TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError, InvalidConfigError."""
+        validate_topic_name(name)
+        partitions = self.config.num_partitions if partitions is None else partitions
+        if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+            raise InvalidPartitionsError(f"Number of partitions must be larger than 0, not {partitions!r}.")
+        rf = 1 if replication_factor is None else replication_factor
+        if not isinstance(rf, int) or rf < 1:
+            raise InvalidReplicationFactorError(f"Replication factor must be larger than 0, not {rf!r}.")
+        if rf > 1:
+            raise InvalidReplicationFactorError(f"Replication factor: {rf} larger than available brokers: 1.")
+        with self._lock:
+            self._check_open()
+            if name in self._topics:
+                raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+            clash = [t for t in self._topics if t.replace(".", "_") == name.replace(".", "_")]
+            if clash:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clash)}")
+            info = self._topic_info(name, uuid.uuid4(), partitions, dict(config or {}))
+            self._topics[name] = info
+            try:
+                for p in range(partitions):
+                    self._open_partition(info, p)
+                self._write_topics()
+            except BaseException:
+                self._drop_topic(name)
+                raise
+            log.info("created topic %s with %d partitions", name, partitions)
+            return info
+
+    def ensure_topic(self, name: str) -> TopicInfo:
+        """The topic, created with the defaults if auto.create.topics.enable (Kafka's auto-creation on first
+        use); UnknownTopicOrPartitionError otherwise."""
+        info = self._topics.get(name)
+        if info is not None:
+            return info
+        if name == OFFSETS_TOPIC:
+            return self._offsets_topic()
+        if not self.config.auto_create_topics_enable:
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic: {name}")
+        try:
+            return self.create_topic(name)
+        except TopicAlreadyExistsError:
+            return self._topics[name]
+
+    def _offsets_topic(self) -> TopicInfo:
+        with self._lock:
+            info = self._topics.get(OFFSETS_TOPIC)
+            if info is None:
+                info = self._topic_info(OFFSETS_TOPIC, uuid.uuid4(), self.config.offsets_topic_num_partitions, {})
+                self._topics[OFFSETS_TOPIC] = info
+                for p in range(info.partitions):
+                    self._open_partition(info, p)
+                self._write_topics()
+            return info
+
+    def topic(self, name: str) -> TopicInfo:
+        """The topic's description; UnknownTopicOrPartitionError if it does not exist."""
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic: {name}")
+        return info
+
+    def topics(self, include_internal: bool = False) -> list[str]:
+        return sorted(n for n, t in self._topics.items() if include_internal or not t.internal)
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The partition; UnknownTopicOrPartitionError for an unknown topic or partition number."""
+        part = self._partitions.get((topic, index))
+        if part is None:
+            self._check_open()
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {topic}-{index}")
+        return part
+
+    def partitions(self, topic: str) -> list[Partition]:
+        info = self.topic(topic)
+        return [self._partitions[(topic, p)] for p in range(info.partitions)]
+
+    def create_partitions(self, name: str, total: int) -> TopicInfo:
+        """Grow a topic to `total` partitions (Kafka cannot shrink: InvalidPartitionsError)."""
+        with self._lock:
+            self._check_open()
+            info = self.topic(name)
+            if not isinstance(total, int) or total <= info.partitions:
+                raise InvalidPartitionsError(f"Topic currently has {info.partitions} partitions, which is higher "
+                                             f"than or equal to the requested {total}.")
+            for p in range(info.partitions, total):
+                self._open_partition(info, p)
+            info.partitions = total
+            self._write_topics()
+            return info
+
+    def alter_topic_config(self, name: str, set_: Mapping[str, Any] | None = None,
+                           delete: list[str] | tuple = ()) -> TopicInfo:
+        """Change a topic's config overrides (Kafka-named); deleted ones fall back to the broker default.
+        Open partitions take the new config at once (segment size, retention ... apply from now on)."""
+        with self._lock:
+            self._check_open()
+            info = self.topic(name)
+            overrides = dict(info.overrides)
+            for k in delete:
+                overrides.pop(k, None)
+            overrides.update({k: str(v) for k, v in (set_ or {}).items()})
+            new = self._topic_info(name, info.topic_id, info.partitions, overrides)
+            info.overrides, info.config = new.overrides, new.config
+            for p in range(info.partitions):
+                self._partitions[(name, p)].log.config = new.config
+            self._write_topics()
+            return info
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and its data (delete.topic.enable). Its directories are renamed at once and removed
+        in the background, as Kafka does. Raises TopicDeletionDisabledError, UnknownTopicOrPartitionError."""
+        if not self.config.delete_topic_enable:
+            raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false).")
+        with self._lock:
+            self._check_open()
+            info = self.topic(name)
+            if info.internal:
+                raise InvalidTopicError(f"The internal topic {name} cannot be deleted")
+            self._drop_topic(name)
+            self._write_topics()
+            log.info("deleted topic %s", name)
+
+    def _drop_topic(self, name: str) -> None:
+        info = self._topics.pop(name, None)
+        if info is None:
+            return
+        doomed = []
+        for p in range(info.partitions):
+            part = self._partitions.pop((name, p), None)
+            if part is not None:
+                part.log.close()
+            src = os.path.join(self.path, f"{name}-{p}")
+            if os.path.isdir(src):
+                dst = f"{src}.{uuid.uuid4().hex}-delete"
+                os.rename(src, dst)
+                doomed.append(dst)
+        if doomed:
+            fsync_dir(self.path)
+            default_scheduler().schedule(lambda: [shutil.rmtree(d, ignore_errors=True) for d in doomed], 0.0,
+                                         name=f"delete topic {name}")
+
+    # -- producers ----------------------------------------------------------------------------------------------
+
+    def init_producer_id(self) -> int:
+        """A producer id never handed out before by this data directory (ids are reserved in persisted blocks)."""
+        with self._lock:
+            self._check_open()
+            if getattr(self, "_pid_next", None) is None or self._pid_next >= self._pid_end:
+                path = os.path.join(self.path, PRODUCER_ID_FILE)
+                rows = read_checkpoint(path, 2) or [["next", "0"]]
+                start = int(rows[0][1])
+                write_checkpoint(path, [("next", start + PRODUCER_ID_BLOCK)])
+                self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    # -- waiting for data --------------------------------------------------------------------------------------
+
+    def _data_arrived(self, part: Partition) -> None:
+        with self._data:
+            self._data_version += 1
+            self._data.notify_all()
+        for fn in self._listeners:
+            fn(part)
+
+    def data_version(self) -> int:
+        """A counter that grows on every append; pass it to wait_for_data to wait for the next one."""
+        return self._data_version
+
+    def wait_for_data(self, since_version: int, timeout: float) -> bool:
+        """Block until something was appended after `since_version` (True) or timeout seconds pass (False)."""
+        deadline = time.monotonic() + timeout
+        with self._data:
+            while self._data_version == since_version:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    return False
+                self._data.wait(left)
+            return True
+
+    def add_listener(self, fn: Callable[[Partition], None]) -> None:
+        """Call fn(partition) after every append (from the appending thread: keep it short)."""
+        self._listeners = self._listeners + [fn]
+
+    def remove_listener(self, fn: Callable[[Partition], None]) -> None:
+        self._listeners = [f for f in self._listeners if f is not fn]
+
+    # -- groups -----------------------------------------------------------------------------------------------
+
+    @property
+    def group_coordinator(self):
+        """The group coordinator of this node, with offsets in __consumer_offsets (created on first use)."""
+        with self._lock:
+            self._check_open()
+            if self._coordinator is None:
+                from .group import GroupConfig, GroupCoordinator
+                from .offsets_store import LogOffsetStore
+                c = self.config
+                cfg = GroupConfig(min_session_timeout_ms=c.group_min_session_timeout_ms,
+                                  max_session_timeout_ms=c.group_max_session_timeout_ms,
+                                  initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+                                  max_size=c.group_max_size)
+                self._coordinator = GroupCoordinator(LogOffsetStore(self), cfg)
+            return self._coordinator
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every partition."""
+        for part in list(self._partitions.values()):
+            part.log.flush()
+
+    def _close_partitions(self) -> None:
+        for part in list(self._partitions.values()):
+            try:
+                part.log.close()
+            except Exception:
+                log.exception("closing %s failed", part)
+        self._partitions.clear()
+
+    def close(self) -> None:
+        """Stop the group coordinator, close every log cleanly, release the directory. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._coordinator is not None:
+                self._coordinator.close()
+            self._close_partitions()
+            self._release_lock()
+        with self._data:
+            self._data.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "Node":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self):
+        return f"Node({self.path!r}, {len(self._topics)} topics)"
+

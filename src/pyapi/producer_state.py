@@ -1,0 +1,192 @@
+"""Idempotent producer state of one partition log: deduplication and sequence checks, as Kafka's broker does.
+
+For each producer id the state keeps its epoch and the sequence/offset ranges of its last five batches (a
+producer has at most five requests in flight). A batch from a client is checked before it is appended:
+
+- epoch older than the producer's            -> InvalidProducerEpochError
+- same epoch, same sequence range as a kept batch -> duplicate: acknowledged with the original offsets, not written
+- new epoch: the first sequence must be 0      -> else OutOfOrderSequenceError
+- same epoch: first sequence = last + 1 (int32 wrap to 0) -> else OutOfOrderSequenceError (a gap or a reorder)
+- unknown producer id: any sequence is accepted (its state may have expired with retention)
+
+State is snapshotted in Kafka's `.snapshot` file format (version 1: int16 version, uint32 CRC-32C of the rest,
+int32 count, then per producer: int64 id, int16 epoch, int32 last sequence, int64 last offset, int32 offset
+delta, int64 timestamp, int32 coordinator epoch, int64 current transaction first offset), named by the log
+offset the state is valid for. After opening, the log replays the batches after the newest snapshot.
+Not thread-safe: the owning Log's lock guards it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+from . import _engine
+from .checkpoints import fsync_dir
+from .errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError, StorageError
+
+MAX_BATCHES_PER_PRODUCER = 5
+INT32_MAX = (1 << 31) - 1
+SNAPSHOT_VERSION = 1
+_HEADER = struct.Struct(">hI")
+_ENTRY = struct.Struct(">qhiqiqiq")
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+
+
+@dataclass
+class BatchMeta:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+
+def _next_seq(seq: int, count: int) -> int:
+    return (seq + count) % (INT32_MAX + 1)
+
+
+class ProducerStateManager:
+    """Producer id -> ProducerEntry for one log, plus snapshot files in the log directory."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.entries: dict[int, ProducerEntry] = {}
+
+    def check(self, producer_id: int, epoch: int, first_seq: int, count: int) -> BatchMeta | None:
+        """Validate a client batch; returns the kept batch it duplicates (do not append it) or None."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            return None
+        last_seq = _next_seq(first_seq, count - 1)
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(f"producer {producer_id} epoch {epoch} is older than its current "
+                                            f"epoch {entry.epoch}")
+        if epoch == entry.epoch:
+            for b in entry.batches:
+                if b.first_seq == first_seq and b.last_seq == last_seq:
+                    return b
+            expected = _next_seq(entry.last_seq, 1) if entry.batches else first_seq
+            if first_seq != expected:
+                raise OutOfOrderSequenceError(
+                    f"producer {producer_id} epoch {epoch}: sequence {first_seq} where {expected} was expected")
+        elif first_seq != 0:
+            raise OutOfOrderSequenceError(f"producer {producer_id}: a new epoch {epoch} must start at "
+                                          f"sequence 0, not {first_seq}")
+        return None
+
+    def update(self, producer_id: int, epoch: int, first_seq: int, count: int, first_offset: int,
+               last_offset: int, timestamp: int) -> None:
+        """Record an appended batch (from a client or a leader)."""
+        entry = self.entries.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            entry = self.entries[producer_id] = ProducerEntry(producer_id, epoch)
+        entry.batches.append(BatchMeta(first_seq, _next_seq(first_seq, count - 1), first_offset, last_offset,
+                                       timestamp))
+
+    def replay(self, data) -> None:
+        """Update from the batch headers of whole batches (log replay after a snapshot, follower appends)."""
+        for b in _engine.batches(data, False):
+            if b.producer_id >= 0 and b.base_sequence >= 0 and not b.is_control:
+                self.update(b.producer_id, b.producer_epoch, b.base_sequence, b.records_count, b.base_offset,
+                            b.last_offset, b.max_timestamp)
+
+    def truncate_to(self, end_offset: int) -> None:
+        """Forget batches at or after end_offset (the log was truncated); producers left empty are dropped."""
+        for pid in list(self.entries):
+            entry = self.entries[pid]
+            kept = [b for b in entry.batches if b.last_offset < end_offset]
+            if not kept:
+                del self.entries[pid]
+            elif len(kept) != len(entry.batches):
+                entry.batches = deque(kept, maxlen=MAX_BATCHES_PER_PRODUCER)
+
+    def expire(self, now_ms: int, max_age_ms: int) -> int:
+        """Drop producers whose last batch is older than max_age_ms (producer.id.expiration.ms)."""
+        old = [pid for pid, e in self.entries.items() if e.batches and e.batches[-1].timestamp < now_ms - max_age_ms]
+        for pid in old:
+            del self.entries[pid]
+        return len(old)
+
+    # -- snapshots ----------------------------------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshot files in the directory, ascending."""
+        names = os.listdir(self.directory)
+        return sorted(int(m.group(1)) for m in map(_SNAPSHOT_RE.match, names) if m)
+
+    def _path(self, offset: int) -> str:
+        return os.path.join(self.directory, "%020d.snapshot" % offset)
+
+    def write_snapshot(self, offset: int) -> None:
+        """Write the state as of log offset `offset` atomically (tmp + fsync + rename)."""
+        body = bytearray(struct.pack(">i", len(self.entries)))
+        for e in self.entries.values():
+            last = e.batches[-1] if e.batches else BatchMeta(-1, -1, -1, -1, -1)
+            body += _ENTRY.pack(e.producer_id, e.epoch, last.last_seq, last.last_offset,
+                                last.last_offset - last.first_offset, last.timestamp, -1, -1)
+        data = _HEADER.pack(SNAPSHOT_VERSION, _engine.crc32c(body)) + body
+        path = self._path(offset)
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(self.directory)
+        except OSError as e:
+            raise StorageError(f"cannot write producer snapshot: {e.strerror}", path, e.errno) from None
+
+    def load_snapshot(self, offset: int) -> None:
+        """Replace the state with the snapshot at `offset`. Raises CorruptRecordError if it does not parse."""
+        path = self._path(offset)
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            version, crc = _HEADER.unpack_from(data)
+            body = memoryview(data)[_HEADER.size:]
+            if version != SNAPSHOT_VERSION or _engine.crc32c(body) != crc:
+                raise ValueError("version or CRC")
+            (count,) = struct.unpack_from(">i", body)
+            if len(body) != 4 + count * _ENTRY.size:
+                raise ValueError("length")
+            entries = {}
+            for i in range(count):
+                pid, epoch, last_seq, last_off, delta, ts, _, _ = _ENTRY.unpack_from(body, 4 + i * _ENTRY.size)
+                entry = ProducerEntry(pid, epoch)
+                if last_off >= 0:
+                    count_in_batch = delta + 1
+                    entry.batches.append(BatchMeta(_next_seq(last_seq, -(count_in_batch - 1)), last_seq,
+                                                   last_off - delta, last_off, ts))
+                entries[pid] = entry
+        except (struct.error, ValueError) as e:
+            raise CorruptRecordError(f"producer snapshot does not parse ({e})", path=path) from None
+        self.entries = entries
+
+    def delete_snapshots(self, below: int | None = None, above: int | None = None) -> None:
+        """Delete snapshot files with offset < below or > above."""
+        for off in self.snapshot_offsets():
+            if (below is not None and off < below) or (above is not None and off > above):
+                try:
+                    os.unlink(self._path(off))
+                except FileNotFoundError:
+                    pass
