@@ -17,6 +17,8 @@ cdef class MappedFile:
     cdef readonly size_t length
     cdef readonly Py_ssize_t views          # live SegmentViews of this mapping
     cdef readonly str path
+    cdef readonly uint64_t inode            # identity of the mapped file (a truncation copy is another inode)
+    cdef readonly uint64_t device
 
     @staticmethod
     cdef MappedFile map_fd(int fd, size_t length, str path)

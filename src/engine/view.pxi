@@ -27,7 +27,12 @@ cdef class MappedFile:
         """Map [0, length) of fd read-only; length 0 gives an empty mapping. Raises StorageError."""
         cdef MappedFile m = MappedFile.__new__(MappedFile)
         cdef void *addr
+        cdef stat_t st
         m.path = path
+        if fstat(fd, &st) != 0:
+            raise_storage_error("cannot stat", path)
+        m.inode = st.st_ino
+        m.device = st.st_dev
         if length == 0:
             return m
         addr = mmap(NULL, length, PROT_READ, MAP_SHARED, fd, 0)
@@ -71,6 +76,18 @@ cdef class SegmentView:
 
     def __releasebuffer__(self, Py_buffer *buf):
         pass
+
+
+def file_range(obj):
+    """For a view returned by a mapped read: (path, device, inode, position, length) of its bytes in the
+    segment file, so a server can sendfile them instead of copying; None for any other buffer. The caller
+    must check the file it opens is still that device/inode (a truncation may have replaced it)."""
+    cdef SegmentView sv
+    if not isinstance(obj, memoryview) or not isinstance(obj.obj, SegmentView):
+        return None
+    sv = <SegmentView>obj.obj
+    return (sv.owner.path, sv.owner.device, sv.owner.inode,
+            <Py_ssize_t>(<size_t>view_address(obj) - <size_t>sv.owner.addr), obj.nbytes)
 
 
 def view_address(obj):

@@ -14,9 +14,16 @@ from .node import Node
 from .offsets_format import TopicPartition
 from .producer import Producer, RecordFuture, RecordMetadata
 
-__all__ = ["errors", "BrokerConfig", "Consumer", "Log", "LogConfig", "Node", "Producer", "Record", "RecordFuture",
+__all__ = ["serve", "errors", "BrokerConfig", "Consumer", "Log", "LogConfig", "Node", "Producer", "Record", "RecordFuture",
            "RecordMetadata", "RecoveryReport", "SeglogError", "TimestampOffset", "TopicPartition", "open"]
 __version__ = "0.1.0"
+
+
+def serve(data_dir: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | None = None, **kwargs):
+    """Run a Kafka-protocol broker on `data_dir` in a background thread (a free 127.0.0.1 port by default):
+    ``with seglog.serve(tmp_path) as broker: broker.bootstrap_servers``. See seglog.broker.serve."""
+    from .broker import serve as _serve
+    return _serve(data_dir, config, **kwargs)
 
 
 def open(path: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | None = None) -> Node:  # noqa: A001

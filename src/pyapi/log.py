@@ -530,12 +530,13 @@ class Log:
             self._writer.reset(bw.next_offset)
             return first, bw.next_offset - 1
 
-    def append_raw(self, batch, *, validate_records: bool = True) -> int:
+    def append_raw(self, batch, *, validate_records: bool = True, now_ms: int | None = None) -> int:
         """Append one v2 record batch as a Kafka client sends it; returns the base offset it got.
 
         A batch from an idempotent producer (producer id set) that repeats one of the producer's last five
         batches is not written again: its original base offset is returned. Sequence gaps raise
-        OutOfOrderSequenceError, stale epochs InvalidProducerEpochError (see producer_state).
+        OutOfOrderSequenceError, stale epochs InvalidProducerEpochError (see producer_state). `now_ms` is the
+        append time (LogAppendTime topics stamp it; timestamps are checked against it).
 
         Validated as Kafka's broker does (see _engine.validate_client_batch; timestamps against
         message.timestamp.before/after.max.ms), then stored as it came: only base offset and leader epoch are
@@ -544,7 +545,7 @@ class Log:
         InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
         cfg = self.config
         info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records)
-        now = int(time.time() * 1000)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
         if not cfg.log_append_time and (min_ts < now - cfg.message_timestamp_before_max_ms
                                         or max_ts > now + cfg.message_timestamp_after_max_ms):
             raise InvalidTimestampError(f"record timestamps {min_ts}..{max_ts} are outside the topic's "
@@ -644,9 +645,11 @@ class Log:
         segment. Raises OffsetOutOfRangeError outside [start_offset, end_offset], CorruptRecordError."""
         return self.read_next(offset, max_bytes, max_offset)[0]
 
-    def read_next(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None):
+    def read_next(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None,
+                  min_one: bool = True):
         """read(), plus the offset after the last returned batch: (view, next_offset), next_offset -1 when
-        the view is empty. Fetchers use it to know where to continue."""
+        the view is empty. Fetchers use it to know where to continue. min_one=False returns nothing rather
+        than one batch larger than max_bytes."""
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
@@ -662,7 +665,7 @@ class Log:
                 seg = self._segment_object(self._bases[max(i, 0)])
                 pos = seg.find_position(offset)
                 if pos >= 0:
-                    view, _, next_offset = seg.read(pos, max_bytes, limit)
+                    view, _, next_offset = seg.read(pos, max_bytes, limit, min_one)
                     return view, next_offset
                 i += 1                  # past this segment's data (a gap): the next segment
             return memoryview(b""), -1

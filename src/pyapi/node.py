@@ -119,28 +119,30 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.end_offset
 
-    def append(self, batch, acks: int = -1) -> int:
-        """Produce path: validate and append one client record batch (idempotent producers deduplicated);
-        returns its base offset. acks must be -1 (all), 0 or 1; with a single replica all three are satisfied
-        once the batch is in the log."""
+    def append(self, batch, acks: int = -1) -> tuple[int, int]:
+        """Produce path: validate and append one client record batch (idempotent producers deduplicated).
+        Returns (base offset, log append time in ms or -1 for CreateTime topics). acks must be -1 (all), 0 or
+        1; with a single replica all three are satisfied once the batch is in the log."""
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, not {acks}")
-        base = self.log.append_raw(batch)
+        now = int(time.time() * 1000)
+        base = self.log.append_raw(batch, now_ms=now)
         self.node._data_arrived(self)
-        return base
+        return base, (now if self.log.config.log_append_time else -1)
 
-    def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True) -> FetchResult:
-        """Whole batches from `offset` (the batch holding it first), at most `max_bytes` but at least one
-        batch; for consumers (committed_only) none at or above the high watermark, for replicas up to the log
-        end. As in Kafka, an offset between the high watermark and the log end reads nothing, and one outside
-        [log start, log end] raises OffsetOutOfRangeError."""
+    def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,
+              min_one: bool = True) -> FetchResult:
+        """Whole batches from `offset` (the batch holding it first), at most `max_bytes` (but at least one
+        batch when min_one); for consumers (committed_only) none at or above the high watermark, for replicas
+        up to the log end. As in Kafka, an offset between the high watermark and the log end reads nothing,
+        and one outside [log start, log end] raises OffsetOutOfRangeError."""
         lg = self.log
         hw, end, start = lg.high_watermark, lg.end_offset, lg.start_offset
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset, start, end)
         if offset >= (hw if committed_only else end):
             return FetchResult(memoryview(b""), hw, start, end)
-        view, next_offset = lg.read_next(offset, max_bytes, hw if committed_only else None)
+        view, next_offset = lg.read_next(offset, max_bytes, hw if committed_only else None, min_one)
         return FetchResult(view, hw, start, end, next_offset)
 
 

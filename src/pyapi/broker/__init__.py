@@ -1,0 +1,144 @@
+"""seglog.broker: the Kafka-protocol broker over a seglog Node.
+
+``seglog.serve(data_dir)`` runs one on a free loopback port in a background thread (for tests and embedding)::
+
+    with seglog.serve(tmp_path) as broker:
+        KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+
+``seglog broker --data-dir data --port 9092`` (or ``--config server.properties``) runs one in the foreground.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from typing import Any, Mapping
+
+from ..config import BrokerConfig
+from ..node import Node
+from .server import Broker, parse_listener
+
+__all__ = ["Broker", "RunningBroker", "serve", "run_forever"]
+
+log = logging.getLogger("seglog.broker")
+
+
+def _config(data_dir, config, overrides) -> BrokerConfig:
+    if config is None:
+        config = BrokerConfig()
+    elif not isinstance(config, BrokerConfig):
+        config = BrokerConfig.from_properties(config)
+    changes = dict(overrides or {})
+    if data_dir is not None:
+        changes["log.dirs"] = os.fspath(data_dir)
+    if changes:
+        merged = {f: v for f, v in changes.items()}
+        config = BrokerConfig.from_properties({**_as_props(config), **merged})
+    return config
+
+
+def _as_props(config: BrokerConfig) -> dict[str, Any]:
+    import dataclasses
+    return {f.metadata["key"].kafka: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
+class RunningBroker:
+    """A broker running on its own event loop in a background thread. ``bootstrap_servers`` is
+    "host:port"; ``node`` the Node it serves (usable in-process at the same time); ``stop()`` shuts it down
+    cleanly (also on leaving the ``with`` block)."""
+
+    def __init__(self, data_dir, config=None, *, host: str = "127.0.0.1", port: int = 0,
+                 metrics_port: int | None = None, **overrides):
+        self.config = _config(data_dir, config, {k.replace("_", "."): v for k, v in overrides.items()})
+        self.node = Node(self.config.log_dirs.split(",")[0], self.config)
+        self.broker = Broker(self.node, self.config, host=host, port=port, metrics_port=metrics_port)
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="seglog-broker", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            self.node.close()
+            raise self._error
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self.broker.start())
+        except BaseException as e:
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self.broker.stop())
+        self._loop.close()
+
+    @property
+    def host(self) -> str:
+        return self.broker.advertised_host()
+
+    @property
+    def port(self) -> int:
+        return self.broker.port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.broker.metrics_port
+
+    def metrics(self) -> dict:
+        return self.broker.metrics.snapshot()
+
+    def stop(self) -> None:
+        """Close connections and the node (flush, clean-shutdown markers). Idempotent."""
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+
+    def __enter__(self) -> "RunningBroker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def serve(data_dir, config: BrokerConfig | Mapping[str, Any] | None = None, *, host: str = "127.0.0.1",
+          port: int = 0, **overrides) -> RunningBroker:
+    """Start a broker on `data_dir` (a free port on 127.0.0.1 by default) in a background thread. Keyword
+    overrides use config names with '_' for '.' (e.g. ``auto_create_topics_enable=False``)."""
+    return RunningBroker(data_dir, config, host=host, port=port, **overrides)
+
+
+def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int:
+    """Run a broker in the foreground until SIGINT/SIGTERM, then shut down cleanly. Returns an exit code."""
+    node = Node(config.log_dirs.split(",")[0], config)
+    broker = Broker(node, config, metrics_port=metrics_port)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await broker.start()
+        print(f"seglog broker {config.broker_id} listening on {broker.advertised_host()}:{broker.port}"
+              + (f", metrics on :{broker.metrics_port}" if broker.metrics_port else ""), flush=True)
+        try:
+            await stop.wait()
+        finally:
+            await broker.stop()
+
+    try:
+        asyncio.run(main())
+    except BaseException:
+        node.close()
+        raise
+    return 0

@@ -1,0 +1,468 @@
+"""Request handlers: each turns one decoded Kafka request into calls on the Node (and its group coordinator)
+and builds the response body. No behaviour lives here that the in-process door does not share: validation,
+idempotence, offsets and groups are the core's; handlers only translate shapes and exceptions to error codes.
+
+Every handler is ``async def handle_<api>(self, header, body) -> dict | None`` (None: no response, as for
+acks=0 produce requests). Errors of one partition become that partition's error code; a handler never
+lets a SeglogError escape for something the client did wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from .. import errors
+from ..config import KAFKA_NAMES
+from ..errors import SeglogError, code_of
+from ..group import GroupState
+from ..offsets_format import OffsetAndMetadata, TopicPartition
+from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
+
+log = logging.getLogger("seglog.broker")
+
+LATEST, EARLIEST = -1, -2
+TRANSACTIONS_UNSUPPORTED = 53         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, clear message
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_DEFAULT = 1, 4, 5
+
+
+def _err(exc: BaseException) -> int:
+    return code_of(exc)
+
+
+class Handlers:
+    """The API implementations of one broker. `broker` gives node, view (cluster metadata), config, and the
+    fetch waiting and metrics machinery of the server."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.node = broker.node
+        self.config = broker.config
+
+    # -- ApiVersions, Metadata ---------------------------------------------------------------------------------
+
+    async def handle_api_versions(self, header, body):
+        return api_versions_body()
+
+    async def handle_metadata(self, header, body):
+        node, view = self.node, self.broker.view
+        requested = body["topics"]
+        if requested is None:
+            names = node.topics(include_internal=True)
+        else:
+            names = [t["name"] for t in requested]
+        allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
+        topics = []
+        for name in names:
+            try:
+                if requested is not None and allow_create and self.config.auto_create_topics_enable:
+                    info = view.ensure_topic(name)
+                else:
+                    info = node.topic(name)
+            except SeglogError as e:
+                topics.append({"error_code": _err(e), "name": name, "partitions": []})
+                continue
+            topics.append({"error_code": 0, "name": name, "is_internal": info.internal,
+                           "partitions": [view.partition_metadata(name, p) for p in range(info.partitions)]})
+        return {"brokers": view.brokers(), "cluster_id": node.cluster_id, "controller_id": view.controller_id(),
+                "topics": topics}
+
+    # -- Produce ----------------------------------------------------------------------------------------------
+
+    async def handle_produce(self, header, body):
+        acks = body["acks"]
+        if body["transactional_id"] is not None:
+            err = TRANSACTIONS_UNSUPPORTED
+        elif acks not in (-1, 0, 1):
+            err = errors.InvalidRequiredAcksError.code
+        else:
+            err = 0
+        responses = []
+        for topic in body["topic_data"]:
+            parts = []
+            for pd in topic["partition_data"]:
+                parts.append(await self._produce_one(topic["name"], pd["index"], pd["records"], acks, err,
+                                                     body["timeout_ms"]))
+            responses.append({"name": topic["name"], "partition_responses": parts})
+        return None if acks == 0 else {"responses": responses}
+
+    async def _produce_one(self, topic: str, index: int, records, acks: int, err: int, timeout_ms: int) -> dict:
+        out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
+        if err:
+            return out
+        try:
+            if records is None or len(records) == 0:
+                raise errors.InvalidRecordError("produce request without a record batch")
+            self.broker.view.check_leader(topic, index)
+            part = self.node.partition(topic, index)
+            t0 = time.perf_counter()
+            base, append_time = part.append(records, acks)
+            await self.broker.view.wait_for_acks(part, base, acks, timeout_ms)
+            self.broker.metrics.observe("produce_append", time.perf_counter() - t0)
+            out.update(base_offset=base, log_append_time_ms=append_time, log_start_offset=part.log_start_offset)
+        except SeglogError as e:
+            out.update(error_code=_err(e), error_message=str(e))
+        return out
+
+    # -- Fetch ------------------------------------------------------------------------------------------------
+
+    async def handle_fetch(self, header, body):
+        if body["session_id"] != 0 or body["session_epoch"] > 0:
+            return {"error_code": errors.FetchSessionIdNotFoundError.code, "session_id": 0, "responses": []}
+        replica = body["replica_id"] >= 0
+        max_wait = max(0, body["max_wait_ms"]) / 1000
+        min_bytes = body["min_bytes"]
+        deadline = time.monotonic() + max_wait
+        wanted = [(t["topic"], p) for t in body["topics"] for p in t["partitions"]]
+        while True:
+            version = self.broker.data_version()
+            responses, total, failed = self._read_partitions(wanted, body["max_bytes"], replica, body["replica_id"])
+            left = deadline - time.monotonic()
+            if total >= min_bytes or failed or left <= 0:
+                return {"error_code": 0, "session_id": 0, "responses": responses}
+            await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
+
+    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int):
+        by_topic: dict[str, list] = {}
+        order: list[str] = []
+        total = 0
+        failed = False
+        for topic, p in wanted:
+            if topic not in by_topic:
+                by_topic[topic] = []
+                order.append(topic)
+            entry = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
+                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                     "records": b""}
+            by_topic[topic].append(entry)
+            try:
+                self.broker.view.check_fetch(topic, p["partition"], p["current_leader_epoch"], replica)
+                part = self.node.partition(topic, p["partition"])
+                budget = min(p["partition_max_bytes"], max_bytes - total)
+                # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
+                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0)
+                if replica:
+                    self.broker.view.follower_fetched(part, replica_id, p["fetch_offset"], p["log_start_offset"])
+                    res.high_watermark = part.high_watermark
+                entry.update(high_watermark=res.high_watermark, last_stable_offset=res.high_watermark,
+                             log_start_offset=res.log_start_offset,
+                             records=self.broker.records_chunk(res.records))
+                total += len(res.records)
+            except errors.OffsetOutOfRangeError as e:
+                entry.update(error_code=e.code, high_watermark=e.end, log_start_offset=e.start)
+                failed = True
+            except SeglogError as e:
+                entry["error_code"] = _err(e)
+                failed = True
+        return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed
+
+    # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------------------------
+
+    async def handle_list_offsets(self, header, body):
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                out = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1, "offset": -1}
+                try:
+                    self.broker.view.check_fetch(t["name"], p["partition_index"], p["current_leader_epoch"], False)
+                    part = self.node.partition(t["name"], p["partition_index"])
+                    ts = p["timestamp"]
+                    if ts == LATEST:
+                        out["offset"] = part.high_watermark
+                    elif ts == EARLIEST:
+                        out["offset"] = part.log_start_offset
+                    elif ts < 0:
+                        raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
+                    else:
+                        found = part.log.offset_for_timestamp(ts)
+                        if found is not None and found.offset < part.high_watermark:
+                            out.update(offset=found.offset, timestamp=found.timestamp)
+                    out["leader_epoch"] = part.log.leader_epoch
+                except SeglogError as e:
+                    out["error_code"] = _err(e)
+                parts.append(out)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"topics": topics}
+
+    async def handle_offset_for_leader_epoch(self, header, body):
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                out = {"partition": p["partition"], "error_code": 0, "leader_epoch": -1, "end_offset": -1}
+                try:
+                    self.broker.view.check_fetch(t["topic"], p["partition"], p["current_leader_epoch"],
+                                                 body["replica_id"] >= 0)
+                    epoch, end = self.node.partition(t["topic"], p["partition"]).log.end_offset_for_epoch(
+                        p["leader_epoch"])
+                    out.update(leader_epoch=epoch, end_offset=end)
+                except SeglogError as e:
+                    out["error_code"] = _err(e)
+                parts.append(out)
+            topics.append({"topic": t["topic"], "partitions": parts})
+        return {"topics": topics}
+
+    # -- producers --------------------------------------------------------------------------------------------
+
+    async def handle_init_producer_id(self, header, body):
+        if body["transactional_id"] is not None:
+            return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}
+        try:
+            return {"error_code": 0, "producer_id": self.broker.view.init_producer_id(), "producer_epoch": 0}
+        except SeglogError as e:
+            return {"error_code": _err(e), "producer_id": -1, "producer_epoch": -1}
+
+    # -- groups -----------------------------------------------------------------------------------------------
+
+    async def handle_find_coordinator(self, header, body):
+        if body["key_type"] != 0:
+            return {"error_code": TRANSACTIONS_UNSUPPORTED, "error_message": "transactions are not supported",
+                    "node_id": -1, "host": "", "port": -1}
+        try:
+            node_id, host, port = self.broker.view.coordinator_for(body["key"])
+        except SeglogError as e:
+            return {"error_code": _err(e), "error_message": str(e), "node_id": -1, "host": "", "port": -1}
+        return {"error_code": 0, "error_message": None, "node_id": node_id, "host": host, "port": port}
+
+    def _coordinator(self, group_id: str):
+        self.broker.view.check_coordinator(group_id)
+        return self.node.group_coordinator
+
+    async def handle_join_group(self, header, body):
+        v = header.api_version
+        try:
+            coord = self._coordinator(body["group_id"])
+            fut = coord.join_group(
+                body["group_id"], body["member_id"], body["protocol_type"],
+                [(p["name"], bytes(p["metadata"])) for p in body["protocols"]], body["session_timeout_ms"],
+                body["rebalance_timeout_ms"] if v >= 1 else None, group_instance_id=body["group_instance_id"],
+                client_id=header.client_id or "", client_host=self.broker.current_peer_host(),
+                require_known_member_id=v >= 4)
+            r = await asyncio.wrap_future(fut)
+        except errors.MemberIdRequiredError as e:
+            return {"error_code": e.code, "member_id": e.member_id, "protocol_name": "", "leader": ""}
+        except SeglogError as e:
+            return {"error_code": _err(e), "member_id": body["member_id"], "protocol_name": "", "leader": ""}
+        return {"error_code": 0, "generation_id": r.generation_id, "protocol_name": r.protocol_name,
+                "leader": r.leader_id, "member_id": r.member_id,
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                             "metadata": m.metadata} for m in r.members]}
+
+    async def handle_sync_group(self, header, body):
+        try:
+            coord = self._coordinator(body["group_id"])
+            fut = coord.sync_group(body["group_id"], body["generation_id"], body["member_id"],
+                                   {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
+                                   group_instance_id=body["group_instance_id"])
+            r = await asyncio.wrap_future(fut)
+        except SeglogError as e:
+            return {"error_code": _err(e), "assignment": b""}
+        return {"error_code": 0, "assignment": r.assignment}
+
+    async def handle_heartbeat(self, header, body):
+        try:
+            self._coordinator(body["group_id"]).heartbeat(body["group_id"], body["generation_id"],
+                                                          body["member_id"], group_instance_id=body["group_instance_id"])
+        except SeglogError as e:
+            return {"error_code": _err(e)}
+        return {"error_code": 0}
+
+    async def handle_leave_group(self, header, body):
+        try:
+            [err] = self._coordinator(body["group_id"]).leave_group(body["group_id"], [(body["member_id"], None)])
+        except SeglogError as e:
+            err = e
+        return {"error_code": 0 if err is None else _err(err)}
+
+    async def handle_offset_commit(self, header, body):
+        offsets, placed = {}, []
+        now = int(time.time() * 1000)
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition_index"])
+                placed.append(tp)
+                offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
+                                                p["committed_metadata"] or "", now)
+        try:
+            errs = self._coordinator(body["group_id"]).commit_offsets(
+                body["group_id"], offsets, body["generation_id_or_member_epoch"], body["member_id"],
+                group_instance_id=body["group_instance_id"])
+            codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()}
+        except SeglogError as e:
+            codes = dict.fromkeys(placed, _err(e))
+        by_topic: dict[str, list] = {}
+        for tp in placed:
+            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": codes.get(tp, 0)})
+        return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    async def handle_offset_fetch(self, header, body):
+        group = body["group_id"]
+        try:
+            coord = self._coordinator(group)
+            if body["topics"] is None:
+                stored = coord.fetch_offsets(group, None)
+                wanted = sorted(stored)
+            else:
+                wanted = [TopicPartition(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
+                stored = coord.fetch_offsets(group, wanted)
+        except SeglogError as e:
+            if header.api_version >= 2:
+                return {"error_code": _err(e), "topics": []}
+            wanted = [TopicPartition(t["name"], p) for t in body["topics"] or () for p in t["partition_indexes"]]
+            return {"topics": self._offset_topics(wanted, {}, _err(e))}
+        return {"error_code": 0, "topics": self._offset_topics(wanted, stored, 0)}
+
+    @staticmethod
+    def _offset_topics(wanted, stored, code):
+        by_topic: dict[str, list] = {}
+        for tp in wanted:
+            om = stored.get(tp)
+            by_topic.setdefault(tp.topic, []).append({
+                "partition_index": tp.partition, "committed_offset": -1 if om is None else om.offset,
+                "committed_leader_epoch": -1 if om is None else om.leader_epoch,
+                "metadata": "" if om is None else om.metadata, "error_code": code})
+        return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+    async def handle_describe_groups(self, header, body):
+        out = []
+        for group in body["groups"]:
+            try:
+                [d] = self._coordinator(group).describe_groups([group])
+            except SeglogError as e:
+                out.append({"error_code": _err(e), "group_id": group, "group_state": "", "protocol_type": "",
+                            "protocol_data": "", "members": []})
+                continue
+            out.append({"error_code": 0, "group_id": d.group_id, "group_state": d.state.value,
+                        "protocol_type": d.protocol_type, "protocol_data": d.protocol,
+                        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                     "client_id": m.client_id, "client_host": m.client_host,
+                                     "member_metadata": m.metadata, "member_assignment": m.assignment}
+                                    for m in d.members]})
+        return {"groups": out}
+
+    async def handle_list_groups(self, header, body):
+        try:
+            listing = self.node.group_coordinator.list_groups()
+        except SeglogError as e:
+            return {"error_code": _err(e), "groups": []}
+        return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type}
+                                            for g in listing if g.state is not GroupState.DEAD]}
+
+    # -- admin ------------------------------------------------------------------------------------------------
+
+    async def handle_create_topics(self, header, body):
+        results = []
+        for t in body["topics"]:
+            name = t["name"]
+            try:
+                if t["assignments"]:
+                    raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
+                configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+                partitions = None if t["num_partitions"] == -1 else t["num_partitions"]
+                rf = None if t["replication_factor"] == -1 else t["replication_factor"]
+                self.broker.view.create_topic(name, partitions, configs, rf, validate_only=body["validate_only"])
+                results.append({"name": name, "error_code": 0, "error_message": None})
+            except SeglogError as e:
+                results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
+        return {"topics": results}
+
+    async def handle_delete_topics(self, header, body):
+        out = []
+        for name in body["topic_names"]:
+            try:
+                self.broker.view.delete_topic(name)
+                out.append({"name": name, "error_code": 0})
+            except SeglogError as e:
+                out.append({"name": name, "error_code": _err(e)})
+        return {"responses": out}
+
+    async def handle_create_partitions(self, header, body):
+        out = []
+        for t in body["topics"]:
+            try:
+                if t["assignments"]:
+                    raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
+                self.broker.view.create_partitions(t["name"], t["count"], validate_only=body["validate_only"])
+                out.append({"name": t["name"], "error_code": 0, "error_message": None})
+            except SeglogError as e:
+                out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})
+        return {"results": out}
+
+    async def handle_describe_configs(self, header, body):
+        results = []
+        for r in body["resources"]:
+            keys = r["configuration_keys"]
+            try:
+                if r["resource_type"] == RESOURCE_TOPIC:
+                    configs = self._topic_configs(r["resource_name"], keys)
+                elif r["resource_type"] == RESOURCE_BROKER:
+                    configs = self._broker_configs(r["resource_name"], keys)
+                else:
+                    raise errors.InvalidRequestError(f"unsupported resource type {r['resource_type']}")
+                results.append({"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                                "resource_name": r["resource_name"], "configs": configs})
+            except SeglogError as e:
+                results.append({"error_code": _err(e), "error_message": str(e), "resource_type": r["resource_type"],
+                                "resource_name": r["resource_name"], "configs": []})
+        return {"results": results}
+
+    def _topic_configs(self, name: str, keys):
+        info = self.node.topic(name)
+        default = self.config.log_config().to_kafka()
+        values = info.config.to_kafka()
+        out = []
+        for k in KAFKA_NAMES:
+            if keys is not None and k not in keys:
+                continue
+            overridden = k in info.overrides
+            out.append({"name": k, "value": values[k], "read_only": False,
+                        "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
+                        "is_default": not overridden and values[k] == default[k], "is_sensitive": False,
+                        "synonyms": [], "config_type": 0, "documentation": None})
+        return out
+
+    def _broker_configs(self, name: str, keys):
+        if name not in ("", str(self.config.broker_id)):
+            raise errors.InvalidRequestError(f"this is broker {self.config.broker_id}, not {name}")
+        out = []
+        for f in dataclasses.fields(self.config):
+            k = f.metadata["key"].kafka
+            if keys is not None and k not in keys:
+                continue
+            v = getattr(self.config, f.name)
+            text = ",".join(v) if isinstance(v, tuple) else ("" if v is None else str(v).lower()
+                                                              if isinstance(v, bool) else str(v))
+            out.append({"name": k, "value": text, "read_only": True, "config_source": CONFIG_SOURCE_STATIC_BROKER,
+                        "is_default": v == f.default, "is_sensitive": False, "synonyms": [], "config_type": 0,
+                        "documentation": None})
+        return out
+
+
+HANDLERS = {
+    ApiKey.API_VERSIONS: Handlers.handle_api_versions,
+    ApiKey.METADATA: Handlers.handle_metadata,
+    ApiKey.PRODUCE: Handlers.handle_produce,
+    ApiKey.FETCH: Handlers.handle_fetch,
+    ApiKey.LIST_OFFSETS: Handlers.handle_list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Handlers.handle_offset_for_leader_epoch,
+    ApiKey.INIT_PRODUCER_ID: Handlers.handle_init_producer_id,
+    ApiKey.FIND_COORDINATOR: Handlers.handle_find_coordinator,
+    ApiKey.JOIN_GROUP: Handlers.handle_join_group,
+    ApiKey.SYNC_GROUP: Handlers.handle_sync_group,
+    ApiKey.HEARTBEAT: Handlers.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: Handlers.handle_leave_group,
+    ApiKey.OFFSET_COMMIT: Handlers.handle_offset_commit,
+    ApiKey.OFFSET_FETCH: Handlers.handle_offset_fetch,
+    ApiKey.DESCRIBE_GROUPS: Handlers.handle_describe_groups,
+    ApiKey.LIST_GROUPS: Handlers.handle_list_groups,
+    ApiKey.CREATE_TOPICS: Handlers.handle_create_topics,
+    ApiKey.DELETE_TOPICS: Handlers.handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: Handlers.handle_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: Handlers.handle_describe_configs,
+}
+assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

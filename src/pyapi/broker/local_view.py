@@ -1,0 +1,95 @@
+"""The cluster as a lone broker (no ZooKeeper) sees it: it is every partition's only replica and leader,
+the controller and every group's coordinator.
+
+The request handlers ask a view (this one, or the replicated cluster's) for everything that depends on
+cluster membership: brokers, leaders, replicas and in-sync replicas, leader checks, acks waiting, topic
+administration. Swapping the view is all that turns a single broker into a cluster member.
+"""
+
+from __future__ import annotations
+
+from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
+                      NotLeaderOrFollowerError, TopicAlreadyExistsError, UnknownLeaderEpochError)
+from ..node import validate_topic_name
+
+
+class LocalView:
+    def __init__(self, node, broker_id: int, host: str, port: int):
+        self.node = node
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+
+    def brokers(self) -> list[dict]:
+        return [{"node_id": self.broker_id, "host": self.host, "port": self.port, "rack": None}]
+
+    def controller_id(self) -> int:
+        return self.broker_id
+
+    def partition_metadata(self, topic: str, p: int) -> dict:
+        part = self.node.partition(topic, p)
+        return {"error_code": 0, "partition_index": p, "leader_id": self.broker_id,
+                "leader_epoch": part.log.leader_epoch, "replica_nodes": [self.broker_id],
+                "isr_nodes": [self.broker_id], "offline_replicas": []}
+
+    def ensure_topic(self, name: str):
+        return self.node.ensure_topic(name)
+
+    def check_leader(self, topic: str, p: int) -> None:
+        """Raise NotLeaderOrFollowerError unless this broker leads the partition (a lone broker leads all)."""
+        self.node.partition(topic, p)
+
+    def check_fetch(self, topic: str, p: int, current_leader_epoch: int, replica: bool) -> None:
+        """Leader and epoch checks of a fetch (KIP-320): a client's epoch older than the leader's is fenced,
+        a newer one is unknown. A lone broker has no followers, so replica fetches are refused."""
+        part = self.node.partition(topic, p)
+        if replica:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} has no replicas of {topic}-{p} to serve")
+        if current_leader_epoch >= 0:
+            epoch = part.log.leader_epoch
+            if current_leader_epoch < epoch:
+                raise FencedLeaderEpochError(f"{topic}-{p}: leader epoch {current_leader_epoch} < {epoch}")
+            if current_leader_epoch > epoch:
+                raise UnknownLeaderEpochError(f"{topic}-{p}: leader epoch {current_leader_epoch} > {epoch}")
+
+    async def wait_for_acks(self, part, base: int, acks: int, timeout_ms: int) -> None:
+        """acks=all waits for the in-sync replicas; the only replica here already has the batch."""
+
+    def follower_fetched(self, part, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:
+        raise NotLeaderOrFollowerError("a lone broker has no followers")
+
+    def init_producer_id(self) -> int:
+        return self.node.init_producer_id()
+
+    def coordinator_for(self, group_id: str) -> tuple[int, str, int]:
+        return self.broker_id, self.host, self.port
+
+    def check_coordinator(self, group_id: str) -> None:
+        """Raise NotCoordinatorError unless this broker coordinates the group (a lone broker does all)."""
+
+    def create_topic(self, name: str, partitions: int | None, configs: dict, replication_factor: int | None,
+                     validate_only: bool = False) -> None:
+        if validate_only:
+            validate_topic_name(name)
+            if name in self.node.topics(include_internal=True):
+                raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+            if partitions is not None and partitions < 1:
+                raise InvalidPartitionsError(f"Number of partitions must be larger than 0, not {partitions}.")
+            if replication_factor is not None and replication_factor > 1:
+                raise InvalidReplicationFactorError(
+                    f"Replication factor: {replication_factor} larger than available brokers: 1.")
+            self.node.config.log_config().with_kafka(configs)
+            return
+        self.node.create_topic(name, partitions, configs, replication_factor)
+
+    def delete_topic(self, name: str) -> None:
+        self.node.delete_topic(name)
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        info = self.node.topic(name)
+        if validate_only:
+            if count <= info.partitions:
+                raise InvalidPartitionsError(f"Topic currently has {info.partitions} partitions, which is higher "
+                                             f"than or equal to the requested {count}.")
+            return
+        self.node.create_partitions(name, count)
