@@ -1,0 +1,834 @@
+"""Group coordinator: Kafka's classic rebalance protocol driven through the same calls the broker and the
+in-process consumer make. Deadlines use an injected clock and explicit tick() unless a test is about the
+timer thread itself."""
+
+import threading
+import time
+from concurrent.futures import CancelledError
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from seglog.assignors import Assignment, RangeAssignor, Subscription
+from seglog.errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
+                           IllegalGenerationError, InconsistentGroupProtocolError, InvalidConfigError,
+                           InvalidGroupIdError, InvalidSessionTimeoutError, MemberIdRequiredError,
+                           NonEmptyGroupError, OffsetMetadataTooLargeError, RebalanceInProgressError, SeglogError,
+                           StorageError, UnknownMemberIdError, code_of)
+from seglog.group import (GroupConfig, GroupCoordinator, GroupState, InMemoryOffsetStore, OffsetAndMetadata,
+                          TopicPartition)
+from seglog.offsets_format import decode_group_value, encode_group_value
+
+SUB = Subscription(["t"]).encode()
+PROTOCOLS = [("range", SUB)]
+SESSION = 10_000
+
+
+class FakeClock:
+    """Monotonic milliseconds that only move when a test says so."""
+
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, ms):
+        self.now += ms
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def make(clock):
+    """make(delay_ms=100, store=None, **config) -> a coordinator on the fake clock, without timer thread."""
+    made = []
+
+    def build(delay_ms=100, store=None, **config):
+        config.setdefault("min_session_timeout_ms", 10)
+        coord = GroupCoordinator(store, GroupConfig(initial_rebalance_delay_ms=delay_ms, **config),
+                                 clock=clock, timer=False)
+        made.append(coord)
+        return coord
+
+    yield build
+    for coord in made:
+        coord.close()
+
+
+def join(coord, member_id="", group="g", protocols=PROTOCOLS, session=SESSION, **kw):
+    return coord.join_group(group, member_id, "consumer", protocols, session, **kw)
+
+
+def settle(coord, clock, futures, step=100, limit=100):
+    """Advance the clock until every future is done; their results."""
+    for _ in range(limit):
+        if all(f.done() for f in futures):
+            return [f.result(0) for f in futures]
+        clock.advance(step)
+        coord.tick()
+    raise AssertionError("join never completed")
+
+
+def assign_and_sync(coord, joined, partitions=6, group="g"):
+    """The leader assigns with range, everybody syncs; {member_id: [partitions]}."""
+    leader = next(r for r in joined if r.is_leader)
+    subs = {m.member_id: Subscription.decode(m.metadata, m.group_instance_id) for m in leader.members}
+    plan = {m: a.encode() for m, a in RangeAssignor().assign({"t": partitions}, subs).items()}
+    followers = [coord.sync_group(group, r.generation_id, r.member_id) for r in joined if not r.is_leader]
+    assert not any(f.done() for f in followers), "followers must wait for the leader's SyncGroup"
+    mine = coord.sync_group(group, leader.generation_id, leader.member_id, plan)
+    results = [mine.result(1)] + [f.result(1) for f in followers]
+    members = [leader.member_id] + [r.member_id for r in joined if not r.is_leader]
+    return {m: [tp.partition for tp in Assignment.decode(s.assignment).partitions] for m, s in zip(members, results)}
+
+
+def form(coord, clock, n, group="g", **kw):
+    joined = settle(coord, clock, [join(coord, group=group, client_id=f"c{i}", **kw) for i in range(n)])
+    return joined, assign_and_sync(coord, joined, group=group)
+
+
+def state(coord, group="g"):
+    return coord.describe_groups([group])[0].state
+
+
+# --- forming a group -----------------------------------------------------------------------------------------
+
+def test_three_members_join_one_generation(make, clock):
+    coord = make(delay_ms=3000)
+    futures = [join(coord, client_id=f"c{i}") for i in range(3)]
+    clock.advance(3000)
+    coord.tick()
+    assert not any(f.done() for f in futures), "members joined during the delay: it is extended once more"
+    clock.advance(3000)
+    coord.tick()
+    joined = [f.result(0) for f in futures]
+    assert {r.generation_id for r in joined} == {1}
+    assert len({r.member_id for r in joined}) == 3 and all(r.member_id.startswith(f"c{i}-") for i, r in enumerate(joined))
+    leaders = [r for r in joined if r.is_leader]
+    assert len(leaders) == 1 and len(leaders[0].members) == 3
+    assert all(r.members == () for r in joined if not r.is_leader)
+    assert {r.protocol_name for r in joined} == {"range"} and {r.protocol_type for r in joined} == {"consumer"}
+    assert state(coord) is GroupState.COMPLETING_REBALANCE
+    assignment = assign_and_sync(coord, joined)
+    assert sorted(p for parts in assignment.values() for p in parts) == list(range(6))
+    assert sorted(len(parts) for parts in assignment.values()) == [2, 2, 2]
+    assert state(coord) is GroupState.STABLE
+
+
+def test_initial_delay_zero_completes_at_once(make):
+    coord = make(delay_ms=0)
+    result = join(coord).result(0)
+    assert result.generation_id == 1 and result.is_leader
+
+
+def test_follower_rejoin_in_stable_group_does_not_rebalance(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 2)
+    follower = next(r for r in joined if not r.is_leader)
+    again = join(coord, follower.member_id).result(0)
+    assert again.generation_id == 1 and state(coord) is GroupState.STABLE
+    leader = next(r for r in joined if r.is_leader)
+    pending = join(coord, leader.member_id)                     # a leader rejoin means "assign again"
+    assert not pending.done() and state(coord) is GroupState.PREPARING_REBALANCE
+    with pytest.raises(RebalanceInProgressError):
+        coord.heartbeat("g", 1, follower.member_id)
+    join(coord, follower.member_id)
+    assert pending.result(0).generation_id == 2
+
+
+def test_duplicate_join_during_completing_rebalance_gets_same_generation(make, clock):
+    coord = make()
+    joined = settle(coord, clock, [join(coord), join(coord)])
+    leader = next(r for r in joined if r.is_leader)
+    retry = join(coord, leader.member_id).result(0)
+    assert retry.generation_id == 1 and len(retry.members) == 2
+
+
+# --- leaving, expiring, rebalance timeout --------------------------------------------------------------------
+
+def test_member_leaves_rebalance_next_generation(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 3)
+    gone, a, b = joined[2], joined[0], joined[1]
+    assert coord.leave_group("g", [(gone.member_id, None)]) == [None]
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+    for member in (a, b):
+        with pytest.raises(RebalanceInProgressError) as err:
+            coord.heartbeat("g", 1, member.member_id)
+        assert err.value.code == 27
+    with pytest.raises(UnknownMemberIdError) as err:
+        coord.heartbeat("g", 1, gone.member_id)
+    assert code_of(err.value) == 25
+    fa = join(coord, a.member_id)
+    assert not fa.done()
+    fb = join(coord, b.member_id)
+    rejoined = [fa.result(0), fb.result(0)]
+    assert {r.generation_id for r in rejoined} == {2}
+    assignment = assign_and_sync(coord, rejoined)
+    assert sorted(len(p) for p in assignment.values()) == [3, 3]
+    with pytest.raises(IllegalGenerationError) as err:
+        coord.heartbeat("g", 1, a.member_id)
+    assert err.value.code == 22
+    coord.heartbeat("g", 2, a.member_id)
+
+
+def test_missed_heartbeats_expire_member(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 2)
+    alive, silent = joined
+    for _ in range(5):                                 # heartbeats keep a session going indefinitely
+        clock.advance(SESSION // 2)
+        coord.heartbeat("g", 1, alive.member_id)
+        coord.heartbeat("g", 1, silent.member_id)
+        coord.tick()
+    assert state(coord) is GroupState.STABLE
+    clock.advance(SESSION // 2)
+    coord.heartbeat("g", 1, alive.member_id)
+    coord.tick()
+    assert state(coord) is GroupState.STABLE
+    clock.advance(SESSION // 2 + 1)                    # silent's session ran out, alive's did not
+    coord.tick()
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+    with pytest.raises(UnknownMemberIdError):
+        coord.heartbeat("g", 1, silent.member_id)
+    with pytest.raises(RebalanceInProgressError):
+        coord.heartbeat("g", 1, alive.member_id)
+    result = join(coord, alive.member_id).result(0)
+    assert result.generation_id == 2 and [m.member_id for m in result.members] == [alive.member_id]
+
+
+def test_last_member_expiring_empties_the_group(make, clock):
+    coord = make()
+    form(coord, clock, 1)
+    clock.advance(SESSION + 1)
+    coord.tick()
+    description = coord.describe_groups(["g"])[0]
+    assert description.state is GroupState.EMPTY and description.members == ()
+    assert coord.commit_offsets("g", {("t", 0): 3}) == {("t", 0): None}      # a simple commit is fine now
+
+
+def test_rebalance_timeout_drops_members_that_do_not_rejoin(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 2, rebalance_timeout_ms=20_000)
+    stays, lags = joined
+    newcomer = join(coord, rebalance_timeout_ms=20_000)
+    first = join(coord, stays.member_id, rebalance_timeout_ms=20_000)
+    for _ in range(3):                                  # lags heartbeats but never rejoins
+        clock.advance(6_000)
+        with pytest.raises(RebalanceInProgressError):
+            coord.heartbeat("g", 1, lags.member_id)
+        coord.tick()
+    assert not first.done()
+    clock.advance(2_001)
+    coord.tick()
+    results = [first.result(0), newcomer.result(0)]
+    assert {r.generation_id for r in results} == {2}
+    with pytest.raises(UnknownMemberIdError):
+        coord.heartbeat("g", 2, lags.member_id)
+
+
+def test_waiting_join_keeps_session_alive(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 2, rebalance_timeout_ms=60_000)
+    a, b = joined
+    waiting = join(coord, a.member_id, rebalance_timeout_ms=60_000)    # leader rejoin: rebalance, b is slow
+    clock.advance(3 * SESSION)
+    coord.tick()                                                        # b's session expired, a is waiting
+    result = waiting.result(0)
+    assert result.generation_id == 2 and [m.member_id for m in result.members] == [a.member_id]
+
+
+# --- SyncGroup -----------------------------------------------------------------------------------------------
+
+def test_leader_that_never_syncs_is_removed_after_the_rebalance_timeout(make, clock):
+    coord = make()
+    joined = settle(coord, clock, [join(coord, rebalance_timeout_ms=20_000) for _ in range(3)])
+    leader = next(r for r in joined if r.is_leader)
+    followers = [r for r in joined if not r.is_leader]
+    waiting = [coord.sync_group("g", 1, r.member_id) for r in followers]
+    for _ in range(3):                                  # everybody heartbeats, the leader never assigns
+        clock.advance(5_000)
+        for r in joined:
+            coord.heartbeat("g", 1, r.member_id)
+        coord.tick()
+    assert not any(f.done() for f in waiting)
+    clock.advance(5_001)
+    coord.tick()
+    for f in waiting:
+        with pytest.raises(RebalanceInProgressError):
+            f.result(0)
+    with pytest.raises(UnknownMemberIdError):
+        coord.heartbeat("g", 1, leader.member_id)
+    rejoined = [join(coord, r.member_id) for r in followers]
+    assert {f.result(0).generation_id for f in rejoined} == {2}
+
+
+def test_follower_that_never_syncs_is_removed_even_when_stable(make, clock):
+    coord = make()
+    joined = settle(coord, clock, [join(coord, rebalance_timeout_ms=20_000) for _ in range(2)])
+    leader = next(r for r in joined if r.is_leader)
+    follower = next(r for r in joined if not r.is_leader)
+    coord.sync_group("g", 1, leader.member_id, {}).result(0)
+    clock.advance(15_000)
+    coord.heartbeat("g", 1, leader.member_id)
+    coord.heartbeat("g", 1, follower.member_id)
+    clock.advance(5_001)
+    coord.tick()
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+    with pytest.raises(UnknownMemberIdError):
+        coord.heartbeat("g", 1, follower.member_id)
+
+def test_sync_errors(make, clock):
+    coord = make()
+    joined = settle(coord, clock, [join(coord), join(coord)])
+    leader = next(r for r in joined if r.is_leader)
+    with pytest.raises(IllegalGenerationError):
+        coord.sync_group("g", 7, leader.member_id).result(0)
+    with pytest.raises(UnknownMemberIdError):
+        coord.sync_group("g", 1, "nobody").result(0)
+    with pytest.raises(UnknownMemberIdError):
+        coord.sync_group("other", 1, "nobody").result(0)
+    with pytest.raises(InconsistentGroupProtocolError):
+        coord.sync_group("g", 1, leader.member_id, protocol_name="roundrobin").result(0)
+    follower = next(r for r in joined if not r.is_leader)
+    waiting = coord.sync_group("g", 1, follower.member_id)
+    join(coord)                                         # a new member: rebalance before the leader synced
+    with pytest.raises(RebalanceInProgressError):
+        waiting.result(0)
+    with pytest.raises(RebalanceInProgressError):
+        coord.sync_group("g", 1, leader.member_id, {}).result(0)
+
+
+def test_members_missing_from_the_plan_get_empty_assignment(make, clock):
+    coord = make()
+    joined = settle(coord, clock, [join(coord), join(coord)])
+    leader = next(r for r in joined if r.is_leader)
+    follower = next(r for r in joined if not r.is_leader)
+    plan = {leader.member_id: Assignment([TopicPartition("t", 0)]).encode()}
+    assert Assignment.decode(coord.sync_group("g", 1, leader.member_id, plan).result(0).assignment).partitions == [("t", 0)]
+    assert coord.sync_group("g", 1, follower.member_id).result(0).assignment == b""
+
+
+# --- MEMBER_ID_REQUIRED, session timeout bounds, protocols ---------------------------------------------------
+
+def test_member_id_required_then_join(make, clock):
+    coord = make(delay_ms=0)
+    with pytest.raises(MemberIdRequiredError) as err:
+        join(coord, client_id="app", require_known_member_id=True).result(0)
+    assert err.value.code == 79 and err.value.member_id.startswith("app-")
+    result = join(coord, err.value.member_id, require_known_member_id=True).result(0)
+    assert result.member_id == err.value.member_id and result.generation_id == 1
+
+
+def test_pending_member_holds_the_join_until_it_expires(make, clock):
+    coord = make(delay_ms=0)
+    a = join(coord).result(0)
+    assign_and_sync(coord, [a])
+    with pytest.raises(MemberIdRequiredError):
+        join(coord, require_known_member_id=True).result(0)
+    newcomer = join(coord)
+    rejoin = join(coord, a.member_id)
+    assert not rejoin.done(), "the member that got MEMBER_ID_REQUIRED may still come back"
+    clock.advance(SESSION + 1)
+    coord.tick()
+    assert rejoin.result(0).generation_id == newcomer.result(0).generation_id == 2
+    assert len(rejoin.result(0).members) == 2
+
+
+def test_session_timeout_bounds(make):
+    coord = make(min_session_timeout_ms=6000, max_session_timeout_ms=30_000)
+    for bad in (5999, 30_001):
+        with pytest.raises(InvalidSessionTimeoutError) as err:
+            join(coord, session=bad).result(0)
+        assert err.value.code == 26
+    assert coord.list_groups() == []
+    join(coord, session=6000)
+
+
+def test_inconsistent_protocols(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 1)
+    with pytest.raises(InconsistentGroupProtocolError) as err:
+        coord.join_group("g", "", "connect", PROTOCOLS, SESSION).result(0)
+    assert err.value.code == 23
+    with pytest.raises(InconsistentGroupProtocolError):
+        join(coord, protocols=[("roundrobin", SUB)]).result(0)
+    with pytest.raises(InconsistentGroupProtocolError):
+        join(coord, group="fresh", protocols=[]).result(0)
+    with pytest.raises(InvalidGroupIdError):
+        join(coord, group="").result(0)
+
+
+def test_protocol_selection_by_votes(make, clock):
+    coord = make()
+    both = [("range", SUB), ("roundrobin", SUB)]
+    reverse = [("roundrobin", SUB), ("range", SUB)]
+    joined = settle(coord, clock, [join(coord, protocols=p) for p in (both, both, reverse)])
+    assert {r.protocol_name for r in joined} == {"range"}
+    coord2 = make()
+    joined = settle(coord2, clock, [join(coord2, protocols=p) for p in (both, reverse, [("roundrobin", SUB)])])
+    assert {r.protocol_name for r in joined} == {"roundrobin"}            # the only common one
+
+
+# --- static membership, LeaveGroup ---------------------------------------------------------------------------
+
+def test_static_member_rejoin_keeps_generation_and_fences_old_id(make, clock):
+    coord = make()
+    joined = settle(coord, clock, [join(coord, group_instance_id="i-a"), join(coord)])
+    plan = assign_and_sync(coord, joined)
+    old = joined[0]
+    assert old.member_id.startswith("i-a-")
+    again = join(coord, group_instance_id="i-a").result(0)
+    assert again.generation_id == 1 and again.member_id != old.member_id
+    assert state(coord) is GroupState.STABLE
+    with pytest.raises(FencedInstanceIdError) as err:
+        coord.heartbeat("g", 1, old.member_id, group_instance_id="i-a")
+    assert err.value.code == 82
+    with pytest.raises(UnknownMemberIdError):
+        coord.heartbeat("g", 1, old.member_id)
+    synced = coord.sync_group("g", 1, again.member_id, group_instance_id="i-a").result(0)
+    assert [tp.partition for tp in Assignment.decode(synced.assignment).partitions] == plan[old.member_id]
+    if old.is_leader:
+        assert again.leader_id == again.member_id
+    coord.heartbeat("g", 1, joined[1].member_id)
+    assert coord.leave_group("g", [("", "i-a")]) == [None]                # static members leave by instance id
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+
+
+def test_leave_group_batch_errors(make, clock):
+    coord = make()
+    joined = settle(coord, clock, [join(coord, group_instance_id="i-a"), join(coord), join(coord)])
+    results = coord.leave_group("g", [(joined[1].member_id, None), ("ghost", None), ("wrong-id", "i-a"),
+                                      ("", "i-unknown")])
+    assert results[0] is None
+    assert isinstance(results[1], UnknownMemberIdError)
+    assert isinstance(results[2], FencedInstanceIdError)
+    assert isinstance(results[3], UnknownMemberIdError)
+    assert [isinstance(e, UnknownMemberIdError) for e in coord.leave_group("nope", [("x", None)])] == [True]
+
+
+def test_leaving_member_waiting_in_join_is_answered(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 2)
+    waiting = join(coord, joined[0].member_id)
+    coord.leave_group("g", [(joined[0].member_id, None)])
+    with pytest.raises(UnknownMemberIdError):
+        waiting.result(0)
+
+
+# --- offsets -------------------------------------------------------------------------------------------------
+
+def test_offset_commit_fetch_round_trip(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 1)
+    me = joined[0]
+    errors = coord.commit_offsets("g", {("t", 0): OffsetAndMetadata(42, 3, "checkpoint"), ("t", 1): 7,
+                                        ("t", 2): OffsetAndMetadata(1, metadata="x" * 5000)},
+                                  me.generation_id, me.member_id)
+    assert errors[("t", 0)] is None and errors[("t", 1)] is None
+    assert isinstance(errors[("t", 2)], OffsetMetadataTooLargeError) and errors[("t", 2)].code == 12
+    fetched = coord.fetch_offsets("g", [("t", 0), ("t", 1), ("t", 2), ("u", 0)])
+    assert fetched[TopicPartition("t", 0)].offset == 42
+    assert fetched[("t", 0)].leader_epoch == 3 and fetched[("t", 0)].metadata == "checkpoint"
+    assert fetched[("t", 0)].commit_timestamp > 1_600_000_000_000
+    assert fetched[("t", 1)] == OffsetAndMetadata(7, commit_timestamp=fetched[("t", 1)].commit_timestamp)
+    assert fetched[("t", 2)] is None and fetched[("u", 0)] is None
+    assert set(coord.fetch_offsets("g")) == {("t", 0), ("t", 1)}
+    coord.commit_offsets("g", {("t", 0): 50}, me.generation_id, me.member_id)
+    assert coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 50
+    assert coord.fetch_offsets("unknown-group", [("t", 0)]) == {("t", 0): None}
+
+
+def test_offset_commit_validation(make, clock):
+    coord = make()
+    joined = settle(coord, clock, [join(coord), join(coord)])
+    a, b = joined
+    with pytest.raises(RebalanceInProgressError):                  # CompletingRebalance: sync first
+        coord.commit_offsets("g", {("t", 0): 1}, 1, a.member_id)
+    assign_and_sync(coord, joined)
+    with pytest.raises(IllegalGenerationError):
+        coord.commit_offsets("g", {("t", 0): 1}, 0, a.member_id)
+    with pytest.raises(UnknownMemberIdError):
+        coord.commit_offsets("g", {("t", 0): 1}, 1, "stranger")
+    with pytest.raises(UnknownMemberIdError):                      # no simple commits while the group has members
+        coord.commit_offsets("g", {("t", 0): 1})
+    with pytest.raises(IllegalGenerationError):
+        coord.commit_offsets("never-seen", {("t", 0): 1}, 3, "m")
+    assert coord.fetch_offsets("g", [("t", 0)]) == {("t", 0): None}
+    coord.leave_group("g", [(b.member_id, None)])
+    assert state(coord) is GroupState.PREPARING_REBALANCE         # still the current generation: accepted
+    assert coord.commit_offsets("g", {("t", 0): 9}, 1, a.member_id) == {("t", 0): None}
+    assert coord.commit_offsets("standalone", {("t", 0): 5}) == {("t", 0): None}
+    assert coord.describe_groups(["standalone"])[0].state is GroupState.EMPTY
+
+
+def test_commit_counts_as_heartbeat(make, clock):
+    coord = make()
+    joined, _ = form(coord, clock, 1)
+    me = joined[0]
+    for _ in range(4):
+        clock.advance(SESSION - 1000)
+        coord.commit_offsets("g", {("t", 0): 1}, me.generation_id, me.member_id)
+        coord.tick()
+    assert state(coord) is GroupState.STABLE
+
+
+# --- describe, list, delete ----------------------------------------------------------------------------------
+
+def test_describe_and_list_groups(make, clock):
+    coord = make()
+    joined, plan = form(coord, clock, 2)
+    coord.commit_offsets("simple", {("t", 0): 1})
+    d = coord.describe_groups(["g"])[0]
+    assert d.state is GroupState.STABLE and d.protocol_type == "consumer" and d.protocol == "range"
+    assert {m.member_id for m in d.members} == {r.member_id for r in joined}
+    assert all(m.metadata == SUB for m in d.members)
+    assert {m.member_id: [tp.partition for tp in Assignment.decode(m.assignment).partitions] for m in d.members} == plan
+    assert str(d.state) == "Stable"
+    coord.leave_group("g", [(joined[1].member_id, None)])
+    d = coord.describe_groups(["g"])[0]
+    assert d.state is GroupState.PREPARING_REBALANCE and d.protocol == ""
+    assert [(m.metadata, m.assignment) for m in d.members] == [(b"", b"")]
+    assert coord.describe_groups(["missing"])[0].state is GroupState.DEAD
+    listing = {g.group_id: (g.protocol_type, g.state) for g in coord.list_groups()}
+    assert listing == {"g": ("consumer", GroupState.PREPARING_REBALANCE), "simple": ("", GroupState.EMPTY)}
+    assert [g.group_id for g in coord.list_groups(["empty"])] == ["simple"]
+    assert [g.group_id for g in coord.list_groups(["PreparingRebalance", "Stable"])] == ["g"]
+
+
+def test_delete_groups(make, clock):
+    coord = make()
+    form(coord, clock, 1)
+    coord.commit_offsets("idle", {("t", 0): 4})
+    results = coord.delete_groups(["g", "idle", "nope"])
+    assert isinstance(results["g"], NonEmptyGroupError) and results["g"].code == 68
+    assert results["idle"] is None
+    assert isinstance(results["nope"], GroupIdNotFoundError)
+    assert coord.fetch_offsets("idle", [("t", 0)]) == {("t", 0): None}
+    assert "idle" not in coord.store.groups()
+    assert [g.group_id for g in coord.list_groups()] == ["g"]
+
+
+# --- persistence ---------------------------------------------------------------------------------------------
+
+class FailingStore(InMemoryOffsetStore):
+    def __init__(self):
+        super().__init__()
+        self.fail = False
+
+    def store_group(self, group, metadata):
+        if self.fail:
+            raise StorageError("disk full")
+        super().store_group(group, metadata)
+
+    def commit(self, group, offsets):
+        if self.fail:
+            raise StorageError("disk full")
+        super().commit(group, offsets)
+
+
+def test_store_failure_fails_the_generation(make, clock):
+    store = FailingStore()
+    coord = make(store=store)
+    joined = settle(coord, clock, [join(coord), join(coord)])
+    store.fail = True
+    follower = next(r for r in joined if not r.is_leader)
+    waiting = coord.sync_group("g", 1, follower.member_id)
+    leader = next(r for r in joined if r.is_leader)
+    mine = coord.sync_group("g", 1, leader.member_id, {})
+    for fut in (mine, waiting):
+        with pytest.raises(CoordinatorNotAvailableError) as err:
+            fut.result(0)
+        assert isinstance(err.value.__cause__, StorageError)
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+    store.fail = False
+    rejoined = [join(coord, r.member_id) for r in joined]
+    assert {f.result(0).generation_id for f in rejoined} == {2}
+    store.fail = True
+    with pytest.raises(StorageError):
+        coord.commit_offsets("other", {("t", 0): 1})
+
+
+def test_groups_and_offsets_survive_a_restart(make, clock):
+    store = InMemoryOffsetStore()
+    first = make(store=store)
+    joined, plan = form(first, clock, 2)
+    first.commit_offsets("g", {("t", 3): 33}, 1, joined[0].member_id)
+    first.commit_offsets("simple", {("t", 0): 1})
+    first.close()
+    stored = store.load_groups()["g"]
+    assert decode_group_value(encode_group_value(stored)) == stored        # what a log-backed store would write
+    assert stored.generation == 1 and stored.protocol == "range" and len(stored.members) == 2
+
+    second = make(store=store)
+    d = second.describe_groups(["g"])[0]
+    assert d.state is GroupState.STABLE and {m.member_id for m in d.members} == set(plan)
+    second.heartbeat("g", 1, joined[0].member_id)
+    assert second.fetch_offsets("g", [("t", 3)])[("t", 3)].offset == 33
+    assert second.commit_offsets("g", {("t", 3): 34}, 1, joined[1].member_id) == {("t", 3): None}
+    synced = second.sync_group("g", 1, joined[1].member_id).result(0)
+    assert [tp.partition for tp in Assignment.decode(synced.assignment).partitions] == plan[joined[1].member_id]
+    assert second.describe_groups(["simple"])[0].state is GroupState.EMPTY
+    clock.advance(SESSION + 1)
+    second.tick()
+    assert state(second) is not GroupState.STABLE        # restored members must heartbeat like anyone else
+
+
+# --- lifecycle, threads, callbacks ---------------------------------------------------------------------------
+
+def test_close_fails_waiters_and_later_calls(make, clock):
+    coord = make()
+    waiting = join(coord)
+    coord.close()
+    with pytest.raises(CoordinatorNotAvailableError):
+        waiting.result(0)
+    with pytest.raises(CoordinatorNotAvailableError):
+        coord.heartbeat("g", 0, "x")
+    with pytest.raises(CoordinatorNotAvailableError):
+        join(coord).result(0)
+    coord.close()
+
+
+def test_done_callback_may_call_back_into_the_coordinator(make):
+    coord = make(delay_ms=0)
+    synced = []
+
+    def on_joined(fut):
+        r = fut.result()
+        synced.append(coord.sync_group("g", r.generation_id, r.member_id, {r.member_id: b"x"}).result(1))
+
+    join(coord).add_done_callback(on_joined)
+    assert [s.assignment for s in synced] == [b"x"]
+
+
+def test_cancelled_waiter_is_skipped(make, clock):
+    coord = make()
+    cancelled = join(coord)
+    other = join(coord)
+    assert cancelled.cancel()
+    settle(coord, clock, [other])
+    with pytest.raises(CancelledError):
+        cancelled.result(0)
+
+
+def test_concurrent_joins_from_threads():
+    coord = GroupCoordinator(config=GroupConfig(initial_rebalance_delay_ms=300))
+    barrier = threading.Barrier(8)
+    results = [None] * 8
+
+    def member(i):
+        barrier.wait()
+        joined = coord.join_group("g", "", "consumer", PROTOCOLS, SESSION, client_id=f"t{i}").result(10)
+        plan = None
+        if joined.is_leader:
+            subs = {m.member_id: Subscription.decode(m.metadata) for m in joined.members}
+            plan = {m: a.encode() for m, a in RangeAssignor().assign({"t": 16}, subs).items()}
+        synced = coord.sync_group("g", joined.generation_id, joined.member_id, plan).result(10)
+        results[i] = (joined, Assignment.decode(synced.assignment))
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert all(r is not None for r in results)
+        assert {j.generation_id for j, _ in results} == {1}
+        assert len({j.member_id for j, _ in results}) == 8
+        assert sum(j.is_leader for j, _ in results) == 1
+        owned = sorted(tp.partition for _, a in results for tp in a.partitions)
+        assert owned == list(range(16))
+    finally:
+        coord.close()
+
+
+def test_consumer_loops_converge_from_threads():
+    """Six consumers with no initial delay join one by one, each running the usual loop (join, sync,
+    heartbeat, rejoin on REBALANCE_IN_PROGRESS): they settle on one generation with all six."""
+    coord = GroupCoordinator(config=GroupConfig(initial_rebalance_delay_ms=0))
+    stop = threading.Event()
+    latest = {}
+
+    def consumer(i):
+        member_id = ""
+        while not stop.is_set():
+            joined = coord.join_group("g", member_id, "consumer", PROTOCOLS, SESSION, client_id=f"c{i}").result(10)
+            member_id = joined.member_id
+            plan = None
+            if joined.is_leader:
+                subs = {m.member_id: Subscription.decode(m.metadata) for m in joined.members}
+                plan = {m: a.encode() for m, a in RangeAssignor().assign({"t": 12}, subs).items()}
+            try:
+                synced = coord.sync_group("g", joined.generation_id, member_id, plan).result(10)
+            except RebalanceInProgressError:
+                continue
+            latest[i] = (joined.generation_id, member_id, Assignment.decode(synced.assignment))
+            while not stop.is_set():
+                try:
+                    coord.heartbeat("g", joined.generation_id, member_id)
+                except (RebalanceInProgressError, IllegalGenerationError):
+                    break
+                time.sleep(0.005)
+
+    threads = [threading.Thread(target=consumer, args=(i,), daemon=True) for i in range(6)]
+    try:
+        for t in threads:
+            t.start()
+            time.sleep(0.01)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            d = coord.describe_groups(["g"])[0]
+            generations = {g for g, _, _ in latest.values()}
+            if d.state is GroupState.STABLE and len(d.members) == 6 and len(latest) == 6 and len(generations) == 1:
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail(f"no convergence: {coord.describe_groups(['g'])[0]} {latest}")
+        owned = sorted(tp.partition for _, _, a in latest.values() for tp in a.partitions)
+        assert owned == list(range(12))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+        coord.close()
+
+
+def test_timer_thread_expires_sessions():
+    coord = GroupCoordinator(config=GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=10))
+    try:
+        joined = coord.join_group("g", "", "consumer", PROTOCOLS, 100).result(1)
+        coord.sync_group("g", 1, joined.member_id, {}).result(1)
+        deadline = time.monotonic() + 5
+        while state(coord) is not GroupState.EMPTY and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert state(coord) is GroupState.EMPTY
+        assert coord.describe_groups(["g"])[0].members == ()
+    finally:
+        coord.close()
+
+
+def test_group_config():
+    cfg = GroupConfig.from_kafka({"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": 100})
+    assert cfg.initial_rebalance_delay_ms == 0 and cfg.min_session_timeout_ms == 100
+    assert cfg.max_session_timeout_ms == 1_800_000 and GroupConfig().initial_rebalance_delay_ms == 3000
+    with pytest.raises(InvalidConfigError):
+        GroupConfig.from_kafka({"group.unknown": 1})
+    with pytest.raises(InvalidConfigError):
+        GroupConfig(min_session_timeout_ms=10, max_session_timeout_ms=5)
+    with pytest.raises(InvalidConfigError):
+        GroupConfig(initial_rebalance_delay_ms=-1)
+
+
+# --- random operation sequences ------------------------------------------------------------------------------
+
+class CoordinatorMachine(RuleBasedStateMachine):
+    """Random joins, rejoins, syncs, heartbeats, leaves and clock moves against one group. Invariants: the
+    generation never goes back, one leader per generation whose member list covers everyone answered in it
+    (a static member replacing itself in a Stable group is answered at once, outside that list), only seglog
+    errors, and once time runs long enough with nobody acting every waiter has an answer."""
+
+    def __init__(self):
+        super().__init__()
+        self.clock = FakeClock()
+        self.coord = GroupCoordinator(config=GroupConfig(initial_rebalance_delay_ms=50, min_session_timeout_ms=10),
+                                      clock=self.clock, timer=False)
+        self.joins = []                 # every JoinGroup future
+        self.syncs = []
+        self.members = []               # member ids handed out
+        self.replacements = set()       # static rejoins answered at once (same generation, new member id)
+        self.generation = 0
+
+    def _known(self, data):
+        return data.draw(st.sampled_from(self.members)) if self.members else ""
+
+    @rule(require=st.booleans(), static=st.sampled_from([None, "i-1", "i-2"]))
+    def new_member(self, require, static):
+        before = self.coord.describe_groups(["g"])[0].state
+        fut = join(self.coord, session=1000, rebalance_timeout_ms=3000, require_known_member_id=require,
+                   group_instance_id=static)
+        self.joins.append(fut)
+        if fut.done() and isinstance(fut.exception(), MemberIdRequiredError):
+            self.members.append(fut.exception().member_id)
+        elif static and before is GroupState.STABLE and fut.done() and fut.exception() is None \
+                and fut.result().generation_id == self.generation:
+            self.replacements.add(fut)
+
+    @rule(data=st.data())
+    def rejoin(self, data):
+        self.joins.append(join(self.coord, self._known(data), session=1000, rebalance_timeout_ms=3000))
+
+    @rule(data=st.data())
+    def sync(self, data):
+        done = [f.result() for f in self.joins if f.done() and f.exception() is None]
+        if done:
+            r = data.draw(st.sampled_from(done))
+            plan = {m.member_id: b"a" for m in r.members} if r.is_leader else None
+            self.syncs.append(self.coord.sync_group("g", r.generation_id, r.member_id, plan))
+
+    @rule(data=st.data())
+    def heartbeat(self, data):
+        done = [f.result() for f in self.joins if f.done() and f.exception() is None]
+        if done:
+            r = data.draw(st.sampled_from(done))
+            try:
+                self.coord.heartbeat("g", r.generation_id, r.member_id)
+            except (RebalanceInProgressError, IllegalGenerationError, UnknownMemberIdError):
+                pass
+
+    @rule(data=st.data())
+    def leave(self, data):
+        self.coord.leave_group("g", [(self._known(data), None)])
+
+    @rule(ms=st.sampled_from([1, 40, 400, 1200, 5000]))
+    def advance(self, ms):
+        self.clock.advance(ms)
+        self.coord.tick()
+
+    @invariant()
+    def consistent(self):
+        for f in self.joins:
+            if f.done() and f.exception() is None and f.result().member_id not in self.members:
+                self.members.append(f.result().member_id)
+        for f in self.joins + self.syncs:
+            if f.done():
+                assert f.exception() is None or isinstance(f.exception(), SeglogError), f.exception()
+        d = self.coord.describe_groups(["g"])[0]
+        generation = max([f.result().generation_id for f in self.joins if f.done() and not f.exception()], default=0)
+        assert generation >= self.generation
+        self.generation = generation
+        by_generation = {}
+        for f in self.joins:
+            if f.done() and f.exception() is None and f not in self.replacements:
+                by_generation.setdefault(f.result().generation_id, []).append(f.result())
+        for results in by_generation.values():
+            assert len({r.leader_id for r in results}) == 1
+            assert results[0].leader_id in {r.member_id for r in results}
+            listed = {m.member_id for r in results if r.is_leader for m in r.members}
+            assert not listed or {r.member_id for r in results} <= listed
+        if d.state is GroupState.STABLE:
+            assert d.members
+
+    def teardown(self):
+        """Members stay alive (heartbeats) but stop acting: timeouts alone must answer every waiter."""
+        for _ in range(20):
+            for f in self.joins:
+                if f.done() and f.exception() is None:
+                    try:
+                        self.coord.heartbeat("g", f.result().generation_id, f.result().member_id)
+                    except SeglogError:
+                        pass
+            self.clock.advance(500)
+            self.coord.tick()
+        pending = [f for f in self.joins + self.syncs if not f.done()]
+        self.coord.close()
+        assert not pending, "a JoinGroup/SyncGroup waited forever"
+
+
+TestCoordinatorMachine = CoordinatorMachine.TestCase
+TestCoordinatorMachine.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
