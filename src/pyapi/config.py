@@ -229,6 +229,7 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int = _k("replica.fetch.wait.max.ms", "int", 500, low=0)
     unclean_leader_election_enable: bool = _k("unclean.leader.election.enable", "bool", False)
     auto_leader_rebalance_enable: bool = _k("auto.leader.rebalance.enable", "bool", True)
+    leader_imbalance_check_interval_seconds: int = _k("leader.imbalance.check.interval.seconds", "long", 300, low=1)
     producer_id_expiration_ms: int = _k("producer.id.expiration.ms", "int", 86_400_000, low=1)
 
     def __post_init__(self):
@@ -259,6 +260,16 @@ class BrokerConfig:
         return cls.from_properties(read_properties(path))
 
     def replace(self, **changes) -> "BrokerConfig":
+        return dataclasses.replace(self, **changes)
+
+    def with_kafka(self, props: Mapping[str, Any]) -> "BrokerConfig":
+        """A copy with Kafka-named changes, validated (unknown names raise InvalidConfigError)."""
+        changes = {}
+        for name, raw in props.items():
+            attr = _BROKER_KAFKA_TO_ATTR.get(name)
+            if attr is None:
+                raise InvalidConfigError(f"Unknown broker config name: {name}")
+            changes[attr] = raw
         return dataclasses.replace(self, **changes)
 
     def retention_ms(self) -> int:

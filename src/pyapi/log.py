@@ -32,6 +32,7 @@ from collections import OrderedDict
 from typing import Iterator, NamedTuple, Sequence
 
 from . import _engine
+from . import cleaner as _cleaner
 from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, write_checkpoint
 from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidArgumentError, InvalidRecordError, InvalidTimestampError,
@@ -123,6 +124,8 @@ class Log:
             interval = retention_check_interval_ms / 1000
             if self.config.flush_ms is not None:
                 interval = min(interval, max(self.config.flush_ms / 1000, 0.01))
+            if self.config.compact:        # log compaction: the cleaner looks every log.cleaner.backoff.ms
+                interval = min(interval, _cleaner.CLEANER_BACKOFF_MS / 1000)
             ref = weakref.ref(self)
 
             def tick():
@@ -173,6 +176,8 @@ class Log:
             for name in names:
                 if name.endswith(_TEMP_SUFFIXES):
                     os.unlink(os.path.join(self.path, name))
+            if self._complete_interrupted_swaps(names):       # log compaction: a swap a crash cut short
+                names = os.listdir(self.path)
         self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
         state = self._read_state()
         self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
@@ -408,6 +413,11 @@ class Log:
             if not self._start_offset <= value <= self.end_offset:
                 raise OffsetOutOfRangeError(value, self._start_offset, self.end_offset, "high watermark")
             self._hw = value
+
+    @property
+    def explicit_high_watermark(self) -> int | None:
+        """The high watermark if it was set (replication sets it), None while it simply follows the log end."""
+        return self._hw
 
     @property
     def recovery_point(self) -> int:
@@ -857,12 +867,93 @@ class Log:
             self._producers.expire(now, PRODUCER_ID_EXPIRATION_MS)
             if cfg.delete:
                 self._retention_locked(now)
+        if self.config.compact:            # log compaction (cleaner.py), outside the lock: it takes it briefly
+            _cleaner.maybe_clean(self, now_ms)
 
     def _maintain_quietly(self) -> None:
         try:
             self.maintain()
         except LogClosedError:
             pass
+
+    # ----------------------------------------------------------------- log compaction (used by cleaner.py)
+
+    def compact(self, now_ms: int | None = None):
+        """Run one compaction pass now, whatever the dirty ratio (cleanup.policy must include compact; see
+        cleaner.clean for the rules and errors). Returns a cleaner.CleanResult."""
+        return _cleaner.clean(self, now_ms)
+
+    def replace_segments(self, old_bases: Sequence[int], new_base: int | None, precondition=None) -> bool:
+        """Swap a cleaned segment in for consecutive sealed segments, crash-safely (Kafka's replaceSegments).
+
+        The cleaned segment is ``<new_base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``), fsynced,
+        with new_base == old_bases[0]; new_base None drops the old segments without a replacement. Under the lock:
+        the .cleaned files become .swap (.log last, then a directory fsync: from there a crash completes the swap
+        when the log opens, see _complete_interrupted_swaps), the old segments go to .deleted (unlinked after
+        file.delete.delay.ms; views of them stay valid) and the .swap files get their final names. Returns False,
+        changing nothing, if the old segments are not consecutive sealed segments of the log any more or
+        ``precondition()`` (called under the lock) is false. Raises LogClosedError, ReadOnlyLogError,
+        InvalidArgumentError, StorageError (after the commit point the swap then completes at the next open)."""
+        with self._lock:
+            self._check_writable()
+            old = list(old_bases)
+            if not old or (new_base is not None and new_base != old[0]):
+                raise InvalidArgumentError("replace_segments: new_base must be the first old base offset or None")
+            i = bisect.bisect_left(self._bases, old[0])
+            if self._bases[i:i + len(old)] != old or self._active.base_offset in old:
+                return False
+            if precondition is not None and not precondition():
+                return False
+            stem = os.path.join(self.path, _engine.segment_name(old[0]))
+            try:
+                if new_base is not None:
+                    for suffix in (".index", ".timeindex", ".log"):
+                        os.rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
+                    fsync_dir(self.path)
+                self._delete_segments(old)
+                if new_base is not None:
+                    for suffix in (".index", ".timeindex", ".log"):
+                        os.rename(stem + suffix + ".swap", stem + suffix)
+                    bisect.insort(self._bases, new_base)
+                fsync_dir(self.path)
+            except OSError as e:
+                raise StorageError(f"segment swap failed: {e.strerror}", self.path, e.errno) from None
+            return True
+
+    def _complete_interrupted_swaps(self, names: list[str]) -> bool:
+        """At open: finish swaps a crash cut short (see replace_segments). A ``<base>.log.swap`` is a complete
+        cleaned segment: segments whose base offset lies in [base, its last offset + 1) are deleted, then its
+        .swap files take their final names (an index without a .swap is deleted, to be rebuilt from the .log:
+        it may be the replaced segment's). Index .swap files without a .log.swap are from a swap that never
+        committed: deleted. The cleaner's work directory goes too. Returns True if segment files changed."""
+        _cleaner.remove_work_dir(self.path)
+        swaps = {}
+        for name in names:
+            m = _cleaner.SWAP_FILE_RE.match(name)
+            if m:
+                swaps.setdefault(int(m.group(1)), set()).add(m.group(2))
+        if not swaps:
+            return False
+        bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
+        for base, kinds in sorted(swaps.items()):
+            stem = os.path.join(self.path, _engine.segment_name(base))
+            if "log" not in kinds:
+                _unlink_all([stem + "." + kind + ".swap" for kind in kinds])
+                continue
+            end = max(_cleaner.swap_next_offset(stem + ".log.swap", base), base + 1)
+            for b in bases:
+                if base <= b < end:
+                    other = os.path.join(self.path, _engine.segment_name(b))
+                    _unlink_all([other + ".log", other + ".index", other + ".timeindex"])
+            for kind in ("index", "timeindex", "log"):
+                if kind in kinds:
+                    os.rename(stem + "." + kind + ".swap", stem + "." + kind)
+            log.warning("%s: completed an interrupted segment swap: segment %d replaces offsets [%d, %d)",
+                        self.path, base, base, end)
+        fsync_dir(self.path)
+        return True
+
+    # ------------------------------------------------------------------------------- end of log compaction
 
     def refresh(self) -> None:
         """Read-only logs: pick up segments and batches the writing process added (or removed) since open."""

@@ -36,8 +36,8 @@ from typing import Any, Callable, Mapping
 
 from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint
 from .config import BrokerConfig, LogConfig
-from .errors import (InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequiredAcksError,
-                     InvalidTopicError, LogClosedError, OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError,
+from .errors import (InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequestError,
+                     InvalidRequiredAcksError, InvalidTopicError, LogClosedError, OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError,
                      TopicDeletionDisabledError, UnknownTopicOrPartitionError)
 from .log import Log
 from .scheduler import default_scheduler
@@ -119,16 +119,17 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.end_offset
 
-    def append(self, batch, acks: int = -1) -> tuple[int, int]:
+    def append(self, batch, acks: int = -1) -> tuple[int, int, int]:
         """Produce path: validate and append one client record batch (idempotent producers deduplicated).
-        Returns (base offset, log append time in ms or -1 for CreateTime topics). acks must be -1 (all), 0 or
-        1; with a single replica all three are satisfied once the batch is in the log."""
+        Returns (base offset, last offset, log append time in ms or -1 for CreateTime topics). acks must be -1
+        (all), 0 or 1; waiting for replicas (acks=all) is the caller's business (a lone replica has them all)."""
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, not {acks}")
         now = int(time.time() * 1000)
         base = self.log.append_raw(batch, now_ms=now)
         self.node._data_arrived(self)
-        return base, (now if self.log.config.log_append_time else -1)
+        last = base + int.from_bytes(bytes(batch[23:27]), "big", signed=True)
+        return base, last, (now if self.log.config.log_append_time else -1)
 
     def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,
               min_one: bool = True) -> FetchResult:
@@ -164,6 +165,8 @@ class Node:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._closed = False
         self._coordinator = None
+        self.cluster_managed = False
+        self.replication_waiter: Callable[[Partition, int], None] | None = None
         self._lock_fd = -1
         try:
             os.makedirs(self.path, exist_ok=True)
@@ -284,11 +287,17 @@ class Node:
         if self._closed:
             raise LogClosedError(f"node {self.path} is closed")
 
+    def _check_standalone(self) -> None:
+        if self.cluster_managed:
+            raise InvalidRequestError("this broker is part of a cluster: its topics are managed through the "
+                                      "cluster (Kafka admin API, or seglog topics --bootstrap-server)")
+
     def create_topic(self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None,
                      replication_factor: int | None = None) -> TopicInfo:
         """Create a topic (partitions default num.partitions). config: Kafka-named overrides. A single node
         holds one replica, so replication_factor must be 1 (or None). Raises InvalidTopicError,
         TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError, InvalidConfigError."""
+        self._check_standalone()
         validate_topic_name(name)
         partitions = self.config.num_partitions if partitions is None else partitions
         if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
@@ -323,6 +332,7 @@ class Node:
         info = self._topics.get(name)
         if info is not None:
             return info
+        self._check_standalone()
         if name == OFFSETS_TOPIC:
             return self._offsets_topic()
         if not self.config.auto_create_topics_enable:
@@ -362,11 +372,13 @@ class Node:
         return part
 
     def partitions(self, topic: str) -> list[Partition]:
+        """The partitions of `topic` this node holds (all of them, unless it is a cluster member)."""
         info = self.topic(topic)
-        return [self._partitions[(topic, p)] for p in range(info.partitions)]
+        return [self._partitions[(topic, p)] for p in range(info.partitions) if (topic, p) in self._partitions]
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to `total` partitions (Kafka cannot shrink: InvalidPartitionsError)."""
+        self._check_standalone()
         with self._lock:
             self._check_open()
             info = self.topic(name)
@@ -400,6 +412,7 @@ class Node:
     def delete_topic(self, name: str) -> None:
         """Delete a topic and its data (delete.topic.enable). Its directories are renamed at once and removed
         in the background, as Kafka does. Raises TopicDeletionDisabledError, UnknownTopicOrPartitionError."""
+        self._check_standalone()
         if not self.config.delete_topic_enable:
             raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false).")
         with self._lock:
@@ -410,6 +423,61 @@ class Node:
             self._drop_topic(name)
             self._write_topics()
             log.info("deleted topic %s", name)
+
+    # -- cluster membership --------------------------------------------------------------------------------------
+
+    def apply_topic(self, name: str, topic_id: uuid.UUID, partitions: int, overrides: Mapping[str, Any],
+                    hosted: set[int]) -> TopicInfo:
+        """Cluster mode: make the local copy of a topic match the cluster's: its config, and open logs exactly
+        for the partitions in `hosted` (replicas assigned to this broker; others are deleted)."""
+        with self._lock:
+            self._check_open()
+            old = self._topics.get(name)
+            info = self._topic_info(name, topic_id, partitions, dict(overrides))
+            if old is not None and old.topic_id != topic_id:
+                self._drop_topic(name)              # a new topic with an old name: its data is not ours
+                old = None
+            self._topics[name] = info
+            for p in range(max(partitions, old.partitions if old else 0)):
+                part = self._partitions.get((name, p))
+                if p in hosted and p < partitions:
+                    if part is None:
+                        self._open_partition(info, p)
+                    else:
+                        part.log.config = info.config
+                elif part is not None:
+                    self._drop_partition(name, p)
+            self._write_topics()
+            return info
+
+    def remove_topic(self, name: str) -> None:
+        """Cluster mode: the topic was deleted from the cluster; delete its local replicas."""
+        with self._lock:
+            if name in self._topics:
+                self._drop_topic(name)
+                self._write_topics()
+
+    def _drop_partition(self, name: str, p: int) -> None:
+        part = self._partitions.pop((name, p), None)
+        if part is not None:
+            part.log.close()
+        src = os.path.join(self.path, f"{name}-{p}")
+        if os.path.isdir(src):
+            dst = f"{src}.{uuid.uuid4().hex}-delete"
+            os.rename(src, dst)
+            fsync_dir(self.path)
+            default_scheduler().schedule(lambda: shutil.rmtree(dst, ignore_errors=True), 0.0,
+                                         name=f"delete {name}-{p}")
+
+    def _leadership_changed(self, part: Partition, leader: bool) -> None:
+        """Replication moved a partition's leadership here or away. Groups live on the leaders of their
+        __consumer_offsets partition: such a change reloads the group coordinator from the logs (members of
+        groups it held rejoin)."""
+        if part.topic == OFFSETS_TOPIC:
+            with self._lock:
+                coord, self._coordinator = self._coordinator, None
+            if coord is not None:
+                coord.close()
 
     def _drop_topic(self, name: str) -> None:
         info = self._topics.pop(name, None)

@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 
 from . import offsets_format as fmt
 from .group import OffsetStore
+from .node import OFFSETS_TOPIC
 from .offsets_format import GroupMetadata, OffsetAndMetadata, TopicPartition
 
 
@@ -38,7 +39,7 @@ class LogOffsetStore(OffsetStore):
 
     def __init__(self, node):
         self._node = node
-        info = node.ensure_topic("__consumer_offsets")
+        info = node.topic(OFFSETS_TOPIC) if node.cluster_managed else node.ensure_topic(OFFSETS_TOPIC)
         self._partitions = info.partitions
         self._lock = threading.Lock()
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
@@ -70,8 +71,10 @@ class LogOffsetStore(OffsetStore):
                 self._groups[k.group] = fmt.decode_group_value(value)
 
     def _append(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        part = self._node.partition("__consumer_offsets", partition_for_group(group, self._partitions))
-        part.log.append_batch([v for _, v in records], keys=[k for k, _ in records])
+        part = self._node.partition(OFFSETS_TOPIC, partition_for_group(group, self._partitions))
+        _, last = part.log.append_batch([v for _, v in records], keys=[k for k, _ in records])
+        if self._node.replication_waiter is not None:     # a cluster: acknowledged once the ISR has it
+            self._node.replication_waiter(part, last)
 
     def commit(self, group, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         records = [(fmt.encode_offset_key(group, tp[0], tp[1]), fmt.encode_offset_value(om))

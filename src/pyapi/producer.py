@@ -94,7 +94,7 @@ class Producer:
         return self.node.ensure_topic(topic).partitions
 
     def _append(self, topic: str, partition: int, data: bytes) -> int:
-        base, _ = self.node.partition(topic, partition).append(data, self.acks)
+        base, _, _ = self.node.partition(topic, partition).append(data, self.acks)
         if self._sender is not None:
             self._wakeup.set()
         return base

@@ -446,3 +446,23 @@ def test_unreachable_zookeeper_raises_network_error(free_port):
     with pytest.raises(NetworkError):
         ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", connect_timeout=1.0)
     assert time.monotonic() - started < 5
+
+
+def test_producer_id_blocks_never_overlap(namespace):
+    a, b = namespace.store(), namespace.store()
+    blocks = []
+    lock = threading.Lock()
+
+    def take(store, broker_id):
+        for _ in range(10):
+            start = store.allocate_producer_ids(broker_id, 100)
+            with lock:
+                blocks.append(range(start, start + 100))
+    threads = [threading.Thread(target=take, args=(s, i)) for i, s in enumerate((a, b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [i for block in blocks for i in block]
+    assert len(ids) == 2000 and len(set(ids)) == 2000
+    assert min(ids) == 0

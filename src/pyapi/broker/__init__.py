@@ -27,6 +27,7 @@ log = logging.getLogger("seglog.broker")
 
 
 def _config(data_dir, config, overrides) -> BrokerConfig:
+    """A BrokerConfig from a config (or properties), plus Kafka-named overrides and the data dir."""
     if config is None:
         config = BrokerConfig()
     elif not isinstance(config, BrokerConfig):
@@ -34,15 +35,7 @@ def _config(data_dir, config, overrides) -> BrokerConfig:
     changes = dict(overrides or {})
     if data_dir is not None:
         changes["log.dirs"] = os.fspath(data_dir)
-    if changes:
-        merged = {f: v for f, v in changes.items()}
-        config = BrokerConfig.from_properties({**_as_props(config), **merged})
-    return config
-
-
-def _as_props(config: BrokerConfig) -> dict[str, Any]:
-    import dataclasses
-    return {f.metadata["key"].kafka: getattr(config, f.name) for f in dataclasses.fields(config)}
+    return config.with_kafka(changes) if changes else config
 
 
 class RunningBroker:
@@ -51,10 +44,13 @@ class RunningBroker:
     cleanly (also on leaving the ``with`` block)."""
 
     def __init__(self, data_dir, config=None, *, host: str = "127.0.0.1", port: int = 0,
-                 metrics_port: int | None = None, **overrides):
+                 metrics_port: int | None = None, metadata_store=None, **overrides):
         self.config = _config(data_dir, config, {k.replace("_", "."): v for k, v in overrides.items()})
         self.node = Node(self.config.log_dirs.split(",")[0], self.config)
-        self.broker = Broker(self.node, self.config, host=host, port=port, metrics_port=metrics_port)
+        if metadata_store is None and self.config.zookeeper_connect:
+            metadata_store = zookeeper_store(self.config)
+        self.broker = Broker(self.node, self.config, host=host, port=port, metrics_port=metrics_port,
+                             metadata_store=metadata_store)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -118,10 +114,18 @@ def serve(data_dir, config: BrokerConfig | Mapping[str, Any] | None = None, *, h
     return RunningBroker(data_dir, config, host=host, port=port, **overrides)
 
 
+def zookeeper_store(config: BrokerConfig):
+    """The ZooKeeper metadata store named by zookeeper.connect (host:port[/chroot])."""
+    from ..cluster.zk import ZooKeeperMetadataStore
+    return ZooKeeperMetadataStore(config.zookeeper_connect, session_timeout=config.zookeeper_session_timeout_ms / 1000)
+
+
 def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int:
-    """Run a broker in the foreground until SIGINT/SIGTERM, then shut down cleanly. Returns an exit code."""
+    """Run a broker in the foreground until SIGINT/SIGTERM, then shut down cleanly. Returns an exit code.
+    With zookeeper.connect set it joins that cluster; otherwise it is a lone broker."""
     node = Node(config.log_dirs.split(",")[0], config)
-    broker = Broker(node, config, metrics_port=metrics_port)
+    store = zookeeper_store(config) if config.zookeeper_connect else None
+    broker = Broker(node, config, metrics_port=metrics_port, metadata_store=store)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -34,6 +34,11 @@ def _err(exc: BaseException) -> int:
     return code_of(exc)
 
 
+async def _off_loop(fn, *args, **kwargs):
+    """Run a call that may block (metadata store round trips, waiting for replication) off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
+
+
 class Handlers:
     """The API implementations of one broker. `broker` gives node, view (cluster metadata), config, and the
     fetch waiting and metrics machinery of the server."""
@@ -49,26 +54,23 @@ class Handlers:
         return api_versions_body()
 
     async def handle_metadata(self, header, body):
-        node, view = self.node, self.broker.view
+        view = self.broker.view
         requested = body["topics"]
-        if requested is None:
-            names = node.topics(include_internal=True)
-        else:
-            names = [t["name"] for t in requested]
+        names = view.topic_names() if requested is None else [t["name"] for t in requested]
         allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
         topics = []
         for name in names:
             try:
                 if requested is not None and allow_create and self.config.auto_create_topics_enable:
-                    info = view.ensure_topic(name)
+                    count, internal = await _off_loop(view.ensure_topic, name)
                 else:
-                    info = node.topic(name)
+                    count, internal = view.topic_partitions(name)
+                partitions = [view.partition_metadata(name, p) for p in range(count)]
             except SeglogError as e:
                 topics.append({"error_code": _err(e), "name": name, "partitions": []})
                 continue
-            topics.append({"error_code": 0, "name": name, "is_internal": info.internal,
-                           "partitions": [view.partition_metadata(name, p) for p in range(info.partitions)]})
-        return {"brokers": view.brokers(), "cluster_id": node.cluster_id, "controller_id": view.controller_id(),
+            topics.append({"error_code": 0, "name": name, "is_internal": internal, "partitions": partitions})
+        return {"brokers": view.brokers(), "cluster_id": self.node.cluster_id, "controller_id": view.controller_id(),
                 "topics": topics}
 
     # -- Produce ----------------------------------------------------------------------------------------------
@@ -97,11 +99,11 @@ class Handlers:
         try:
             if records is None or len(records) == 0:
                 raise errors.InvalidRecordError("produce request without a record batch")
-            self.broker.view.check_leader(topic, index)
+            self.broker.view.check_produce(topic, index, acks)
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
-            base, append_time = part.append(records, acks)
-            await self.broker.view.wait_for_acks(part, base, acks, timeout_ms)
+            base, last, append_time = part.append(records, acks)
+            await self.broker.view.wait_for_acks(part, last, acks, timeout_ms)
             self.broker.metrics.observe("produce_append", time.perf_counter() - t0)
             out.update(base_offset=base, log_append_time_ms=append_time, log_start_offset=part.log_start_offset)
         except SeglogError as e:
@@ -213,7 +215,8 @@ class Handlers:
         if body["transactional_id"] is not None:
             return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}
         try:
-            return {"error_code": 0, "producer_id": self.broker.view.init_producer_id(), "producer_epoch": 0}
+            return {"error_code": 0, "producer_id": await _off_loop(self.broker.view.init_producer_id),
+                    "producer_epoch": 0}
         except SeglogError as e:
             return {"error_code": _err(e), "producer_id": -1, "producer_epoch": -1}
 
@@ -236,7 +239,7 @@ class Handlers:
     async def handle_join_group(self, header, body):
         v = header.api_version
         try:
-            coord = self._coordinator(body["group_id"])
+            coord = await _off_loop(self._coordinator, body["group_id"])
             fut = coord.join_group(
                 body["group_id"], body["member_id"], body["protocol_type"],
                 [(p["name"], bytes(p["metadata"])) for p in body["protocols"]], body["session_timeout_ms"],
@@ -255,10 +258,10 @@ class Handlers:
 
     async def handle_sync_group(self, header, body):
         try:
-            coord = self._coordinator(body["group_id"])
-            fut = coord.sync_group(body["group_id"], body["generation_id"], body["member_id"],
-                                   {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
-                                   group_instance_id=body["group_instance_id"])
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            fut = await _off_loop(coord.sync_group, body["group_id"], body["generation_id"], body["member_id"],
+                                  {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
+                                  group_instance_id=body["group_instance_id"])
             r = await asyncio.wrap_future(fut)
         except SeglogError as e:
             return {"error_code": _err(e), "assignment": b""}
@@ -266,15 +269,17 @@ class Handlers:
 
     async def handle_heartbeat(self, header, body):
         try:
-            self._coordinator(body["group_id"]).heartbeat(body["group_id"], body["generation_id"],
-                                                          body["member_id"], group_instance_id=body["group_instance_id"])
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            coord.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
+                            group_instance_id=body["group_instance_id"])
         except SeglogError as e:
             return {"error_code": _err(e)}
         return {"error_code": 0}
 
     async def handle_leave_group(self, header, body):
         try:
-            [err] = self._coordinator(body["group_id"]).leave_group(body["group_id"], [(body["member_id"], None)])
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            [err] = await _off_loop(coord.leave_group, body["group_id"], [(body["member_id"], None)])
         except SeglogError as e:
             err = e
         return {"error_code": 0 if err is None else _err(err)}
@@ -289,9 +294,10 @@ class Handlers:
                 offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
                                                 p["committed_metadata"] or "", now)
         try:
-            errs = self._coordinator(body["group_id"]).commit_offsets(
-                body["group_id"], offsets, body["generation_id_or_member_epoch"], body["member_id"],
-                group_instance_id=body["group_instance_id"])
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            errs = await _off_loop(coord.commit_offsets, body["group_id"], offsets,
+                                   body["generation_id_or_member_epoch"], body["member_id"],
+                                   group_instance_id=body["group_instance_id"])
             codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()}
         except SeglogError as e:
             codes = dict.fromkeys(placed, _err(e))
@@ -303,7 +309,7 @@ class Handlers:
     async def handle_offset_fetch(self, header, body):
         group = body["group_id"]
         try:
-            coord = self._coordinator(group)
+            coord = await _off_loop(self._coordinator, group)
             if body["topics"] is None:
                 stored = coord.fetch_offsets(group, None)
                 wanted = sorted(stored)
@@ -332,7 +338,8 @@ class Handlers:
         out = []
         for group in body["groups"]:
             try:
-                [d] = self._coordinator(group).describe_groups([group])
+                coord = await _off_loop(self._coordinator, group)
+                [d] = coord.describe_groups([group])
             except SeglogError as e:
                 out.append({"error_code": _err(e), "group_id": group, "group_state": "", "protocol_type": "",
                             "protocol_data": "", "members": []})
@@ -347,7 +354,7 @@ class Handlers:
 
     async def handle_list_groups(self, header, body):
         try:
-            listing = self.node.group_coordinator.list_groups()
+            listing = (await _off_loop(lambda: self.node.group_coordinator)).list_groups()
         except SeglogError as e:
             return {"error_code": _err(e), "groups": []}
         return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type}
@@ -365,7 +372,8 @@ class Handlers:
                 configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
                 partitions = None if t["num_partitions"] == -1 else t["num_partitions"]
                 rf = None if t["replication_factor"] == -1 else t["replication_factor"]
-                self.broker.view.create_topic(name, partitions, configs, rf, validate_only=body["validate_only"])
+                await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
+                                validate_only=body["validate_only"])
                 results.append({"name": name, "error_code": 0, "error_message": None})
             except SeglogError as e:
                 results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
@@ -375,7 +383,7 @@ class Handlers:
         out = []
         for name in body["topic_names"]:
             try:
-                self.broker.view.delete_topic(name)
+                await _off_loop(self.broker.view.delete_topic, name)
                 out.append({"name": name, "error_code": 0})
             except SeglogError as e:
                 out.append({"name": name, "error_code": _err(e)})
@@ -387,7 +395,8 @@ class Handlers:
             try:
                 if t["assignments"]:
                     raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
-                self.broker.view.create_partitions(t["name"], t["count"], validate_only=body["validate_only"])
+                await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
+                                validate_only=body["validate_only"])
                 out.append({"name": t["name"], "error_code": 0, "error_message": None})
             except SeglogError as e:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})
@@ -412,14 +421,14 @@ class Handlers:
         return {"results": results}
 
     def _topic_configs(self, name: str, keys):
-        info = self.node.topic(name)
+        overrides = self.broker.view.topic_overrides(name)
         default = self.config.log_config().to_kafka()
-        values = info.config.to_kafka()
+        values = self.config.log_config().with_kafka(overrides).to_kafka()
         out = []
         for k in KAFKA_NAMES:
             if keys is not None and k not in keys:
                 continue
-            overridden = k in info.overrides
+            overridden = k in overrides
             out.append({"name": k, "value": values[k], "read_only": False,
                         "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
                         "is_default": not overridden and values[k] == default[k], "is_sensitive": False,

@@ -32,11 +32,24 @@ class LocalView:
                 "leader_epoch": part.log.leader_epoch, "replica_nodes": [self.broker_id],
                 "isr_nodes": [self.broker_id], "offline_replicas": []}
 
-    def ensure_topic(self, name: str):
-        return self.node.ensure_topic(name)
+    def topic_names(self) -> list[str]:
+        return self.node.topics(include_internal=True)
 
-    def check_leader(self, topic: str, p: int) -> None:
-        """Raise NotLeaderOrFollowerError unless this broker leads the partition (a lone broker leads all)."""
+    def topic_partitions(self, name: str) -> tuple[int, bool]:
+        """(partition count, internal); UnknownTopicOrPartitionError if there is no such topic."""
+        info = self.node.topic(name)
+        return info.partitions, info.internal
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        return dict(self.node.topic(name).overrides)
+
+    def ensure_topic(self, name: str) -> tuple[int, bool]:
+        info = self.node.ensure_topic(name)
+        return info.partitions, info.internal
+
+    def check_produce(self, topic: str, p: int, acks: int) -> None:
+        """Raise NotLeaderOrFollowerError unless this broker leads the partition (a lone broker leads all),
+        NotEnoughReplicasError if acks=all cannot be met (never here: one replica is the whole ISR)."""
         self.node.partition(topic, p)
 
     def check_fetch(self, topic: str, p: int, current_leader_epoch: int, replica: bool) -> None:
@@ -52,7 +65,7 @@ class LocalView:
             if current_leader_epoch > epoch:
                 raise UnknownLeaderEpochError(f"{topic}-{p}: leader epoch {current_leader_epoch} > {epoch}")
 
-    async def wait_for_acks(self, part, base: int, acks: int, timeout_ms: int) -> None:
+    async def wait_for_acks(self, part, last_offset: int, acks: int, timeout_ms: int) -> None:
         """acks=all waits for the in-sync replicas; the only replica here already has the batch."""
 
     def follower_fetched(self, part, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:

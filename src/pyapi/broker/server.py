@@ -64,7 +64,7 @@ class Broker:
     connections, stops the group coordinator and closes the node cleanly (flush, clean-shutdown markers)."""
 
     def __init__(self, node, config, *, host: str | None = None, port: int | None = None,
-                 metrics_port: int | None = None, view=None):
+                 metrics_port: int | None = None, metadata_store=None):
         self.node = node
         self.config = config
         bind_host, bind_port = parse_listener(config.listeners)
@@ -72,7 +72,9 @@ class Broker:
         self.port = bind_port if port is None else port
         self.metrics_port = metrics_port
         self.metrics = Metrics()
-        self.view = view
+        self.metadata_store = metadata_store
+        self.member = None
+        self.view = None
         self.handlers = Handlers(self)
         self._server: asyncio.base_events.Server | None = None
         self._metrics_server = None
@@ -88,8 +90,14 @@ class Broker:
         self._server = await asyncio.start_server(self._serve_connection, self.host or None, self.port,
                                                   reuse_address=True, limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
-        if self.view is None:
+        if self.metadata_store is None:
             self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port)
+        else:
+            from ..cluster.member import ClusterMember
+            self.member = ClusterMember(self.node, self.config, self.metadata_store, self.advertised_host(),
+                                        self.port)
+            self.view = self.member.view
+            await self._loop.run_in_executor(None, self.member.start)
         self.node.add_listener(self._on_append)
         if self.metrics_port is not None:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.host or None,
@@ -121,6 +129,8 @@ class Broker:
         for server in (self._server, self._metrics_server):
             if server is not None:
                 await server.wait_closed()
+        if self.member is not None:
+            await self._loop.run_in_executor(None, self.member.close)
         self.node.close()
         log.info("broker %d stopped", self.config.broker_id)
 

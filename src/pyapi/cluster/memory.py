@@ -38,6 +38,7 @@ class MemoryCluster:
         self.configs: dict[str, dict[str, str]] = {}
         self.deletions: set[str] = set()
         self.states: dict[tuple[str, int], PartitionState] = {}
+        self.next_producer_id = 0
         self._zxid = itertools.count(1)
         self._session_ids = itertools.count(1)
 
@@ -274,6 +275,15 @@ class MemoryMetadataStore(MetadataStore):
             self._topic(topic)
             self._cluster.configs[topic] = topic_config(config)
             self._cluster.changed()
+
+    def allocate_producer_ids(self, broker_id: int, count: int) -> int:
+        if count < 1:
+            raise InvalidArgumentError("count must be at least 1")
+        with self._cluster.lock:
+            self._check_open()
+            start = self._cluster.next_producer_id
+            self._cluster.next_producer_id += count
+            return start
 
     def mark_topic_for_deletion(self, topic: str) -> None:
         with self._cluster.lock:

@@ -290,6 +290,13 @@ class MetadataStore(ABC):
     def watch_topic_deletions(self, callback: Callable[[list[str]], None]) -> Subscription:
         """Call ``callback(sorted_marked_topics)`` now and whenever the deletion queue changes."""
 
+    # --- producer ids -------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def allocate_producer_ids(self, broker_id: int, count: int) -> int:
+        """Reserve `count` producer ids for `broker_id` and return the first; blocks never overlap across the
+        cluster, even with concurrent allocators (Kafka's /latest_producer_id_block, compare-and-set)."""
+
     # --- partition state -------------------------------------------------------------------------------
 
     @abstractmethod

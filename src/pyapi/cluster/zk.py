@@ -418,6 +418,27 @@ class ZooKeeperMetadataStore(MetadataStore):
         except NoNodeError:
             raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'") from None
 
+    def allocate_producer_ids(self, broker_id: int, count: int) -> int:
+        if count < 1:
+            raise InvalidArgumentError("count must be at least 1")
+        while True:
+            try:
+                data, stat = self._do(self._client.get_async, layout.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                try:
+                    self._do(self._client.create_async, layout.PRODUCER_ID_BLOCK,
+                             layout.encode_producer_id_block(broker_id, 0, count - 1))
+                    return 0
+                except NodeExistsError:
+                    continue
+            start = layout.decode_producer_id_block_end(data) + 1
+            try:
+                self._do(self._client.set_async, layout.PRODUCER_ID_BLOCK,
+                         layout.encode_producer_id_block(broker_id, start, start + count - 1), stat.version)
+                return start
+            except BadVersionError:
+                continue
+
     def mark_topic_for_deletion(self, topic: str) -> None:
         transaction = self._client.transaction()
         transaction.check(layout.topic_path(topic), -1)

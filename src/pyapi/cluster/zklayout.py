@@ -8,6 +8,7 @@
 /controller_epoch                          persistent "<epoch>" (a decimal string, as Kafka writes it)
 /config/topics/<topic>                     persistent {"version":1,"config":{...}}
 /admin/delete_topics/<topic>               persistent, empty: the topic is queued for deletion
+/latest_producer_id_block                  persistent {"version":1,"broker","block_start","block_end"}
 ```
 Topic ids are written as Kafka prints them: URL-safe base64 of the 16 bytes, without padding.
 """
@@ -28,6 +29,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS)
 """Created at connect (Kafka's top-level paths); ``/controller_epoch`` is created by the first election."""
 
@@ -134,3 +136,15 @@ def encode_epoch(epoch: int) -> bytes:
 
 def decode_epoch(data: bytes) -> int:
     return int(data)
+
+
+def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
+    return json.dumps({"version": 1, "broker": broker_id, "block_start": str(start),
+                       "block_end": str(end)}).encode()
+
+
+def decode_producer_id_block_end(data: bytes) -> int:
+    """The last id of the stored block (-1 when the node is empty)."""
+    if not data:
+        return -1
+    return int(json.loads(data)["block_end"])

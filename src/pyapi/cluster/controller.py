@@ -1,0 +1,169 @@
+"""The controller: the one broker (elected through the metadata store) that decides partition leadership.
+
+It reconciles, on one thread, every partition's state with the live brokers, the replica assignments and
+the topic deletion queue, whenever any of them changes (events arriving close together are handled in one
+pass), and every ``leader_imbalance_check_interval`` for preferred leaders:
+
+- a new partition gets its first live replica as leader and its live replicas as ISR;
+- a dead broker leaves every ISR; a partition whose leader died gets the first live ISR member (in
+  assignment order, so the preferred replica first) as leader, with a new leader epoch; with no live ISR
+  member it stays leaderless (ISR kept, so the last in-sync replica can come back as leader) unless
+  unclean.leader.election.enable lets any live replica take over;
+- with auto.leader.rebalance.enable, leadership returns to the preferred replica once it is in the ISR;
+- topics queued for deletion are removed.
+
+Every write carries the controller's lease: if another controller won meanwhile, the write fails with
+StaleControllerEpochError and this controller stops (Kafka's controller epoch fencing). State writes are
+compare-and-set on the version read, so a concurrent ISR change by a leader is never overwritten blindly.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import replace
+
+from ..config import LogConfig
+from ..errors import SeglogError, StaleControllerEpochError, UnknownTopicOrPartitionError
+from .metastore import NO_LEADER, ControllerEpoch, InvalidUpdateVersionError, MetadataStore, PartitionState
+
+log = logging.getLogger("seglog.controller")
+
+COALESCE_S = 0.05
+
+
+class Controller:
+    def __init__(self, store: MetadataStore, lease: ControllerEpoch, config):
+        self.store = store
+        self.lease = lease
+        self.config = config
+        self._events: queue.Queue = queue.Queue()
+        self._stopped = threading.Event()
+        self._last_rebalance = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"seglog-controller-{lease.broker_id}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        log.info("broker %d is the controller (epoch %d)", self.lease.broker_id, self.lease.epoch)
+        self._thread.start()
+        self.poke("startup")
+
+    def poke(self, why: str) -> None:
+        """Something changed (brokers, topics, deletions): reconcile soon."""
+        self._events.put(why)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._events.put("stop")
+        if threading.current_thread() is not self._thread and self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    @property
+    def active(self) -> bool:
+        return self._thread.is_alive() and not self._stopped.is_set()
+
+    def _run(self) -> None:
+        interval = self.config.leader_imbalance_check_interval_seconds
+        while not self._stopped.is_set():
+            try:
+                self._events.get(timeout=interval)
+                time.sleep(COALESCE_S)
+                while not self._events.empty():
+                    self._events.get_nowait()
+            except queue.Empty:
+                pass
+            if self._stopped.is_set():
+                return
+            rebalance = (self.config.auto_leader_rebalance_enable
+                         and time.monotonic() - self._last_rebalance >= interval)
+            try:
+                self.reconcile(rebalance)
+                if rebalance:
+                    self._last_rebalance = time.monotonic()
+            except StaleControllerEpochError:
+                log.warning("broker %d is no longer the controller (epoch %d was superseded)",
+                            self.lease.broker_id, self.lease.epoch)
+                self._stopped.set()
+            except SeglogError as e:
+                log.warning("controller pass failed (%s); retrying", e)
+                self._events.put("retry")
+                self._stopped.wait(0.5)
+            except Exception:
+                log.exception("controller pass failed; retrying")
+                self._events.put("retry")
+                self._stopped.wait(0.5)
+
+    # -- decisions ---------------------------------------------------------------------------------------------
+
+    def reconcile(self, rebalance: bool = False) -> None:
+        """One pass over every topic (see the module docstring)."""
+        store, lease = self.store, self.lease
+        live = set(store.list_brokers())
+        marked = set(store.topics_marked_for_deletion())
+        for topic in store.list_topics():
+            if topic in marked:
+                store.delete_topic(topic, lease)
+                log.info("controller: deleted topic %s", topic)
+                continue
+            try:
+                assignment = store.get_topic(topic)
+                states = store.get_partition_states(topic)
+                unclean = LogConfig.from_kafka(store.get_topic_config(topic),
+                                               self.config.log_config()).unclean_leader_election_enable
+            except UnknownTopicOrPartitionError:
+                continue
+            new = {p: self._initial(replicas, live) for p, replicas in assignment.partitions.items()
+                   if p not in states}
+            if new:
+                store.create_partition_states(topic, new, lease)
+                for p, st in new.items():
+                    log.info("controller: %s-%d created: leader %d, ISR %s", topic, p, st.leader, list(st.isr))
+            for p, st in states.items():
+                replicas = assignment.partitions.get(p)
+                if replicas is None:
+                    continue
+                desired = self.desired(st, replicas, live, unclean, rebalance)
+                if desired is not None:
+                    self._write(topic, p, st, desired)
+
+    @staticmethod
+    def _initial(replicas, live) -> PartitionState:
+        alive = [r for r in replicas if r in live]
+        if not alive:
+            return PartitionState(NO_LEADER, 0, ())
+        return PartitionState(alive[0], 0, tuple(alive))
+
+    @staticmethod
+    def desired(st: PartitionState, replicas, live, unclean: bool, rebalance: bool) -> PartitionState | None:
+        """The state a partition should have now, or None if it should stay as it is."""
+        isr = tuple(r for r in st.isr if r in live)
+        leader, epoch = st.leader, st.leader_epoch
+        if leader == NO_LEADER or leader not in live:
+            candidates = [r for r in replicas if r in isr]
+            if not candidates and (not st.isr or unclean):
+                candidates = [r for r in replicas if r in live]       # brand new, or unclean election allowed
+                isr = tuple(candidates[:1])
+            if candidates:
+                leader, epoch = candidates[0], epoch + 1
+                if leader not in isr:
+                    isr = (leader,)
+            else:
+                if leader == NO_LEADER:
+                    return None                                       # still no live in-sync replica
+                leader, epoch, isr = NO_LEADER, epoch + 1, st.isr     # keep the last ISR for a clean return
+        elif rebalance and replicas and replicas[0] != leader and replicas[0] in isr and replicas[0] in live:
+            leader, epoch = replicas[0], epoch + 1
+        if (leader, epoch, set(isr)) == (st.leader, st.leader_epoch, set(st.isr)):
+            return None
+        return replace(st, leader=leader, leader_epoch=epoch, isr=isr)
+
+    def _write(self, topic: str, p: int, st: PartitionState, desired: PartitionState) -> None:
+        try:
+            stored = self.store.update_partition_state(topic, p, desired, self.lease)
+        except InvalidUpdateVersionError:
+            self.poke("state changed under the controller")      # a leader changed the ISR: decide again
+            return
+        log.info("controller: %s-%d leader %d -> %d (epoch %d), ISR %s -> %s", topic, p, st.leader,
+                 stored.leader, stored.leader_epoch, list(st.isr), list(stored.isr))

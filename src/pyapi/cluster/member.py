@@ -1,0 +1,398 @@
+"""A broker's membership in a cluster coordinated through a metadata store (ZooKeeper), and the cluster view
+its request handlers use.
+
+``ClusterMember.start()`` registers the broker (ephemeral), enters the controller election (running a
+Controller while it wins), and watches brokers, topics, their configs and every partition state. Local
+replicas follow the watched state through the ReplicaManager; topics are created locally exactly for the
+partitions assigned to this broker. On session expiry the broker is fenced (leads and follows nothing) until
+a new session is established and states are read again.
+
+``ClusterView`` answers the handlers' questions from the watched metadata: brokers, leaders, ISR, who
+coordinates a group, leader and epoch checks, and waits for acks=all through the leader's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+
+from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InvalidPartitionsError,
+                      LeaderNotAvailableError, NotCoordinatorError, RequestTimedOutError, TopicAlreadyExistsError,
+                      TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+from ..node import OFFSETS_TOPIC, validate_topic_name
+from ..offsets_store import partition_for_group
+from ..replication.manager import ReplicaManager
+from .controller import Controller
+from .metastore import NO_LEADER, BrokerInfo, PartitionState, SessionEvent, TopicAssignment
+from .placement import assign_replicas
+
+log = logging.getLogger("seglog.cluster")
+
+PRODUCER_ID_BLOCK = 1000
+CREATE_WAIT_S = 10.0
+
+
+class ClusterMember:
+    def __init__(self, node, config, store, host: str, port: int):
+        self.node = node
+        self.config = config
+        self.store = store
+        self.broker_id = config.broker_id
+        self.host, self.port = host, port
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.assignments: dict[str, TopicAssignment] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.controller_id: int | None = None
+        self.controller: Controller | None = None
+        self._watches: dict[str, list] = {}
+        self._state_watches: dict[tuple[str, int], object] = {}
+        self._lock = threading.RLock()
+        self._pid_next = self._pid_end = 0
+        node.cluster_managed = True
+        node.replication_waiter = self.wait_replicated
+        self.replicas = ReplicaManager(node, self.broker_id, config, store, self.broker_address)
+        self.view = ClusterView(self)
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.store.add_session_listener(self._on_session)
+        self._register()
+        self._subs = [self.store.watch_brokers(self._on_brokers), self.store.watch_topics(self._on_topics),
+                      self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions"))]
+
+    def _register(self) -> None:
+        info = BrokerInfo(self.broker_id, self.host, self.port)
+        deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 + 5
+        while True:
+            try:
+                self.store.register_broker(info)
+                break
+            except Exception as e:             # the previous process's session may still hold the id
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker %d: registration pending (%s)", self.broker_id, e)
+                time.sleep(0.5)
+        self.store.elect_controller(self.broker_id, self._on_controller_change)
+
+    def close(self) -> None:
+        with self._lock:
+            controller, self.controller = self.controller, None
+        if controller is not None:
+            controller.stop()
+        self.replicas.close()
+        self.store.close()
+
+    # -- store callbacks (the store's event thread) ----------------------------------------------------------
+
+    def _on_session(self, event: SessionEvent) -> None:
+        if event is SessionEvent.EXPIRED:
+            self.replicas.fence()
+            self._on_controller_change_to(None, None)
+        elif event is SessionEvent.NEW_SESSION:
+            self._register()
+            self.replicas.unfence()
+            with self._lock:
+                keys = list(self.states)
+            for topic, p in keys:
+                try:
+                    self._on_state(topic, p, self.store.get_partition_state(topic, p))
+                except UnknownTopicOrPartitionError:
+                    self._on_state(topic, p, None)
+
+    def _on_controller_change(self, change) -> None:
+        self._on_controller_change_to(change.controller_id, change.lease)
+
+    def _on_controller_change_to(self, controller_id, lease) -> None:
+        with self._lock:
+            self.controller_id = controller_id
+            old = self.controller
+            if lease is not None and controller_id == self.broker_id:
+                if old is not None and old.lease == lease and old.active:
+                    return
+                self.controller = Controller(self.store, lease, self.config)
+            else:
+                self.controller = None
+        if old is not None:
+            old.stop()
+        if self.controller is not None and lease is not None:
+            self.controller.start()
+
+    def _poke_controller(self, why: str) -> None:
+        controller = self.controller
+        if controller is not None:
+            controller.poke(why)
+
+    def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        with self._lock:
+            self.brokers = dict(brokers)
+        self._poke_controller("brokers changed")
+
+    def _on_topics(self, names: list[str]) -> None:
+        with self._lock:
+            gone = [t for t in self._watches if t not in names]
+            new = [t for t in names if t not in self._watches]
+            for t in gone:
+                for sub in self._watches.pop(t):
+                    sub.cancel()
+        for t in gone:
+            self._forget_topic(t)
+        for t in new:
+            subs = [self.store.watch_topic(t, lambda a, t=t: self._on_assignment(t, a)),
+                    self.store.watch_topic_config(t, lambda c, t=t: self._on_config(t, c))]
+            with self._lock:
+                self._watches[t] = subs
+        self._poke_controller("topics changed")
+
+    def _forget_topic(self, topic: str) -> None:
+        with self._lock:
+            self.assignments.pop(topic, None)
+            self.configs.pop(topic, None)
+            keys = [k for k in self._state_watches if k[0] == topic]
+            for k in keys:
+                self._state_watches.pop(k).cancel()
+                self.states.pop(k, None)
+        for k in keys:
+            self.replicas.apply(k[0], k[1], None, ())
+        self.node.remove_topic(topic)
+
+    def _on_config(self, topic: str, config: dict[str, str] | None) -> None:
+        if config is None:
+            return
+        with self._lock:
+            self.configs[topic] = dict(config)
+            assignment = self.assignments.get(topic)
+        if assignment is not None:
+            self._apply_local(topic, assignment)
+
+    def _on_assignment(self, topic: str, assignment: TopicAssignment | None) -> None:
+        if assignment is None:
+            return
+        with self._lock:
+            self.assignments[topic] = assignment
+            new = [p for p in assignment.partitions if (topic, p) not in self._state_watches]
+        self._apply_local(topic, assignment)
+        for p in new:
+            sub = self.store.watch_partition_state(topic, p, lambda st, p=p: self._on_state(topic, p, st))
+            with self._lock:
+                self._state_watches[(topic, p)] = sub
+        self._poke_controller("assignment changed")
+
+    def _apply_local(self, topic: str, assignment: TopicAssignment) -> None:
+        hosted = {p for p, rs in assignment.partitions.items() if self.broker_id in rs}
+        config = self.configs.get(topic)
+        if config is None:
+            config = self.store.get_topic_config(topic)
+            with self._lock:
+                self.configs[topic] = config
+        self.node.apply_topic(topic, assignment.topic_id, len(assignment.partitions), config, hosted)
+
+    def _on_state(self, topic: str, p: int, state: PartitionState | None) -> None:
+        with self._lock:
+            if state is None:
+                self.states.pop((topic, p), None)
+            else:
+                self.states[(topic, p)] = state
+            assignment = self.assignments.get(topic)
+        replicas = assignment.partitions.get(p, ()) if assignment else ()
+        if self.broker_id in replicas:
+            self.replicas.apply(topic, p, state, replicas)
+
+    # -- helpers for the view and replication -------------------------------------------------------------------
+
+    def broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.brokers.get(broker_id)
+        return None if info is None else (info.host, info.port)
+
+    def wait_replicated(self, part, last_offset: int, timeout: float = 30.0) -> None:
+        """Block until `part`'s high watermark passes last_offset (an offset commit's acks=all)."""
+        ls = self.replicas.leader_state(part.topic, part.index)
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        ls.add_waiter(last_offset + 1, fut)
+        try:
+            fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            ls.remove_waiter(fut)
+            raise RequestTimedOutError(f"{part}: not replicated to the ISR within {timeout:.0f} s") from None
+
+    def init_producer_id(self) -> int:
+        with self._lock:
+            if self._pid_next >= self._pid_end:
+                start = self.store.allocate_producer_ids(self.broker_id, PRODUCER_ID_BLOCK)
+                self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+
+class ClusterView:
+    """The handlers' window on the cluster (same interface as the lone broker's LocalView)."""
+
+    def __init__(self, member: ClusterMember):
+        self.m = member
+
+    @property
+    def broker_id(self) -> int:
+        return self.m.broker_id
+
+    def brokers(self) -> list[dict]:
+        return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in sorted(self.m.brokers.values(), key=lambda b: b.id)]
+
+    def controller_id(self) -> int:
+        cid = self.m.controller_id
+        return -1 if cid is None else cid
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.m.assignments)
+
+    def topic_partitions(self, name: str) -> tuple[int, bool]:
+        """(partition count, internal) of a cluster topic; UnknownTopicOrPartitionError if there is none."""
+        a = self.m.assignments.get(name)
+        if a is None:
+            raise UnknownTopicOrPartitionError(f"Unknown topic: {name}")
+        return len(a.partitions), name == OFFSETS_TOPIC
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        self.topic_partitions(name)
+        return dict(self.m.configs.get(name, {}))
+
+    def partition_metadata(self, topic: str, p: int) -> dict:
+        a = self.m.assignments.get(topic)
+        st = self.m.states.get((topic, p))
+        replicas = list(a.partitions.get(p, ())) if a else []
+        if st is None:
+            return {"error_code": LeaderNotAvailableError.code, "partition_index": p, "leader_id": -1,
+                    "leader_epoch": -1, "replica_nodes": replicas, "isr_nodes": [], "offline_replicas": []}
+        live = self.m.brokers
+        offline = [r for r in replicas if r not in live]
+        leader = st.leader if st.leader in live else NO_LEADER     # as Kafka: a dead leader is no leader
+        code = LeaderNotAvailableError.code if leader == NO_LEADER else 0
+        return {"error_code": code, "partition_index": p, "leader_id": leader, "leader_epoch": st.leader_epoch,
+                "replica_nodes": replicas, "isr_nodes": list(st.isr), "offline_replicas": offline}
+
+    def ensure_topic(self, name: str):
+        if name not in self.m.assignments:
+            validate_topic_name(name)
+            try:
+                self.create_topic(name, None, {}, None)
+            except TopicAlreadyExistsError:
+                pass
+        return self.topic_partitions(name)
+
+    # -- checks on the request path ----------------------------------------------------------------------------
+
+    def check_produce(self, topic: str, p: int, acks: int) -> None:
+        self.m.replicas.check_produce(topic, p, acks)
+
+    def check_fetch(self, topic: str, p: int, current_leader_epoch: int, replica: bool) -> None:
+        ls = self.m.replicas.leader_state(topic, p)
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < ls.leader_epoch:
+                raise FencedLeaderEpochError(f"{topic}-{p}: epoch {current_leader_epoch} < {ls.leader_epoch}")
+            if current_leader_epoch > ls.leader_epoch:
+                raise UnknownLeaderEpochError(f"{topic}-{p}: epoch {current_leader_epoch} > {ls.leader_epoch}")
+
+    async def wait_for_acks(self, part, last_offset: int, acks: int, timeout_ms: int) -> None:
+        if acks != -1:
+            return
+        ls = self.m.replicas.leader_state(part.topic, part.index)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        ls.add_waiter(last_offset + 1, fut, loop)
+        try:
+            await asyncio.wait_for(fut, max(timeout_ms, 1) / 1000)
+        except asyncio.TimeoutError:
+            ls.remove_waiter(fut)
+            raise RequestTimedOutError(f"{part}: not replicated to min.insync.replicas within {timeout_ms} ms")
+        ls.check_after_append()
+
+    def follower_fetched(self, part, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:
+        self.m.replicas.follower_fetched(part.topic, part.index, replica_id, fetch_offset)
+
+    def init_producer_id(self) -> int:
+        return self.m.init_producer_id()
+
+    # -- groups -------------------------------------------------------------------------------------------------
+
+    def _offsets_partition(self, group_id: str) -> int:
+        a = self.m.assignments.get(OFFSETS_TOPIC)
+        if a is None:
+            self._create_offsets_topic()
+            raise CoordinatorNotAvailableError("the offsets topic is being created; retry")
+        return partition_for_group(group_id, len(a.partitions))
+
+    def _create_offsets_topic(self) -> None:
+        rf = self.m.config.offsets_topic_replication_factor
+        if len(self.m.brokers) < rf:
+            log.warning("cannot create %s yet: %d live brokers, offsets.topic.replication.factor=%d",
+                        OFFSETS_TOPIC, len(self.m.brokers), rf)
+            return
+        try:
+            self.create_topic(OFFSETS_TOPIC, self.m.config.offsets_topic_num_partitions,
+                              {"cleanup.policy": "compact", "compression.type": "producer",
+                               "segment.bytes": str(self.m.config.offsets_topic_segment_bytes)}, rf, wait=False)
+        except TopicAlreadyExistsError:
+            pass
+
+    def coordinator_for(self, group_id: str) -> tuple[int, str, int]:
+        st = self.m.states.get((OFFSETS_TOPIC, self._offsets_partition(group_id)))
+        if st is None or st.leader == NO_LEADER or st.leader not in self.m.brokers:
+            raise CoordinatorNotAvailableError(f"no leader for the offsets partition of group {group_id}")
+        b = self.m.brokers[st.leader]
+        return b.id, b.host, b.port
+
+    def check_coordinator(self, group_id: str) -> None:
+        p = self._offsets_partition(group_id)
+        if not self.m.replicas.is_leader(OFFSETS_TOPIC, p):
+            raise NotCoordinatorError(f"broker {self.m.broker_id} does not coordinate group {group_id}")
+
+    # -- admin ----------------------------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int | None, configs: dict, replication_factor: int | None,
+                     validate_only: bool = False, wait: bool = True) -> None:
+        validate_topic_name(name)
+        cfg = self.m.config
+        partitions = cfg.num_partitions if partitions is None else partitions
+        rf = cfg.default_replication_factor if replication_factor is None else replication_factor
+        if name in self.m.assignments:
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        cfg.log_config().with_kafka(configs)                       # InvalidConfigError before anything is stored
+        if partitions < 1:
+            raise InvalidPartitionsError(f"Number of partitions must be larger than 0, not {partitions}.")
+        placement = assign_replicas(list(self.m.store.list_brokers()), partitions, rf)
+        if validate_only:
+            return
+        self.m.store.create_topic(TopicAssignment(name, placement), {k: str(v) for k, v in configs.items()})
+        if wait:
+            self._wait_for_states(name, partitions)
+
+    def _wait_for_states(self, name: str, partitions: int) -> None:
+        deadline = time.monotonic() + CREATE_WAIT_S
+        while time.monotonic() < deadline:
+            if all((name, p) in self.m.states for p in range(partitions)):
+                return
+            time.sleep(0.02)
+
+    def delete_topic(self, name: str) -> None:
+        if not self.m.config.delete_topic_enable:
+            raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false).")
+        self.topic_partitions(name)
+        self.m.store.mark_topic_for_deletion(name)
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        current, _ = self.topic_partitions(name)
+        if count <= current:
+            raise InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than or "
+                                         f"equal to the requested {count}.")
+        a = self.m.assignments[name]
+        rf = len(next(iter(a.partitions.values())))
+        placement = assign_replicas(list(self.m.store.list_brokers()), count - current, rf, first_partition=current)
+        if validate_only:
+            return
+        self.m.store.add_partitions(name, placement)
+        self._wait_for_states(name, count)

@@ -1,0 +1,1 @@
+"""Replication: leaders tracking followers (ISR, high watermark, acks=all) and followers fetching from leaders."""

@@ -1,0 +1,243 @@
+"""The replica manager of one broker: the role of every local replica and what each role runs.
+
+``apply(topic, p, state, replicas)`` is called with every partition state the metadata store reports for a
+replica hosted here. Leader of the state's epoch: the log stamps that epoch from now on (the epoch cache
+records where it starts), a LeaderState tracks the followers. Follower: leadership (if any) is resigned,
+and the partition is handed to the fetcher of its leader, which first truncates a diverged tail. Not a
+replica any more, or no leader: neither. Replicated logs keep an explicit high watermark (never "the log
+end") so a new leader never exposes what was not committed.
+
+ISR changes decided by leaders (a follower lagging longer than replica.lag.time.max.ms, or one caught up
+again) are written by one worker thread with compare-and-set on the state's version; a write that loses
+the race re-reads the state and is dropped if this broker no longer leads that epoch.
+
+While the metadata session is lost (``fence()``), this broker acts as leader of nothing: produce and fetch
+requests get NOT_LEADER_OR_FOLLOWER until fresh states arrive.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+from ..cluster.metastore import NO_LEADER, InvalidUpdateVersionError, PartitionState
+from ..errors import NotEnoughReplicasError, NotLeaderOrFollowerError, SeglogError
+from .fetcher import LeaderFetcher
+from .leader import LeaderState
+
+log = logging.getLogger("seglog.replication")
+
+
+class ReplicaManager:
+    def __init__(self, node, broker_id: int, config, store, broker_address):
+        self.node = node
+        self.broker_id = broker_id
+        self.config = config
+        self.store = store
+        self.broker_address = broker_address            # broker id -> (host, port) or None
+        self._lock = threading.RLock()
+        self._leaders: dict[tuple[str, int], LeaderState] = {}
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._following: dict[tuple[str, int], int] = {}
+        self._isr_queue: queue.Queue = queue.Queue()
+        self._fenced = False
+        self._stopped = threading.Event()
+        self._worker = threading.Thread(target=self._isr_worker, name=f"seglog-isr-{broker_id}", daemon=True)
+        self._worker.start()
+        self._checker = threading.Thread(target=self._isr_checker, name=f"seglog-isr-check-{broker_id}",
+                                         daemon=True)
+        self._checker.start()
+
+    # -- roles ------------------------------------------------------------------------------------------------
+
+    def apply(self, topic: str, index: int, state: PartitionState | None, replicas: tuple[int, ...]) -> None:
+        """React to the current state of a local replica (None: the partition is gone or not ours)."""
+        key = (topic, index)
+        with self._lock:
+            if state is None or self.broker_id not in replicas:
+                self._states.pop(key, None)
+                self._resign(key)
+                self._unfollow(key)
+                return
+            self._states[key] = state
+            part = self.node.partition(topic, index)
+            if part.log.explicit_high_watermark is None:
+                part.log.high_watermark = part.log.start_offset
+            if self._fenced:
+                return
+            if state.leader == self.broker_id:
+                self._unfollow(key)
+                current = self._leaders.get(key)
+                if current is not None and current.leader_epoch == state.leader_epoch:
+                    current.set_isr(state.isr)
+                    return
+                self._resign(key)
+                self._become_leader(key, part, state, replicas)
+            else:
+                self._resign(key)
+                if state.leader == NO_LEADER:
+                    self._unfollow(key)
+                else:
+                    self._follow(key, part, state)
+
+    def _become_leader(self, key, part, state: PartitionState, replicas) -> None:
+        part.log.leader_epoch = state.leader_epoch          # the epoch cache records where this epoch starts
+        ls = LeaderState(part, self.broker_id, state.leader_epoch, replicas, state.isr,
+                         part.log.config.min_insync_replicas)
+        self._leaders[key] = ls
+        ls.update_high_watermark()
+        log.info("%s: leader for epoch %d, ISR %s", part, state.leader_epoch, list(state.isr))
+        self.node._leadership_changed(part, True)
+
+    def _resign(self, key) -> None:
+        ls = self._leaders.pop(key, None)
+        if ls is not None:
+            ls.resign()
+            self.node._leadership_changed(ls.partition, False)
+
+    def _follow(self, key, part, state: PartitionState) -> None:
+        if self._following.get(key) == state.leader:
+            fetcher = self._fetchers.get(state.leader)
+            if fetcher is not None:
+                followed = fetcher.followed.get(key)
+                if followed is not None and followed.leader_epoch == state.leader_epoch:
+                    return
+        self._unfollow(key)
+        fetcher = self._fetchers.get(state.leader)
+        if fetcher is None or not fetcher.is_alive():
+            fetcher = self._fetchers[state.leader] = LeaderFetcher(self, state.leader)
+            fetcher.start()
+        fetcher.add(part, state.leader_epoch)
+        self._following[key] = state.leader
+        log.info("%s: follower of broker %d for epoch %d", part, state.leader, state.leader_epoch)
+
+    def _unfollow(self, key) -> None:
+        leader = self._following.pop(key, None)
+        if leader is not None:
+            fetcher = self._fetchers.get(leader)
+            if fetcher is not None:
+                fetcher.remove(*key)
+                if fetcher.empty():
+                    fetcher.stop()
+                    del self._fetchers[leader]
+
+    def fence(self) -> None:
+        """The metadata session is gone: stop leading and following until states arrive again (unfence)."""
+        with self._lock:
+            self._fenced = True
+            for key in list(self._leaders):
+                self._resign(key)
+            for key in list(self._following):
+                self._unfollow(key)
+        log.warning("broker %d fenced: metadata session lost", self.broker_id)
+
+    def unfence(self) -> None:
+        with self._lock:
+            self._fenced = False
+
+    # -- queries from the request path ----------------------------------------------------------------------
+
+    def leader_state(self, topic: str, index: int) -> LeaderState:
+        """The LeaderState, or NotLeaderOrFollowerError when this broker does not lead the partition now."""
+        ls = self._leaders.get((topic, index))
+        if ls is None or not ls.active:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
+        return ls
+
+    def is_leader(self, topic: str, index: int) -> bool:
+        ls = self._leaders.get((topic, index))
+        return ls is not None and ls.active
+
+    def check_produce(self, topic: str, index: int, acks: int) -> LeaderState:
+        """Before appending: this broker leads, and for acks=all the ISR has min.insync.replicas members."""
+        ls = self.leader_state(topic, index)
+        if acks == -1 and len(ls.isr) < ls.min_isr:
+            raise NotEnoughReplicasError(f"{topic}-{index}: ISR {sorted(ls.isr)} is smaller than "
+                                         f"min.insync.replicas={ls.min_isr}")
+        return ls
+
+    def follower_fetched(self, topic: str, index: int, replica_id: int, fetch_offset: int) -> None:
+        ls = self.leader_state(topic, index)
+        if ls.follower_fetched(replica_id, fetch_offset):
+            self._isr_queue.put((topic, index, ls.leader_epoch))
+
+    # -- ISR maintenance ----------------------------------------------------------------------------------------
+
+    def _isr_checker(self) -> None:
+        interval = max(self.config.replica_lag_time_max_ms / 2000, 0.05)
+        while not self._stopped.wait(interval):
+            now = time.monotonic()
+            with self._lock:
+                leaders = list(self._leaders.items())
+            for (topic, index), ls in leaders:
+                if ls.lagging(now, self.config.replica_lag_time_max_ms):
+                    self._isr_queue.put((topic, index, ls.leader_epoch))
+                else:
+                    ls.update_high_watermark()
+
+    def _isr_worker(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                topic, index, epoch = self._isr_queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                self._update_isr(topic, index, epoch)
+            except SeglogError as e:
+                log.info("%s-%d: ISR update failed: %s", topic, index, e)
+            except Exception:
+                log.exception("%s-%d: ISR update failed", topic, index)
+
+    def _update_isr(self, topic: str, index: int, epoch: int) -> None:
+        key = (topic, index)
+        for _ in range(5):
+            with self._lock:
+                ls = self._leaders.get(key)
+                base = self._states.get(key)
+            if ls is None or not ls.active or ls.leader_epoch != epoch or base is None:
+                return
+            now = time.monotonic()
+            lagging = set(ls.lagging(now, self.config.replica_lag_time_max_ms))
+            hw = ls.log.high_watermark
+            grow = {r for r, f in ls.followers.items() if r not in ls.isr and f.leo >= hw and f.leo >= ls.epoch_start}
+            new_isr = tuple(r for r in base.isr if r not in lagging) + tuple(sorted(grow - set(base.isr)))
+            if self.broker_id not in new_isr:
+                new_isr = (self.broker_id,) + new_isr
+            if set(new_isr) == set(base.isr):
+                ls.set_isr(base.isr)
+                return
+            try:
+                stored = self.store.update_isr(topic, index, base, new_isr)
+            except InvalidUpdateVersionError:
+                fresh = self.store.get_partition_state(topic, index)
+                with self._lock:
+                    if fresh.version > self._states.get(key, base).version:
+                        self._states[key] = fresh
+                if fresh.leader != self.broker_id or fresh.leader_epoch != epoch:
+                    return
+                continue
+            with self._lock:
+                if stored.version > self._states.get(key, base).version:
+                    self._states[key] = stored
+            log.info("%s-%d: ISR %s -> %s", topic, index, list(base.isr), list(stored.isr))
+            ls.set_isr(stored.isr)
+            return
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            for key in list(self._leaders):
+                self._resign(key)
+            for fetcher in self._fetchers.values():
+                fetcher.stop()
+            fetchers, self._fetchers = list(self._fetchers.values()), {}
+            self._following.clear()
+        for f in fetchers:
+            f.join(timeout=5)
+        self._worker.join(timeout=5)
+        self._checker.join(timeout=5)
