@@ -58,6 +58,7 @@ cdef class BatchWriter:
     cdef public Py_ssize_t batch_bytes
     cdef public int32_t batch_records
     cdef public Py_ssize_t max_record_bytes
+    cdef public str limit_name               # the setting max_record_bytes comes from, for error messages
     cdef public int32_t leader_epoch
     cdef public int64_t producer_id
     cdef public int16_t producer_epoch

@@ -60,6 +60,7 @@ cdef class BatchWriter:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.next_sequence = next_sequence
+        self.limit_name = "max.message.bytes"
         self.full = False
         self.batches = 0
         self._reserve(4096)
@@ -126,7 +127,8 @@ cdef class BatchWriter:
                 + varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(hcount) + hsize)
         total = varint_size(body) + body
         if total + BATCH_HEADER_SIZE > self.max_record_bytes:
-            raise _errors.RecordTooLargeError(total + BATCH_HEADER_SIZE, self.max_record_bytes, "record")
+            raise _errors.RecordTooLargeError(total + BATCH_HEADER_SIZE, self.max_record_bytes, "record",
+                                              self.limit_name)
         if self.count > 0 and (self.count >= self.batch_records
                                or self.pos - self.used - BATCH_HEADER_SIZE + total > self.batch_bytes):
             self.finish()                       # the batch is at its record budget, or this record would pass its byte budget

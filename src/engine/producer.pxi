@@ -15,6 +15,18 @@ from libc.time cimport time_t
 from posix.time cimport CLOCK_MONOTONIC
 
 
+cdef inline Py_ssize_t _approx_size(object value, object key, object headers) except -1:
+    """An upper estimate of a record's encoded size (its varints take at most 26 bytes)."""
+    cdef Py_ssize_t n = 26
+    if value is not None:
+        n += PyBytes_GET_SIZE(value) if PyBytes_CheckExact(value) else len(value)
+    if key is not None:
+        n += PyBytes_GET_SIZE(key) if PyBytes_CheckExact(key) else len(key)
+    if headers:
+        n += _headers_size(headers)
+    return n
+
+
 cdef inline double monotonic_s() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -178,6 +190,9 @@ cdef class RecordAccumulator:
             o = slots[p] if slots is not None and p < len(slots) else None
             if o is None:
                 o = self._new_open(topic, p)
+            elif o.writer.count and <Py_ssize_t>(o.writer.pos - o.writer.used) + _approx_size(value, key, headers) \
+                    > self.batch_size:
+                self._send(o)                  # the record would take the batch past batch_size: start a new one
             index = o.writer.add(value, key, headers, ts)
             if o.writer.count == 1:
                 o.since = monotonic_s()
@@ -203,6 +218,7 @@ cdef class RecordAccumulator:
         o.writer = BatchWriter(next_offset=0, compression=self.codec, batch_bytes=1 << 62,
                                max_record_bytes=self.max_request_size, producer_id=self.producer_id,
                                producer_epoch=self.producer_epoch, next_sequence=seq)
+        o.writer.limit_name = "max.request.size"
         o.batch = ProducerBatch.__new__(ProducerBatch)
         o.since = 0
         slots = self.open.setdefault(topic, [])

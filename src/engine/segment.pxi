@@ -175,8 +175,9 @@ cdef class Segment:
         if self._next_offset < 0:
             self._load_tail()
 
-    def seal(self):
-        """The segment stops being active: final time index entry, indexes trimmed, everything fsynced."""
+    def seal(self, bint sync=True):
+        """The segment stops being active: final time index entry, indexes trimmed, and (sync) everything
+        fsynced. sync=False is for a segment nothing was written to since it was opened."""
         self.open_indexes()
         if self._next_offset < 0:
             self._load_tail()
@@ -185,7 +186,8 @@ cdef class Segment:
         self.oindex.trim()
         self.tindex.trim()
         self.map_hint = 0
-        self.flush()
+        if sync:
+            self.flush()
 
     # -- raw access -------------------------------------------------------------------------------------------
 

@@ -160,6 +160,9 @@ class Consumer:
                     self._rejoin.set()                      # a new topic matches the pattern (or one went)
             if self._rejoin.is_set() and not self._manual:
                 self._join(deadline)
+            for tp, st in self._assigned.items():       # as Kafka: every assigned partition gets a position
+                if st.position is None:
+                    self._reset_position(tp, st)
             self._maybe_auto_commit()
             version = self.node.data_version()
             records = self._fetch(limit)

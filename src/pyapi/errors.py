@@ -79,8 +79,8 @@ class RecordTooLargeError(SeglogError):
     code = 10
     kafka_name = "MESSAGE_TOO_LARGE"
 
-    def __init__(self, size: int, limit: int, what: str = "batch"):
-        super().__init__(f"{what} of {size} bytes is larger than the limit of {limit} bytes (max.message.bytes)")
+    def __init__(self, size: int, limit: int, what: str = "batch", setting: str = "max.message.bytes"):
+        super().__init__(f"{what} of {size} bytes is larger than the limit of {limit} bytes ({setting})")
         self.size = size
         self.limit = limit
 

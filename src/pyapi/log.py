@@ -115,6 +115,8 @@ class Log:
         self._tasks = []
         self._scheduler = scheduler
         self._leader_epoch = 0
+        self._marker_kept = False          # the clean-shutdown marker stays until the first change
+        self._dirty = False                # something to checkpoint at close
         self._batch_writers: dict = {}
         self._open(create)
         self._closed = False
@@ -192,8 +194,7 @@ class Log:
             self._load_readonly()
             return
         if clean:
-            os.unlink(marker)
-            fsync_dir(self.path)
+            self._marker_kept = True
         elif self._bases:
             self._recover()
         if not self._bases:
@@ -216,7 +217,8 @@ class Log:
         self._epochs.truncate_from_end(seg.next_offset)
         self._writer = self._new_writer(seg.next_offset)
         self._load_producer_state()
-        self._write_state()
+        if not clean:
+            self._write_state()
 
     def _load_readonly(self) -> None:
         if not self._bases:
@@ -412,7 +414,9 @@ class Log:
         with self._lock:
             if not self._start_offset <= value <= self.end_offset:
                 raise OffsetOutOfRangeError(value, self._start_offset, self.end_offset, "high watermark")
-            self._hw = value
+            if value != self._hw:
+                self._hw = value
+                self._dirty = True
 
     @property
     def explicit_high_watermark(self) -> int | None:
@@ -482,10 +486,17 @@ class Log:
     # ------------------------------------------------------------------------------------------ writes
 
     def _check_writable(self) -> None:
+        """Every change starts here: refuse it on a closed or read-only log, else drop the clean-shutdown
+        marker (the files are about to change) and remember to checkpoint at close."""
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
         if self.readonly:
             raise ReadOnlyLogError(f"log {self.path} is open read-only")
+        if self._marker_kept:
+            os.unlink(os.path.join(self.path, CLEAN_SHUTDOWN_FILE))
+            fsync_dir(self.path)
+            self._marker_kept = False
+        self._dirty = True
 
     def _new_writer(self, next_offset: int, compression=None, batch_bytes: int = PENDING_BATCH_BYTES):
         cfg = self.config
@@ -504,7 +515,7 @@ class Log:
         Raises TypeError, RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError, StorageError."""
         with self._lock:
             w = self._writer
-            if w is None or self._closed:
+            if w is None or self._closed or self._marker_kept:
                 self._check_writable()
             offset = w.add(value, key, headers, timestamp)
             if w.full:
@@ -812,6 +823,7 @@ class Log:
                 excess -= seg.size
         if not doomed:
             return 0
+        self._check_writable()
         if doomed[-1] == self._active.base_offset:
             self._roll()
         self._delete_segments(doomed)
@@ -991,7 +1003,9 @@ class Log:
             for t in self._tasks:
                 t.cancel()
             try:
-                if not self.readonly:
+                if not self.readonly and not self._dirty:
+                    self._active.seal(sync=False)        # untouched since open: the old marker still holds
+                elif not self.readonly:
                     self._seal_pending()
                     self._active.seal()
                     self._recovery_point = self.end_offset

@@ -106,8 +106,9 @@ class ProducerStateManager:
         """Update from the batch headers of whole batches (log replay after a snapshot, follower appends)."""
         for b in _engine.batches(data, False):
             if b.producer_id >= 0 and b.base_sequence >= 0 and not b.is_control:
-                self.update(b.producer_id, b.producer_epoch, b.base_sequence, b.records_count, b.base_offset,
-                            b.last_offset, b.max_timestamp)
+                # sequences span lastOffsetDelta + 1 (compaction may have removed records, never the deltas)
+                self.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta + 1,
+                            b.base_offset, b.last_offset, b.max_timestamp)
 
     def truncate_to(self, end_offset: int) -> None:
         """Forget batches at or after end_offset (the log was truncated); producers left empty are dropped."""

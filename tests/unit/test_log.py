@@ -273,8 +273,9 @@ def test_clean_reopen_keeps_everything(tmp_path):
     with Log(path, LogConfig(segment_bytes=3000)) as log:
         assert log.recovery.clean_shutdown and log.recovery.segments_scanned == 0
         assert log.end_offset == 401 and values(log)[-1] == b"buffered"
-        assert not os.path.exists(path / ".clean-shutdown")
+        assert os.path.exists(path / ".clean-shutdown")      # reading changes nothing: the marker stays ...
         assert log.append(b"more") == 401
+        assert not os.path.exists(path / ".clean-shutdown")  # ... until the first change
 
 
 def test_unclean_reopen_recovers_from_the_recovery_point(tmp_path):

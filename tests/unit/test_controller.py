@@ -1,0 +1,91 @@
+"""Controller decisions (leader election from the ISR, unclean election, preferred leaders) and a full
+reconcile pass against the in-memory metadata store."""
+
+import pytest
+
+from seglog.cluster.controller import Controller
+from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
+from seglog.cluster.metastore import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
+from seglog.config import BrokerConfig
+from seglog.errors import StaleControllerEpochError
+
+desired = Controller.desired
+
+
+def state(leader, epoch, isr):
+    return PartitionState(leader, epoch, tuple(isr), version=3)
+
+
+def test_nothing_to_do_when_all_alive():
+    assert desired(state(1, 4, [1, 2, 3]), (1, 2, 3), {1, 2, 3}, False, False) is None
+
+
+def test_dead_follower_leaves_the_isr_without_a_new_epoch():
+    d = desired(state(1, 4, [1, 2, 3]), (1, 2, 3), {1, 2}, False, False)
+    assert (d.leader, d.leader_epoch, set(d.isr)) == (1, 4, {1, 2})
+
+
+def test_dead_leader_is_replaced_by_the_first_live_isr_member_in_assignment_order():
+    d = desired(state(2, 4, [3, 2, 1]), (2, 1, 3), {1, 3}, False, False)
+    assert (d.leader, d.leader_epoch, set(d.isr)) == (1, 5, {1, 3})
+
+
+def test_no_live_isr_member_leaves_the_partition_leaderless_keeping_the_isr():
+    d = desired(state(2, 4, [2]), (2, 1, 3), {1, 3}, False, False)
+    assert (d.leader, d.leader_epoch, d.isr) == (NO_LEADER, 5, (2,))
+    assert desired(d, (2, 1, 3), {1, 3}, False, False) is None           # stays so until 2 returns
+    back = desired(d, (2, 1, 3), {1, 2, 3}, False, False)
+    assert (back.leader, back.leader_epoch, back.isr) == (2, 6, (2,))
+
+
+def test_unclean_election_takes_any_live_replica():
+    d = desired(state(NO_LEADER, 5, [2]), (2, 1, 3), {1, 3}, True, False)
+    assert (d.leader, d.leader_epoch, d.isr) == (1, 6, (1,))
+
+
+def test_preferred_leader_returns_only_when_in_sync_and_asked():
+    st = state(2, 7, [1, 2])
+    assert desired(st, (1, 2), {1, 2}, False, False) is None
+    d = desired(st, (1, 2), {1, 2}, False, True)
+    assert (d.leader, d.leader_epoch) == (1, 8)
+    assert desired(state(2, 7, [2]), (1, 2), {1, 2}, False, True) is None   # 1 is not in sync yet
+
+
+def test_reconcile_creates_states_and_fails_over():
+    cluster = MemoryCluster()
+    stores = {i: MemoryMetadataStore(cluster) for i in (1, 2, 3)}
+    for i, s in stores.items():
+        s.register_broker(BrokerInfo(i, "127.0.0.1", 9000 + i))
+    lease = stores[1].elect_controller(1, lambda change: None)
+    stores[1].create_topic(TopicAssignment("t", {0: (2, 3, 1), 1: (3, 1, 2)}), {})
+    c = Controller(stores[1], lease, BrokerConfig())
+    c.reconcile()
+    states = stores[1].get_partition_states("t")
+    assert (states[0].leader, states[0].isr, states[1].leader) == (2, (2, 3, 1), 3)
+    stores[2].close()                                       # broker 2 dies: its session's ephemerals go
+    c.reconcile()
+    states = stores[1].get_partition_states("t")
+    assert (states[0].leader, states[0].leader_epoch, set(states[0].isr)) == (3, 1, {3, 1})
+    assert (states[1].leader, set(states[1].isr)) == (3, {3, 1})
+    stores[1].mark_topic_for_deletion("t")
+    c.reconcile()
+    assert stores[1].list_topics() == []
+    for s in stores.values():
+        s.close()
+
+
+def test_a_superseded_controller_cannot_write():
+    cluster = MemoryCluster()
+    a, b = MemoryMetadataStore(cluster), MemoryMetadataStore(cluster)
+    a.register_broker(BrokerInfo(1, "h", 1))
+    b.register_broker(BrokerInfo(2, "h", 2))
+    lease_a = a.elect_controller(1, lambda change: None)
+    a.create_topic(TopicAssignment("t", {0: (1, 2)}), {})
+    old = Controller(a, lease_a, BrokerConfig())
+    old.reconcile()
+    a.resign_controller()
+    assert b.elect_controller(2, lambda change: None) is not None          # b wins with a newer epoch
+    with pytest.raises(StaleControllerEpochError):
+        a.update_partition_state("t", 0, a.get_partition_states("t")[0], lease_a)
+    a.close()
+    b.close()

@@ -1,0 +1,43 @@
+"""Replica placement: no broker twice in a partition, leaders and followers spread, Kafka's errors."""
+
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from seglog.cluster.placement import assign_replicas
+from seglog.errors import InvalidPartitionsError, InvalidReplicationFactorError
+
+
+def test_known_layout():
+    assert assign_replicas([0, 1, 2], 4, 2, start_index=0) == {0: (0, 1), 1: (1, 2), 2: (2, 0), 3: (0, 2)}
+
+
+@given(st.integers(1, 9), st.integers(1, 60), st.data())
+def test_distinct_replicas_and_balance(n, partitions, data):
+    rf = data.draw(st.integers(1, n))
+    brokers = random.Random(n).sample(range(100), n)
+    a = assign_replicas(brokers, partitions, rf, rng=random.Random(partitions))
+    assert sorted(a) == list(range(partitions))
+    assert all(len(r) == rf and len(set(r)) == rf and set(r) <= set(brokers) for r in a.values())
+    leaders = Counter(r[0] for r in a.values())
+    assert max(leaders.values()) - min(leaders.get(b, 0) for b in brokers) <= 1      # leaders round-robin
+    if partitions % n == 0:
+        load = Counter(x for r in a.values() for x in r)
+        assert len(set(load.values())) == 1                                          # every broker equally loaded
+
+
+def test_added_partitions_continue_numbering():
+    a = assign_replicas([1, 2, 3], 2, 2, first_partition=4, start_index=1)
+    assert sorted(a) == [4, 5]
+
+
+def test_kafka_errors():
+    with pytest.raises(InvalidReplicationFactorError, match=r"^Replication factor: 4 larger than available brokers: 3\.$"):
+        assign_replicas([0, 1, 2], 4, 4)
+    with pytest.raises(InvalidPartitionsError):
+        assign_replicas([0, 1, 2], 0, 1)
+    with pytest.raises(InvalidReplicationFactorError):
+        assign_replicas([0, 1, 2], 1, 0)
