@@ -1,4 +1,4 @@
-"""The `seglog` command. Each subcommand is a function taking the parsed arguments and returning an exit code.
+"""`seglog demo` and `seglog dump-log`.
 
     seglog demo        append and read back a million records on a local data dir; print the throughput
     seglog dump-log    every batch and record of segment files, like kafka-dump-log.sh
@@ -6,13 +6,34 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 import time
 
-from . import __version__
+from .. import __version__
+from .common import positive
+
+
+def register(sub) -> None:
+    d = sub.add_parser("demo", help="append and read back a million records on a local data dir",
+                       description=cmd_demo.__doc__)
+    d.add_argument("--data-dir", default="seglog-demo", help="where the demo partitions go (default ./seglog-demo)")
+    d.add_argument("--records", type=positive, default=1_000_000, help="records to write (default 1,000,000)")
+    d.add_argument("--size", type=positive, default=100, help="bytes per record value (default 100)")
+    d.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    d.add_argument("--segment-mb", type=positive, default=1024, help="segment.bytes in MiB (default 1024)")
+    d.add_argument("--keep", action="store_true", help="keep the demo partitions afterwards")
+    d.set_defaults(func=cmd_demo)
+
+    dl = sub.add_parser("dump-log", help="print the batches and records of segment files",
+                        description=cmd_dump_log.__doc__)
+    dl.add_argument("files", nargs="*", metavar="FILE.log")
+    dl.add_argument("--files", dest="more_files", nargs="+", default=[], metavar="FILE.log",
+                    help="the same, spelled as kafka-dump-log.sh spells it")
+    dl.add_argument("--print-records", "--deep-iteration", action="store_true", help="print every record")
+    dl.add_argument("--print-payload", action="store_true", help="print keys and values (implies --print-records)")
+    dl.set_defaults(func=cmd_dump_log)
 
 
 def _fmt_rate(n: float, seconds: float, unit: str = "rec/s") -> str:
@@ -23,7 +44,7 @@ def _fmt_rate(n: float, seconds: float, unit: str = "rec/s") -> str:
 def cmd_demo(args) -> int:
     """Append `--records` JSON-like records of `--size` bytes to one partition log with append_batch and with
     per-record append(), fsync, read them back, reopen (clean and after a simulated crash), and verify."""
-    from . import Log, LogConfig, _engine
+    from .. import Log, LogConfig, _engine
 
     n, size = args.records, args.size
     base = os.path.join(args.data_dir, "demo-0")
@@ -99,7 +120,9 @@ def cmd_demo(args) -> int:
 
 def cmd_dump_log(args) -> int:
     """Print every batch (and with --print-records every record) of .log files, like kafka-dump-log.sh."""
-    from . import _engine
+    from .. import _engine
+    if args.print_payload:
+        args.print_records = True
     status = 0
     paths = args.files + args.more_files
     if not paths:
@@ -135,7 +158,7 @@ def cmd_dump_log(args) -> int:
 
 
 def _print_batch(b, position, raw, args, path) -> None:
-    from . import _engine
+    from .. import _engine
     last_seq = b.base_sequence + b.records_count - 1 if b.base_sequence >= 0 else -1
     fields = {"baseOffset": b.base_offset, "lastOffset": b.last_offset, "count": b.records_count,
               "baseSequence": b.base_sequence, "lastSequence": last_seq, "producerId": b.producer_id,
@@ -159,55 +182,3 @@ def _show(b) -> str:
     if b is None:
         return "null"
     return b.decode("utf-8", "backslashreplace")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="seglog", description="seglog: a Kafka-compatible segmented log for Python")
-    p.add_argument("--version", action="version", version=f"seglog {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    d = sub.add_parser("demo", help="append and read back a million records on a local data dir",
-                       description=cmd_demo.__doc__)
-    d.add_argument("--data-dir", default="seglog-demo", help="where the demo partitions go (default ./seglog-demo)")
-    d.add_argument("--records", type=_positive, default=1_000_000, help="records to write (default 1,000,000)")
-    d.add_argument("--size", type=_positive, default=100, help="bytes per record value (default 100)")
-    d.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    d.add_argument("--segment-mb", type=_positive, default=1024, help="segment.bytes in MiB (default 1024)")
-    d.add_argument("--keep", action="store_true", help="keep the demo partitions afterwards")
-    d.set_defaults(func=cmd_demo)
-
-    dl = sub.add_parser("dump-log", help="print the batches and records of segment files",
-                        description=cmd_dump_log.__doc__)
-    dl.add_argument("files", nargs="*", metavar="FILE.log")
-    dl.add_argument("--files", dest="more_files", nargs="+", default=[], metavar="FILE.log",
-                    help="the same, spelled as kafka-dump-log.sh spells it")
-    dl.add_argument("--print-records", "--deep-iteration", action="store_true", help="print every record")
-    dl.add_argument("--print-payload", action="store_true", help="print keys and values (implies --print-records)")
-    dl.set_defaults(func=cmd_dump_log)
-    return p
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text}")
-    return v
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "print_payload", False):
-        args.print_records = True
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,161 @@
+"""`seglog topics`: create, describe, list, alter and delete topics, shaped like kafka-topics.sh.
+
+    seglog topics --data-dir data --create --topic pet --partitions 3 --config retention.ms=604800000
+    seglog topics --data-dir data --describe --topic pet
+    seglog topics --data-dir data --list
+    seglog topics --data-dir data --alter --topic pet --partitions 4 --config retention.ms=3600000
+    seglog topics --data-dir data --delete --topic pet
+"""
+
+from __future__ import annotations
+
+import base64
+
+from ..errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from .admin import TopicDescription, connect
+from .common import CliError, UsageError, add_target, key_values, out, positive, split_config_list
+
+
+def register(sub) -> None:
+    p = sub.add_parser("topics", help="create, describe, list, alter and delete topics (kafka-topics.sh)",
+                       description="Create, describe, list, alter and delete topics, like kafka-topics.sh: "
+                                   "the same options, the same output lines. Errors exit with status 1.")
+    add_target(p)
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--create", action="store_true", help="create --topic (makes the data dir if needed)")
+    action.add_argument("--describe", action="store_true", help="describe --topic, or every topic")
+    action.add_argument("--list", action="store_true", help="list topic names")
+    action.add_argument("--alter", action="store_true",
+                        help="add partitions (--partitions N, never fewer) and/or change configs "
+                             "(--config / --add-config / --delete-config)")
+    action.add_argument("--delete", action="store_true", help="delete --topic and its data")
+    p.add_argument("--topic", metavar="NAME", help="the topic (required except for --list and --describe)")
+    p.add_argument("--partitions", type=positive, metavar="N",
+                   help="partition count: on --create (default num.partitions) or the new total on --alter")
+    p.add_argument("--replication-factor", type=positive, metavar="N", help="replicas per partition (--create)")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE",
+                   help="a topic config override, e.g. retention.ms=3600000 (repeatable; --create, --alter)")
+    p.add_argument("--add-config", action="append", metavar="K=V,K2=[A,B]",
+                   help="overrides as kafka-configs.sh takes them (--alter)")
+    p.add_argument("--delete-config", action="append", metavar="KEY",
+                   help="remove an override, back to the default (--alter; repeatable or comma-separated)")
+    p.add_argument("--if-not-exists", action="store_true", help="--create: no error if the topic exists")
+    p.add_argument("--if-exists", action="store_true", help="--alter/--delete: no error if the topic is missing")
+    p.add_argument("--exclude-internal", action="store_true", help="--list/--describe: leave out __consumer_offsets")
+    p.add_argument("--topics-with-overrides", action="store_true",
+                   help="--describe: only topics with config overrides")
+    p.set_defaults(func=cmd_topics)
+
+
+def cmd_topics(args) -> int:
+    _check_combinations(args)
+    with connect(args, create=args.create) as admin:
+        if args.create:
+            return _create(admin, args)
+        if args.list:
+            for name in admin.list_topics(include_internal=not args.exclude_internal):
+                out(name)
+            return 0
+        if args.describe:
+            return _describe(admin, args)
+        if args.alter:
+            return _alter(admin, args)
+        return _delete(admin, args)
+
+
+def _check_combinations(args) -> None:
+    action = next(a for a in ("create", "describe", "list", "alter", "delete") if getattr(args, a))
+    if action in ("create", "alter", "delete") and not args.topic:
+        raise UsageError(f"--{action} needs --topic")
+    allowed = {"create": {"partitions", "replication_factor", "config", "if_not_exists"},
+               "alter": {"partitions", "config", "add_config", "delete_config", "if_exists"},
+               "delete": {"if_exists"}, "list": {"exclude_internal"},
+               "describe": {"exclude_internal", "topics_with_overrides"}}[action]
+    for opt in ("partitions", "replication_factor", "config", "add_config", "delete_config", "if_not_exists",
+                "if_exists", "exclude_internal", "topics_with_overrides"):
+        if getattr(args, opt) not in (None, False) and opt not in allowed:
+            raise UsageError(f"--{opt.replace('_', '-')} cannot be used with --{action}")
+    if action == "alter" and not (args.partitions or args.config or args.add_config or args.delete_config):
+        raise UsageError("--alter needs --partitions and/or --config/--add-config/--delete-config")
+
+
+def _missing(name: str) -> CliError:
+    return CliError(f"Topic '{name}' does not exist.")
+
+
+def _create(admin, args) -> int:
+    config = key_values(args.config, "--config")
+    try:
+        admin.create_topic(args.topic, args.partitions, args.replication_factor, config)
+    except TopicAlreadyExistsError:
+        if args.if_not_exists:
+            return 0
+        raise
+    out(f"Created topic {args.topic}.")
+    return 0
+
+
+def topic_id_text(desc: TopicDescription) -> str:
+    """Kafka prints topic ids as unpadded URL-safe base64 of the 16 UUID bytes."""
+    if desc.topic_id is None:
+        return "AAAAAAAAAAAAAAAAAAAAAA"
+    return base64.urlsafe_b64encode(desc.topic_id.bytes).decode().rstrip("=")
+
+
+def describe_lines(desc: TopicDescription) -> list[str]:
+    configs = ",".join(f"{k}={v}" for k, v in sorted(desc.configs.items()))
+    lines = [f"Topic: {desc.name}\tTopicId: {topic_id_text(desc)}\tPartitionCount: {len(desc.partitions)}\t"
+             f"ReplicationFactor: {desc.replication_factor}\tConfigs: {configs}"]
+    for p in desc.partitions:
+        lines.append(f"\tTopic: {desc.name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+    return lines
+
+
+def _describe(admin, args) -> int:
+    if args.topic:
+        try:
+            descs = [admin.describe_topic(args.topic)]
+        except UnknownTopicOrPartitionError:
+            raise _missing(args.topic) from None
+    else:
+        descs = [admin.describe_topic(n) for n in admin.list_topics(include_internal=not args.exclude_internal)]
+    for desc in descs:
+        if args.exclude_internal and desc.internal or args.topics_with_overrides and not desc.configs:
+            continue
+        for line in describe_lines(desc):
+            out(line)
+    return 0
+
+
+def _alter(admin, args) -> int:
+    if args.topic not in admin.list_topics():
+        if args.if_exists:
+            return 0
+        raise _missing(args.topic)
+    set_ = key_values(args.config, "--config")
+    for chunk in args.add_config or ():
+        set_.update(key_values(split_config_list(chunk), "--add-config"))
+    delete = [k.strip() for chunk in args.delete_config or () for k in chunk.split(",") if k.strip()]
+    both = sorted(set(set_) & set(delete))
+    if both:
+        raise UsageError(f"config {', '.join(both)} is both set and deleted")
+    current = len(admin.describe_topic(args.topic).partitions)
+    if args.partitions is not None and args.partitions <= current:      # refused before any config changes
+        admin.create_partitions(args.topic, args.partitions)
+    if set_ or delete:
+        admin.alter_topic_config(args.topic, set_, delete)
+        out(f"Completed updating config for topic {args.topic}.")
+    if args.partitions is not None:
+        admin.create_partitions(args.topic, args.partitions)
+        out("Adding partitions succeeded!")
+    return 0
+
+
+def _delete(admin, args) -> int:
+    if args.topic not in admin.list_topics():
+        if args.if_exists:
+            return 0
+        raise _missing(args.topic)
+    admin.delete_topic(args.topic)
+    return 0
