@@ -6,6 +6,8 @@
     seglog groups     list, describe, delete groups; reset offsets               (kafka-consumer-groups.sh)
     seglog demo       append and read back a million records; print the throughput
     seglog dump-log   every batch and record of segment files                    (kafka-dump-log.sh)
+    seglog broker     run a Kafka-protocol broker (alone, or in a ZooKeeper cluster) (kafka-server-start.sh)
+    seglog zookeeper  run the Debian ZooKeeper on loopback                        (zookeeper-server-start.sh)
 
 Each command module registers its subcommands with ``register(subparsers)``; a subcommand is a function of
 the parsed arguments returning the exit status. topics/produce/consume/groups work through the Admin
@@ -20,10 +22,10 @@ import sys
 
 from .. import __version__
 from ..errors import SeglogError
-from . import console, demo, groups, topics
+from . import console, demo, groups, servers, topics
 from .common import CliError, Parser
 
-COMMANDS = (topics, console, groups, demo)
+COMMANDS = (topics, console, groups, demo, servers)
 """The modules whose register(subparsers) make up the command, in --help order."""
 
 
