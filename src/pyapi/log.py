@@ -195,8 +195,10 @@ class Log:
             return
         if clean:
             self._marker_kept = True
-        elif self._bases:
-            self._recover()
+        else:
+            self._dirty = True               # new or recovered: close() must checkpoint and mark it clean
+            if self._bases:
+                self._recover()
         if not self._bases:
             base = max(self._start_offset, 0)
             self._bases = [base]
@@ -771,6 +773,8 @@ class Log:
 
     def _after_truncation(self) -> None:
         end = self._active.next_offset
+        if end < self._start_offset:         # the batch holding the start offset went whole: start = end
+            self._start_offset = end
         self._writer.reset(end)
         self._recovery_point = min(self._recovery_point, end)
         if self._hw is not None:
@@ -901,11 +905,12 @@ class Log:
         The cleaned segment is ``<new_base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``), fsynced,
         with new_base == old_bases[0]; new_base None drops the old segments without a replacement. Under the lock:
         the .cleaned files become .swap (.log last, then a directory fsync: from there a crash completes the swap
-        when the log opens, see _complete_interrupted_swaps), the old segments go to .deleted (unlinked after
-        file.delete.delay.ms; views of them stay valid) and the .swap files get their final names. Returns False,
-        changing nothing, if the old segments are not consecutive sealed segments of the log any more or
-        ``precondition()`` (called under the lock) is false. Raises LogClosedError, ReadOnlyLogError,
-        InvalidArgumentError, StorageError (after the commit point the swap then completes at the next open)."""
+        when the log opens, see _complete_interrupted_swaps), the old segments' indexes are unlinked and their
+        .log files go to .deleted (unlinked after file.delete.delay.ms; views of them stay valid), and the .swap
+        files get their final names. Returns False, changing nothing, if the old segments are not consecutive
+        sealed segments of the log any more or ``precondition()`` (called under the lock) is false. Raises
+        LogClosedError, ReadOnlyLogError, InvalidArgumentError, StorageError (after the commit point the swap
+        then completes at the next open)."""
         with self._lock:
             self._check_writable()
             old = list(old_bases)
@@ -922,6 +927,10 @@ class Log:
                     for suffix in (".index", ".timeindex", ".log"):
                         os.rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
                     fsync_dir(self.path)
+                # indexes go first: a crash between renames must not leave an index without its .log (a segment
+                # created later at that base would reopen it); a .log without indexes gets them rebuilt
+                _unlink_all([os.path.join(self.path, _engine.segment_name(b)) + suffix
+                             for b in old for suffix in (".index", ".timeindex")])
                 self._delete_segments(old)
                 if new_base is not None:
                     for suffix in (".index", ".timeindex", ".log"):
