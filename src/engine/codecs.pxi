@@ -118,3 +118,11 @@ def codec_name(name):
     """The canonical name of a compression setting (None, 'none' and 'uncompressed' give 'none').
     Raises UnsupportedCompressionTypeError for anything else than none, gzip, snappy, lz4, zstd."""
     return CODEC_NAMES[codec_id(name)]
+
+
+def compress_records(int codec, data):
+    """The records section `data` compressed with codec id 1-4 exactly as BatchWriter does (for code that
+    rebuilds batches, e.g. the log cleaner). Raises UnsupportedCompressionTypeError for other ids."""
+    if not 1 <= codec <= 4:
+        raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
+    return compress(codec, data)

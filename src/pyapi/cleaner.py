@@ -92,7 +92,6 @@ import struct
 import threading
 import time
 import weakref
-import zlib
 
 from . import _engine
 from .checkpoints import CorruptCheckpointError, read_checkpoint, write_checkpoint
@@ -119,7 +118,6 @@ ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
-CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 1, 2, 3, 4
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte v2 header; see src/engine/batch.pxd
 CRC_START = 21
 LOG_OVERHEAD = 12
@@ -672,7 +670,7 @@ def _encode_batch(info, kept: list, horizon: int | None) -> bytearray:
     records = bytearray()
     for r in kept:
         _encode_record(records, r, info.base_offset, base_ts)
-    payload = _compress(info.codec, records) if info.codec else records
+    payload = _engine.compress_records(info.codec, records) if info.codec else records
     attributes = info.attributes & ~ATTR_DELETE_HORIZON
     if horizon is not None:
         attributes |= ATTR_DELETE_HORIZON
@@ -693,39 +691,6 @@ def _empty_batch(info) -> bytearray:
                            info.producer_epoch, info.base_sequence, 0)
     struct.pack_into(">I", batch, 17, _engine.crc32c(memoryview(batch)[CRC_START:]))
     return batch
-
-
-_lz4_frame = None
-_cramjam = None
-
-
-def _compress(codec: int, data) -> bytes:
-    """The records section compressed as the engine's BatchWriter does (codecs.pxi): lz4 frame with independent
-    64 KiB blocks and no checksums, gzip level 6, snappy in xerial framing (Java clients' format), zstd."""
-    global _lz4_frame, _cramjam
-    if codec == CODEC_LZ4:
-        if _lz4_frame is None:
-            import lz4.frame
-            _lz4_frame = lz4.frame
-        return _lz4_frame.compress(bytes(data), block_size=_lz4_frame.BLOCKSIZE_MAX64KB, block_linked=False,
-                                   content_checksum=False, block_checksum=False, store_size=False)
-    if codec == CODEC_GZIP:
-        c = zlib.compressobj(6, zlib.DEFLATED, 31)
-        return c.compress(bytes(data)) + c.flush()
-    if _cramjam is None:
-        import cramjam
-        _cramjam = cramjam
-    if codec == CODEC_ZSTD:
-        return bytes(_cramjam.zstd.compress(bytes(data)))
-    if codec == CODEC_SNAPPY:
-        mv = memoryview(data)
-        parts = [b"\x82SNAPPY\x00", struct.pack(">ii", 1, 1)]
-        for i in range(0, len(mv), 32 * 1024):
-            block = bytes(_cramjam.snappy.compress_raw(bytes(mv[i:i + 32 * 1024])))
-            parts.append(struct.pack(">i", len(block)))
-            parts.append(block)
-        return b"".join(parts)
-    raise InvalidArgumentError(f"cannot re-encode a batch with unknown codec id {codec}")
 
 
 # ------------------------------------------------------------------------------------------- swap recovery

@@ -31,7 +31,7 @@ import shutil
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ..config import BrokerConfig
 from ..node import Node
-from .server import Broker, parse_listener
+from .server import Broker
 
 __all__ = ["Broker", "RunningBroker", "serve", "run_forever"]
 

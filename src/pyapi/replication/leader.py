@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError
 
