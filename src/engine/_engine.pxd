@@ -195,16 +195,18 @@ cdef class RecordAccumulator:
     cdef object partitions_fn
     cdef object append_fn
     cdef object metadata_fn
+    cdef object new_producer_id_fn
     cdef Py_ssize_t batch_size
     cdef double linger_s
     cdef int codec
-    cdef int64_t producer_id
-    cdef int16_t producer_epoch
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
     cdef object partitioner
     cdef object on_new_batch
     cdef Py_ssize_t max_request_size
     cdef dict open
     cdef dict counts
+    cdef dict batch_limits
     cdef dict round_robin
     cdef dict sequences
     cdef bint closed
@@ -218,3 +220,4 @@ cdef class RecordAccumulator:
     cdef OpenBatch _new_open(self, object topic, Py_ssize_t p)
     cdef int _send(self, OpenBatch o) except -1
     cdef list _all_open(self)
+    cdef int _new_producer_id(self) except -1

@@ -59,7 +59,8 @@ cdef class RecordFuture:
             self.acc.complete(self.topic, self.partition, self.batch)
         if self.batch.error is not None:
             raise self.batch.error
-        return self.acc.metadata(self.topic, self.partition, self.batch.base + self.index, self.timestamp)
+        return self.acc.metadata(self.topic, self.partition,
+                                 self.batch.base + self.index if self.batch.base >= 0 else -1, self.timestamp)
 
     result = get
 
@@ -75,7 +76,8 @@ cdef class RecordFuture:
         if self.batch.error is not None:
             fn(None, self.batch.error)
         else:
-            fn(self.acc.metadata(self.topic, self.partition, self.batch.base + self.index, self.timestamp), None)
+            fn(self.acc.metadata(self.topic, self.partition,
+                                 self.batch.base + self.index if self.batch.base >= 0 else -1, self.timestamp), None)
 
     def __iter__(self):
         return iter((self.partition, self.offset))
@@ -101,12 +103,13 @@ cdef class OpenBatch:
 
 
 cdef class RecordAccumulator:
-    """See the file comment. `partitions(topic) -> count` is called the first time a topic is seen (and
-    after refresh()); `append(topic, partition, data) -> base offset` appends one finished batch."""
+    """See the file comment. `partitions(topic) -> (partition count, max.message.bytes)` is called the first
+    time a topic is seen (and after refresh()); `append(topic, partition, data) -> base offset` appends one
+    finished batch."""
 
     def __cinit__(self, partitions, append, metadata, *, Py_ssize_t batch_size=16384, double linger_s=0.005,
                   compression=None, int64_t producer_id=-1, int16_t producer_epoch=-1, partitioner=None,
-                  Py_ssize_t max_request_size=1048576):
+                  Py_ssize_t max_request_size=1048576, new_producer_id=None):
         self.lock = PyThread_allocate_lock()
         if self.lock == NULL:
             raise MemoryError()
@@ -120,8 +123,10 @@ cdef class RecordAccumulator:
         self.producer_epoch = producer_epoch
         self.partitioner = partitioner
         self.max_request_size = max_request_size
+        self.new_producer_id_fn = new_producer_id
         self.open = {}
         self.counts = {}
+        self.batch_limits = {}
         self.round_robin = {}
         self.sequences = {}
         self.closed = False
@@ -145,8 +150,10 @@ cdef class RecordAccumulator:
     cdef Py_ssize_t _count(self, object topic) except -1:
         n = self.counts.get(topic)
         if n is None:
-            n = self.partitions_fn(topic)
+            n, limit = self.partitions_fn(topic)
             self.counts[topic] = n
+            # a batch never outgrows the topic's max.message.bytes: an oversized record fails on its own
+            self.batch_limits[topic] = max(1, min(self.batch_size, limit - BATCH_HEADER_SIZE))
         return n
 
     cdef Py_ssize_t _choose(self, object topic, object key, object partition, Py_ssize_t n) except -1:
@@ -191,7 +198,7 @@ cdef class RecordAccumulator:
             if o is None:
                 o = self._new_open(topic, p)
             elif o.writer.count and <Py_ssize_t>(o.writer.pos - o.writer.used) + _approx_size(value, key, headers) \
-                    > self.batch_size:
+                    > <Py_ssize_t>self.batch_limits[topic]:
                 self._send(o)                  # the record would take the batch past batch_size: start a new one
             index = o.writer.add(value, key, headers, ts)
             if o.writer.count == 1:
@@ -203,7 +210,7 @@ cdef class RecordAccumulator:
             f.topic = topic
             f.partition = p
             f.timestamp = ts
-            if self.linger_s <= 0 or o.writer.pos - o.writer.used >= <size_t>self.batch_size:
+            if self.linger_s <= 0 or o.writer.pos - o.writer.used >= <size_t>self.batch_limits[topic]:
                 self._send(o)
             return f
         finally:
@@ -231,7 +238,6 @@ cdef class RecordAccumulator:
         """Append the open batch of o's partition (lock held) and start a new one there."""
         cdef ProducerBatch batch = o.batch
         cdef BatchWriter w = o.writer
-        cdef int32_t seq = w.next_sequence
         cdef list callbacks
         if w.count == 0:
             return 0
@@ -242,7 +248,8 @@ cdef class RecordAccumulator:
                 self.sequences[(o.topic, o.partition)] = w.next_sequence
         except _errors.SeglogError as e:
             batch.error = e
-            w.next_sequence = seq                 # not appended: the sequences are reused by the next batch
+            if self.producer_id >= 0:
+                self._new_producer_id()           # the batch may or may not be in the log: never reuse its sequences
         w.reset(0)
         o.batch = ProducerBatch.__new__(ProducerBatch)
         batch.done = True
@@ -256,6 +263,19 @@ cdef class RecordAccumulator:
                 self._acquire()
         if self.on_new_batch is not None:
             self.on_new_batch(o.topic, o.partition, self.counts.get(o.topic, o.partition + 1))
+        return 0
+
+    cdef int _new_producer_id(self) except -1:
+        """Continue under a fresh producer id, every partition's sequence restarting at 0 (Kafka's idempotent
+        producer resets its id after a failure whose outcome it cannot know)."""
+        cdef OpenBatch o
+        self.producer_id = self.new_producer_id_fn()
+        self.producer_epoch = 0
+        self.sequences.clear()
+        for o in self._all_open():
+            o.writer.producer_id = self.producer_id
+            o.writer.producer_epoch = 0
+            o.writer.next_sequence = 0
         return 0
 
     def complete(self, topic, partition, ProducerBatch batch):

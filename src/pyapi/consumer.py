@@ -211,7 +211,7 @@ class Consumer:
         if res.next_offset < 0:
             return
         st.buffer = _engine.decode_records(res.records, st.position, res.high_watermark, tp.topic, tp.partition,
-                                           False)
+                                           not res.crc_checked)
         if not st.buffer:
             st.position = max(st.position, res.next_offset)      # only control records or gaps (compaction)
 

@@ -92,6 +92,7 @@ class FetchResult:
     log_start_offset: int
     log_end_offset: int
     next_offset: int = -1          # last returned offset + 1 (-1 when nothing was returned)
+    crc_checked: bool = True       # the local log verified the batches; data from the network was not
 
 
 class Partition:

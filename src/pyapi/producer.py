@@ -61,15 +61,16 @@ class Producer:
         self.linger_ms = linger_ms
         self.batch_size = batch_size
         self.compression_type = _engine.codec_name(compression_type)
+        self._max_request_size = max_request_size
         self.client_id = client_id
         self._key_ser = key_serializer
         self._value_ser = value_serializer
-        self.producer_id = node.init_producer_id() if enable_idempotence else -1
+        producer_id = node.init_producer_id() if enable_idempotence else -1
         self._acc = _engine.RecordAccumulator(
             self._partition_count, self._append, RecordMetadata, batch_size=batch_size, linger_s=linger_ms / 1000,
-            compression=compression_type, producer_id=self.producer_id,
+            compression=compression_type, producer_id=producer_id,
             producer_epoch=0 if enable_idempotence else -1, partitioner=partitioner,
-            max_request_size=max_request_size)
+            max_request_size=max_request_size, new_producer_id=node.init_producer_id)
         if key_serializer is None and value_serializer is None:
             self.send = self._acc.send              # no Python frame per record
         self._closed = False
@@ -90,8 +91,16 @@ class Producer:
             value = self._value_ser(value)
         return self._acc.send(topic, value, key, partition, headers, timestamp)
 
-    def _partition_count(self, topic: str) -> int:
-        return self.node.ensure_topic(topic).partitions
+    @property
+    def producer_id(self) -> int:
+        """The idempotent producer id in use (-1 without idempotence); a failed append moves to a new one."""
+        return self._acc.producer_id
+
+    def _partition_count(self, topic: str) -> tuple[int, int]:
+        """(partitions, the topic's max.message.bytes; the producer's max_request_size when unknown)."""
+        info = self.node.ensure_topic(topic)
+        config = getattr(info, "config", None)
+        return info.partitions, config.max_message_bytes if config is not None else self._max_request_size
 
     def _append(self, topic: str, partition: int, data: bytes) -> int:
         base, _, _ = self.node.partition(topic, partition).append(data, self.acks)
@@ -112,7 +121,7 @@ class Producer:
     def partitions_for(self, topic: str) -> list[int]:
         """The partition numbers of a topic, re-read from the node (picks up added partitions)."""
         self._acc.refresh(topic)
-        return list(range(self._partition_count(topic)))
+        return list(range(self._partition_count(topic)[0]))
 
     def close(self, timeout: float | None = None) -> None:
         """Append everything still open and stop the linger thread. Idempotent."""

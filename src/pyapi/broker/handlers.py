@@ -355,6 +355,8 @@ class Handlers:
     async def handle_list_groups(self, header, body):
         try:
             listing = (await _off_loop(lambda: self.node.group_coordinator)).list_groups()
+        except errors.UnknownTopicOrPartitionError:
+            listing = []                                  # no offsets topic yet: no groups
         except SeglogError as e:
             return {"error_code": _err(e), "groups": []}
         return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type}

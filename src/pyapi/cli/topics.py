@@ -107,7 +107,8 @@ def describe_lines(desc: TopicDescription) -> list[str]:
     lines = [f"Topic: {desc.name}\tTopicId: {topic_id_text(desc)}\tPartitionCount: {len(desc.partitions)}\t"
              f"ReplicationFactor: {desc.replication_factor}\tConfigs: {configs}"]
     for p in desc.partitions:
-        lines.append(f"\tTopic: {desc.name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+        leader = "none" if p.leader < 0 else p.leader          # as kafka-topics.sh prints a leaderless partition
+        lines.append(f"\tTopic: {desc.name}\tPartition: {p.partition}\tLeader: {leader}\t"
                      f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
     return lines
 

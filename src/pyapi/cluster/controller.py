@@ -26,7 +26,7 @@ import time
 from dataclasses import replace
 
 from ..config import LogConfig
-from ..errors import SeglogError, StaleControllerEpochError, UnknownTopicOrPartitionError
+from ..errors import LogClosedError, SeglogError, StaleControllerEpochError, UnknownTopicOrPartitionError
 from .metastore import NO_LEADER, ControllerEpoch, InvalidUpdateVersionError, MetadataStore, PartitionState
 
 log = logging.getLogger("seglog.controller")
@@ -82,6 +82,8 @@ class Controller:
                 self.reconcile(rebalance)
                 if rebalance:
                     self._last_rebalance = time.monotonic()
+            except LogClosedError:
+                self._stopped.set()                     # the broker is shutting down
             except StaleControllerEpochError:
                 log.warning("broker %d is no longer the controller (epoch %d was superseded)",
                             self.lease.broker_id, self.lease.epoch)

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 
-from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InvalidPartitionsError,
+from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InvalidPartitionsError, InvalidTopicError,
                       LeaderNotAvailableError, NotCoordinatorError, RequestTimedOutError, TopicAlreadyExistsError,
                       TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
 from ..node import OFFSETS_TOPIC, validate_topic_name
@@ -381,7 +381,9 @@ class ClusterView:
     def delete_topic(self, name: str) -> None:
         if not self.m.config.delete_topic_enable:
             raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false).")
-        self.topic_partitions(name)
+        _, internal = self.topic_partitions(name)
+        if internal:
+            raise InvalidTopicError(f"The internal topic {name} cannot be deleted")
         self.m.store.mark_topic_for_deletion(name)
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:

@@ -45,6 +45,7 @@ class ReplicaManager:
         self._isr_queue: queue.Queue = queue.Queue()
         self._fenced = False
         self._stopped = threading.Event()
+        node.add_listener(self._on_append)
         self._worker = threading.Thread(target=self._isr_worker, name=f"seglog-isr-{broker_id}", daemon=True)
         self._worker.start()
         self._checker = threading.Thread(target=self._isr_checker, name=f"seglog-isr-check-{broker_id}",
@@ -159,6 +160,12 @@ class ReplicaManager:
                                          f"min.insync.replicas={ls.min_isr}")
         return ls
 
+    def _on_append(self, part) -> None:
+        """Node listener: a leader whose ISR is itself alone commits an append at once."""
+        ls = self._leaders.get((part.topic, part.index))
+        if ls is not None and len(ls.isr) == 1:
+            ls.update_high_watermark()
+
     def follower_fetched(self, topic: str, index: int, replica_id: int, fetch_offset: int) -> None:
         ls = self.leader_state(topic, index)
         if ls.follower_fetched(replica_id, fetch_offset):
@@ -230,6 +237,7 @@ class ReplicaManager:
 
     def close(self) -> None:
         self._stopped.set()
+        self.node.remove_listener(self._on_append)
         with self._lock:
             for key in list(self._leaders):
                 self._resign(key)
