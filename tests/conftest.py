@@ -38,3 +38,229 @@ def zookeeper_server(zookeeper_installed, tmp_path_factory, free_port):
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path):
+    """A function mounting a tmpfs of the given size (e.g. "2m") on a fresh directory and returning it; the
+    mounts go when the test ends. Skips the test when mounting is not permitted (needs root)."""
+    import shutil
+    import subprocess
+
+    mounted = []
+
+    def mount(size: str):
+        target = tmp_path / f"tmpfs-{len(mounted)}"
+        target.mkdir()
+        if shutil.which("mount") is None:
+            pytest.skip("no mount command to make a small tmpfs")
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {res.stderr.strip()}")
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in mounted:
+        subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+# -- Kafka-protocol broker (tests/integration/test_broker_*.py) ------------------------------------------------
+
+_configure_before_broker_markers = pytest_configure
+
+
+def pytest_configure(config):  # noqa: F811  (chains the hook defined above)
+    _configure_before_broker_markers(config)
+    config.addinivalue_line("markers", "broker: starts a seglog Kafka-protocol broker and talks to it with real "
+                                       "Kafka clients (kafka-python, confluent-kafka, aiokafka, kcat) or raw frames")
+
+
+# Brokers started by these fixtures: no initial rebalance delay (groups form at once) and short session timeouts
+# allowed, so consumer-group tests take seconds instead of minutes.
+BROKER_TEST_OVERRIDES = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 500}
+
+
+@pytest.fixture(scope="session")
+def seglog_broker(tmp_path_factory):
+    """One in-process seglog broker (seglog.serve) shared by the whole run; tests use topics of their own
+    (see `topic_name`). ``.bootstrap_servers``, ``.node`` (the same data, in-process), ``.metrics()``."""
+    import seglog
+
+    with seglog.serve(tmp_path_factory.mktemp("broker"), **BROKER_TEST_OVERRIDES) as broker:
+        yield broker
+
+
+@pytest.fixture
+def start_broker(tmp_path):
+    """A function starting an in-process broker with Kafka-named overrides (``auto_create_topics_enable=False``)
+    on a fresh data dir (or `data_dir=`); every broker it started is stopped when the test ends."""
+    import seglog
+
+    started = []
+
+    def start(data_dir=None, **overrides):
+        settings = dict(BROKER_TEST_OVERRIDES, **overrides)
+        broker = seglog.serve(data_dir or tmp_path / f"broker-{len(started)}", **settings)
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+class BrokerProcess:
+    """A seglog broker in a subprocess (tests/helpers/broker_process.py): its own GIL, killable with -9."""
+
+    def __init__(self, data_dir, log_path, **overrides):
+        import os
+        import re
+        import subprocess
+        import sys
+        import time
+
+        helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers", "broker_process.py")
+        props = dict(BROKER_TEST_OVERRIDES, **overrides)
+        args = [f"{k.replace('_', '.')}={v}" for k, v in props.items()]
+        self.data_dir, self.log_path = str(data_dir), str(log_path)
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, helper, self.data_dir, *args], stdout=subprocess.PIPE,
+                                     stderr=self._log)
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + 30
+        line = b""
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            m = re.search(rb"listening on (\S+):(\d+)", line)
+            if m:
+                self.host, self.port = m.group(1).decode(), int(m.group(2))
+                break
+            if not line and self.proc.poll() is not None:
+                break
+        else:
+            self.kill()
+            raise RuntimeError("the broker subprocess did not start within 30 s")
+        if not line or self.proc.poll() is not None:
+            self._log.close()
+            with open(log_path, errors="replace") as f:
+                raise RuntimeError(f"the broker subprocess exited with {self.proc.poll()}:\n{f.read()[-4000:]}")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def rss_bytes(self) -> int:
+        """Resident set size of the broker process (VmRSS)."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS line")
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM (clean shutdown) and wait; returns the exit status."""
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._close()
+
+    def kill(self) -> int:
+        """SIGKILL: no shutdown work at all."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            return self.proc.wait(30)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self._log.close()
+
+
+@pytest.fixture
+def broker_process(tmp_path):
+    """A function starting a seglog broker in a subprocess on `data_dir` (default: a fresh dir under tmp_path)
+    with Kafka-named overrides; returns a BrokerProcess. Brokers still running at the end are killed."""
+    started = []
+
+    def start(data_dir=None, **overrides):
+        data_dir = data_dir or tmp_path / "broker-data"
+        proc = BrokerProcess(data_dir, tmp_path / f"broker-{len(started)}.log", **overrides)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.kill()
+
+
+@pytest.fixture
+def topic_name(request):
+    """A function returning a topic name no other test uses (the test's name plus a counter)."""
+    import itertools
+    import re
+
+    base = re.sub(r"[^a-zA-Z0-9._-]", "-", request.node.name)[:150]
+    counter = itertools.count()
+    return lambda: f"{base}-{next(counter)}"
+
+
+# -- Spark (tests/integration/test_spark.py) -----------------------------------------------------------------
+
+_configure_before_spark = pytest_configure
+
+
+def pytest_configure(config):  # noqa: F811 - extends the hook above with the spark marker
+    _configure_before_spark(config)
+    config.addinivalue_line("markers", "spark: runs a local SparkSession (pyspark + java); skipped only when "
+                                       "pyspark or java is missing")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the whole run, with the seglog source registered.
+
+    Python workers run this interpreter (PYSPARK_PYTHON) and get the directory seglog is imported from on
+    their PYTHONPATH, so both an installed seglog (CI) and a development checkout on PYTHONPATH work. Filter
+    pushdown is enabled where pyspark supports it (4.1+). Skips only when pyspark or java is missing.
+    """
+    import os
+    import shutil
+    import sys
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'pyspark>=4.0')")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.skip("java is not installed (Spark needs a JDK 17+)")
+    import seglog
+
+    seglog_parent = os.path.dirname(os.path.dirname(os.path.abspath(seglog.__file__)))
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if seglog_parent not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([seglog_parent] + paths)
+    from pyspark.sql import SparkSession
+
+    import seglog.spark
+
+    builder = (SparkSession.builder.master("local[2]").appName("seglog-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.python.worker.reuse", "true"))
+    if seglog.spark.pushdown_available():
+        builder = builder.config(seglog.spark.PUSHDOWN_CONF, "true")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    seglog.spark.register(session)
+    yield session
+    session.stop()

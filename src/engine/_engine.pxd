@@ -158,6 +158,7 @@ cdef class Segment:
     cdef int _load_tail(self) except -1
     cdef MappedFile _mapping(self, int64_t end)
     cdef const unsigned char *_header(self, int64_t pos) except NULL
+    cdef int64_t _batch_at(self, int64_t pos, const unsigned char **header) except -1
     cdef int64_t _verify(self, const unsigned char *base, int64_t start, int64_t end) except -1
     cdef int64_t _last_batch_before(self, const unsigned char *base, int64_t start, int64_t stop) noexcept
     cdef int truncate_to_position(self, int64_t pos) except -1

@@ -73,9 +73,16 @@ cdef class IndexFile:
         return 0
 
     def reload(self):
-        """Read-only indexes: re-read the file (the writer may have added entries)."""
+        """Read-only indexes: re-read the file (the writer may have added entries, or created it)."""
         if self.writable:
             return
+        if self.fd < 0:
+            self.fd = open_c(os.fsencode(self.path), O_RDONLY | O_CLOEXEC, 0)
+            if self.fd < 0:
+                if errno != ENOENT:
+                    raise_storage_error("cannot open index", self.path)
+                self.snapshot, self.addr, self.map_len, self.entries = b"", NULL, 0, 0
+                return
         self.snapshot = _read_whole(self.fd, self.path)
         self.addr = <const unsigned char *>PyBytes_AS_STRING(self.snapshot)
         self.map_len = PyBytes_GET_SIZE(self.snapshot)

@@ -143,27 +143,35 @@ cdef class Segment:
         return <int64_t>st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec // 1000000
 
     cdef int _load_tail(self) except -1:
-        """Find next_offset and the max timestamp by walking the batches after the last index entry."""
-        cdef int64_t pos, ts, last
+        """Find next_offset and the max timestamp by walking the batches after the last index entry. Raises
+        CorruptIndexError when that walk does not end exactly at the file's end on whole batches (a torn tail,
+        or an index entry that does not point at a batch): the owner rebuilds the segment (recover())."""
+        cdef int64_t pos, ts, last, entry_offset
         cdef const unsigned char *p
         self.open_indexes()
-        pos = self.oindex.last_entry[1]
+        entry_offset, pos = self.oindex.last_entry
         ts, last = self.tindex.last_entry
         self.max_timestamp = ts
         self.offset_of_max_timestamp = last if ts >= 0 else -1
         self._next_offset = self.base_offset
-        if self.size > 0:
-            p = self._header(0)
-            self.rolling_ts = <int64_t>get_be64(p + OFF_MAX_TIMESTAMP)
-        while pos < self.size:
-            p = self._header(pos)
-            last = last_offset_at(p)
-            ts = <int64_t>get_be64(p + OFF_MAX_TIMESTAMP)
-            if ts > self.max_timestamp:
-                self.max_timestamp = ts
-                self.offset_of_max_timestamp = last
-            self._next_offset = last + 1
-            pos += batch_size_at(p)
+        try:
+            if self.size > 0:
+                self._batch_at(0, &p)
+                self.rolling_ts = <int64_t>get_be64(p + OFF_MAX_TIMESTAMP)
+            if pos > 0 and (pos >= self.size or last_offset_at(self._header(pos)) != entry_offset):
+                raise _errors.CorruptRecordError("the last index entry does not point at its batch",
+                                                 path=self.index_path, position=pos)
+            while pos < self.size:
+                pos += self._batch_at(pos, &p)
+                last = last_offset_at(p)
+                ts = <int64_t>get_be64(p + OFF_MAX_TIMESTAMP)
+                if ts > self.max_timestamp:
+                    self.max_timestamp = ts
+                    self.offset_of_max_timestamp = last
+                self._next_offset = last + 1
+        except _errors.CorruptRecordError as e:
+            self._next_offset = -1
+            raise CorruptIndexError(f"segment does not walk to its end: {e}", path=self.log_path) from None
         return 0
 
     def activate(self, int64_t map_bytes):
@@ -202,7 +210,7 @@ cdef class Segment:
 
     cdef const unsigned char *_header(self, int64_t pos) except NULL:
         """Pointer to the batch header at pos (< size); raises CorruptRecordError if it does not fit."""
-        if pos + BATCH_HEADER_SIZE > self.size:
+        if pos < 0 or pos + BATCH_HEADER_SIZE > self.size:
             raise _errors.CorruptRecordError(f"batch header at position {pos} runs past the end of the segment",
                                              path=self.log_path, position=pos)
         if self.writable:
@@ -210,6 +218,18 @@ cdef class Segment:
         if pread(self.fd, self.scratch, BATCH_HEADER_SIZE, pos) != BATCH_HEADER_SIZE:
             raise_storage_error("cannot read segment", self.log_path)
         return self.scratch
+
+    cdef int64_t _batch_at(self, int64_t pos, const unsigned char **header) except -1:
+        """Size of the batch at pos after checking its header fits, its length is sane and it ends inside the
+        trusted size (magic 2); `header` gets a pointer to it. CorruptRecordError otherwise: a walk never
+        follows a length it has not checked."""
+        cdef const unsigned char *p = self._header(pos)
+        cdef int64_t bsize = batch_size_at(p)
+        if bsize < BATCH_HEADER_SIZE or pos + bsize > self.size or p[OFF_MAGIC] != 2:
+            raise _errors.CorruptRecordError(f"no whole batch at position {pos} (length {bsize}, magic "
+                                             f"{<int8_t>p[OFF_MAGIC]})", path=self.log_path, position=pos)
+        header[0] = p
+        return bsize
 
     # -- append -------------------------------------------------------------------------------------------------
 
@@ -296,23 +316,33 @@ cdef class Segment:
             if err:
                 ftruncate(self.fd, base_pos)
                 raise _errors.StorageError(f"cannot append to segment: {os.strerror(err)}", self.log_path, err)
-            pos = 0
-            while pos < n:
-                bsize = batch_size_at(p + pos)
-                last = last_offset_at(p + pos)
-                ts = <int64_t>get_be64(p + pos + OFF_MAX_TIMESTAMP)
-                if ts > self.max_timestamp:
-                    self.max_timestamp = ts
-                    self.offset_of_max_timestamp = last
-                if self.rolling_ts < 0:
-                    self.rolling_ts = ts
-                if self.bytes_since_index > self.index_interval_bytes:
-                    self.oindex.append(last, base_pos + pos)
-                    self.tindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                    self.bytes_since_index = 0
-                self.bytes_since_index += bsize
-                self._next_offset = last + 1
-                pos += bsize
+            saved = (self._next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.rolling_ts,
+                     self.bytes_since_index, self.oindex.entries, self.tindex.entries)
+            try:
+                pos = 0
+                while pos < n:
+                    bsize = batch_size_at(p + pos)
+                    last = last_offset_at(p + pos)
+                    ts = <int64_t>get_be64(p + pos + OFF_MAX_TIMESTAMP)
+                    if ts > self.max_timestamp:
+                        self.max_timestamp = ts
+                        self.offset_of_max_timestamp = last
+                    if self.rolling_ts < 0:
+                        self.rolling_ts = ts
+                    if self.bytes_since_index > self.index_interval_bytes:
+                        self.oindex.append(last, base_pos + pos)
+                        self.tindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                        self.bytes_since_index = 0
+                    self.bytes_since_index += bsize
+                    self._next_offset = last + 1
+                    pos += bsize
+            except BaseException:            # an index write failed (disk full): take the whole call back
+                (self._next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.rolling_ts,
+                 self.bytes_since_index) = saved[:5]
+                self.oindex.truncate_entries(saved[5])
+                self.tindex.truncate_entries(saved[6])
+                ftruncate(self.fd, base_pos)
+                raise
             if verified and self.verified_end == base_pos:
                 self.verified_end = base_pos + n
             self.size = base_pos + n
@@ -323,18 +353,19 @@ cdef class Segment:
     # -- read ---------------------------------------------------------------------------------------------------
 
     def find_position(self, int64_t offset):
-        """Position of the first batch whose last offset is >= offset, or -1 if there is none."""
-        cdef int64_t entry_offset, pos
+        """Position of the first batch whose last offset is >= offset, or -1 if there is none. Raises
+        CorruptRecordError if the walk meets a batch whose length does not hold."""
+        cdef int64_t entry_offset, pos, bsize
         cdef const unsigned char *p
         self.open_indexes()
         pos = self.oindex.lookup_position(offset, &entry_offset)
-        if pos >= self.size:            # an entry past the trusted end (a read-only view of a growing file)
-            pos = 0
+        if pos > 0 and (pos + BATCH_HEADER_SIZE > self.size or last_offset_at(self._header(pos)) != entry_offset):
+            pos = 0                     # an entry past the trusted end, or not at its batch: scan instead
         while pos < self.size:
-            p = self._header(pos)
+            bsize = self._batch_at(pos, &p)
             if last_offset_at(p) >= offset:
                 return pos
-            pos += batch_size_at(p)
+            pos += bsize
         return -1
 
     def read(self, int64_t position, int64_t max_bytes, int64_t max_offset=INT64_MAX, bint min_one=True):
@@ -350,16 +381,17 @@ cdef class Segment:
         if position < 0 or position > self.size:
             raise _errors.InvalidArgumentError(f"position {position} outside segment of {self.size} bytes")
         while end < self.size:
-            p = self._header(end)
+            try:
+                bsize = self._batch_at(end, &p)
+            except _errors.CorruptRecordError:
+                if end > position:
+                    break                # serve the whole batches before the damage; the next read raises
+                raise
             last = last_offset_at(p)
             if last >= max_offset:
                 break
-            bsize = batch_size_at(p)
             if end - position + bsize > max_bytes and (end > position or not min_one):
                 break
-            if bsize < BATCH_HEADER_SIZE or end + bsize > self.size:
-                raise _errors.CorruptRecordError("batch length runs past the end of the segment",
-                                                 path=self.log_path, offset=<int64_t>get_be64(p), position=end)
             end += bsize
             next_offset = last + 1
         if end == position:
@@ -422,8 +454,7 @@ cdef class Segment:
         if pos < 0:
             return None
         while pos < self.size:
-            p = self._header(pos)
-            bsize = batch_size_at(p)
+            bsize = self._batch_at(pos, &p)
             if <int64_t>get_be64(p + OFF_MAX_TIMESTAMP) >= timestamp and not (get_be16(p + OFF_ATTRIBUTES) & ATTR_CONTROL):
                 view = self.read(pos, bsize)[0]
                 for r in decode_records(view, start_offset, INT64_MAX, None, -1, False, self.log_path):

@@ -255,6 +255,8 @@ class Log:
             rep.segments_scanned += 1
             rep.bytes_scanned += seg.size
             truncated, reason = seg.recover()
+            if i < len(self._bases) - 1:
+                seg.seal()                            # a sealed segment's indexes are trimmed, as at its roll
             rep.indexes_rebuilt += 1
             rep.bytes_truncated += truncated
             if reason is not None:
@@ -316,6 +318,7 @@ class Log:
             else:
                 log.warning("%s: rebuilding indexes of %s (%s)", self.path, seg.log_path, e)
                 truncated, reason = seg.recover()
+                seg.seal()                            # trimmed and fsynced as at a roll
                 self.recovery.indexes_rebuilt += 1
                 if reason is not None:
                     self.recovery.bytes_truncated += truncated
@@ -635,8 +638,12 @@ class Log:
         if w is not None and (w.count or w.finished):
             n = w.count
             w.finish()
-            if w.finished:
-                self._write(w, n)
+            try:
+                if w.finished:
+                    self._write(w, n)
+            except BaseException:
+                w.reset(self._active.next_offset)   # not written (disk full ...): those records are dropped
+                raise
             w.clear()
 
     def _write(self, buf, records: int) -> None:
