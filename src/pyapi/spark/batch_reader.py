@@ -1,0 +1,73 @@
+"""Batch reads: ``spark.read.format("seglog")``.
+
+:class:`SeglogBatchReader` plans on the driver (``partitions()``: select partitions, resolve offset ranges,
+cut them into splits from segment metadata) and reads on executors (``read()``: one split into Arrow
+RecordBatches). :class:`SeglogPushdownBatchReader` adds ``pushFilters``; pyspark refuses a reader that has
+it while ``spark.sql.python.filterPushdown.enabled`` is false, so the data source hands it out only when
+pushdown is on (see seglog.spark.source). Both give the same rows for the same query.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from .arrow_reader import read_split
+from .catalog import DataDir
+from .filters import Pushed, push
+from .options import ReadOptions
+from .planning import PartitionRange, plan_splits, resolve_ranges
+from .splits import OffsetRangeSplit
+
+__all__ = ["SeglogBatchReader", "SeglogPushdownBatchReader", "plan_batch"]
+
+
+def plan_batch(options: ReadOptions, pushed: Pushed | None = None) -> list[OffsetRangeSplit]:
+    """The splits of a batch query (driver side). Raises NotADataDirError, TopicNotFoundError,
+    SourceOptionError, DataLossError."""
+    data_dir = DataDir(options.path)
+    chosen = data_dir.select(options.selection, allow_empty=False)
+    if pushed is not None:
+        chosen = [tp for tp in chosen if pushed.keeps(*tp)]
+    ranges = resolve_ranges(data_dir, chosen, options.starting, options.ending, options.fail_on_data_loss,
+                            options.timestamp_strategy, start_default="earliest")
+    min_ts = None
+    if pushed is not None:
+        narrowed = []
+        for r in ranges:
+            start, end = pushed.narrow(r.start, r.end)
+            if pushed.min_timestamp is not None and start < end:
+                with data_dir.open(r.topic, r.partition) as part:
+                    first = part.offset_for_timestamp(pushed.min_timestamp)
+                start = min(max(start, first if first is not None else end), end)
+            narrowed.append(PartitionRange(r.topic, r.partition, start, end))
+        ranges = narrowed
+        min_ts = pushed.min_timestamp
+    return plan_splits(data_dir, ranges, options.split_bytes, options.min_partitions,
+                       include_headers=options.include_headers, fail_on_data_loss=options.fail_on_data_loss,
+                       min_timestamp=min_ts)
+
+
+class SeglogBatchReader(DataSourceReader):
+    """Reads the selected partitions' offset ranges; see seglog.spark.options for the options."""
+
+    def __init__(self, options: ReadOptions):
+        self.options = options
+        self.pushed: Pushed | None = None
+
+    def partitions(self) -> list[InputPartition]:
+        return list(plan_batch(self.options, self.pushed))
+
+    def read(self, partition: InputPartition) -> Iterator:
+        if not isinstance(partition, OffsetRangeSplit):      # pyspark's placeholder when nothing is to be read
+            return iter(())
+        return read_split(partition)
+
+
+class SeglogPushdownBatchReader(SeglogBatchReader):
+    """SeglogBatchReader that also takes Spark's pushed filters (see seglog.spark.filters)."""
+
+    def pushFilters(self, filters):
+        self.pushed = Pushed()
+        return push(filters, self.pushed)

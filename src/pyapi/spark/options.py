@@ -1,0 +1,311 @@
+"""Parsing and validating the data source's options (all strings, names case-insensitive, as Spark passes them).
+
+Reader options (batch and streaming) -> :class:`ReadOptions`::
+
+    path                              a seglog data dir (required; local or shared file system)
+    subscribe | subscribePattern | assign
+                                      exactly one: "t1,t2" | a regex matched against whole topic names
+                                      (internal "__" topics excluded) | JSON {"t1": [0, 2]}
+    startingOffsets / endingOffsets   "earliest" | "latest" | JSON {"t": {"0": 23, "1": -2}} (-2 earliest,
+                                      -1 latest); partitions missing from the JSON take the default
+    startingTimestamp / endingTimestamp            one timestamp (ms) for every partition
+    startingOffsetsByTimestamp / endingOffsetsByTimestamp   JSON {"t": {"0": 1700000000000}}
+    startingOffsetsByTimestampStrategy             "error" (default) | "latest": no record at/after the time
+    failOnDataLoss                    "true" (default) | "false"
+    includeHeaders                    "false" (default) | "true"
+    splitSize                         target bytes of segment data per Spark task, e.g. "256m" (default)
+    minPartitions                     at least about this many tasks (large segments are cut at index entries)
+    maxOffsetsPerTrigger              streaming: records per micro-batch over all partitions
+    pushFilters                       "true" | "false": override whether the reader offers filter pushdown
+
+Precedence of the starting (ending) position, as Spark's Kafka source: startingTimestamp, then
+startingOffsetsByTimestamp, then startingOffsets. Batch queries default to earliest..latest and refuse a
+"latest" start or an "earliest" end; streaming queries default to a "latest" start and refuse ending options.
+
+Writer options -> :class:`WriteOptions`: path (required), topic (else a ``topic`` column), compression
+(none, gzip, snappy, lz4, zstd), lockTimeoutMs (how long a task waits for a partition's directory lock).
+
+Every problem raises :class:`~seglog.spark.errors.SourceOptionError` naming the option.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .errors import SourceOptionError
+
+__all__ = ["EARLIEST", "LATEST", "OffsetSpec", "TopicSelection", "ReadOptions", "WriteOptions",
+           "parse_read_options", "parse_write_options", "parse_selection", "parse_size", "parse_bool",
+           "lower_keys", "required_path"]
+
+EARLIEST = -2
+LATEST = -1
+DEFAULT_SPLIT_BYTES = 256 << 20
+DEFAULT_LOCK_TIMEOUT_MS = 60_000
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_BROKER_OPTIONS = ("bootstrap.servers", "kafka.bootstrap.servers")
+
+
+@dataclass(frozen=True)
+class TopicSelection:
+    """Which partitions a query reads: ``kind`` is "subscribe" (``topics``), "subscribePattern" (``pattern``)
+    or "assign" (``assigned``: topic -> partitions)."""
+    kind: str
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assigned: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """One end of the range to read. ``kind``: "earliest", "latest", "offsets" (``offsets``: (topic, partition)
+    -> offset, -2/-1 meaning earliest/latest), "timestamp" (``timestamp`` ms for all partitions) or
+    "timestamps" (``timestamps``: (topic, partition) -> ms)."""
+    kind: str
+    offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    timestamp: int | None = None
+    timestamps: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+    def named_partitions(self) -> set[tuple[str, int]]:
+        """The partitions this spec names explicitly (JSON forms); empty for the global forms."""
+        return set(self.offsets) | set(self.timestamps)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str
+    selection: TopicSelection
+    starting: OffsetSpec
+    ending: OffsetSpec
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    split_bytes: int = DEFAULT_SPLIT_BYTES
+    min_partitions: int | None = None
+    max_offsets_per_trigger: int | None = None
+    timestamp_strategy: str = "error"
+    push_filters: bool | None = None
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    path: str
+    topic: str | None = None
+    compression: str | None = None
+    lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS
+
+
+def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): v for k, v in dict(options).items()}
+
+
+def parse_bool(value: str, name: str) -> bool:
+    """"true"/"false" in any case; SourceOptionError otherwise."""
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise SourceOptionError(f"option {name} must be true or false, got {value!r}")
+
+
+def parse_size(value: str, name: str) -> int:
+    """Bytes from "268435456", "256m", "256MB", "1g", "64KiB" (binary multiples). Must be positive."""
+    m = _SIZE.match(str(value))
+    if not m:
+        raise SourceOptionError(f"option {name} must be a size such as 268435456, 256m or 1g, got {value!r}")
+    n = int(m.group(1)) << (10 * " kmgt".index(m.group(2).lower() or " "))
+    if n <= 0:
+        raise SourceOptionError(f"option {name} must be positive, got {value!r}")
+    return n
+
+
+def _positive_int(value: str, name: str) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise SourceOptionError(f"option {name} must be a positive integer, got {value!r}") from None
+    if n <= 0:
+        raise SourceOptionError(f"option {name} must be a positive integer, got {value!r}")
+    return n
+
+
+def _long(value: str, name: str) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise SourceOptionError(f"option {name} must be a timestamp in milliseconds (a long), got {value!r}") \
+            from None
+
+
+def _json_object(text: str, name: str, example: str) -> dict:
+    try:
+        obj = json.loads(text)
+    except (TypeError, ValueError) as e:
+        raise SourceOptionError(f"option {name} is not valid JSON ({e}); expected e.g. {example}") from None
+    if not isinstance(obj, dict):
+        raise SourceOptionError(f"option {name} must be a JSON object such as {example}, got {text!r}")
+    return obj
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _per_partition(text: str, name: str, example: str) -> dict[tuple[str, int], int]:
+    """{"topic": {"partition": long}} -> {(topic, partition): long}, with shape errors naming the option."""
+    out: dict[tuple[str, int], int] = {}
+    for topic, parts in _json_object(text, name, example).items():
+        if not isinstance(parts, dict):
+            raise SourceOptionError(f"option {name}: topic {topic!r} must map partitions to numbers, "
+                                    f"e.g. {example}; got {parts!r}")
+        for p, value in parts.items():
+            try:
+                partition = int(p)
+            except ValueError:
+                raise SourceOptionError(f"option {name}: partition {p!r} of topic {topic!r} is not a number") \
+                    from None
+            if partition < 0:
+                raise SourceOptionError(f"option {name}: partition {p!r} of topic {topic!r} is negative")
+            if not _is_int(value):
+                raise SourceOptionError(f"option {name}: value for {topic}-{p} must be an integer, got {value!r}")
+            out[(topic, partition)] = value
+    return out
+
+
+def parse_offsets(text: str, name: str) -> OffsetSpec:
+    """"earliest", "latest" or the JSON per-partition form (offsets >= 0, or -2 earliest / -1 latest)."""
+    word = str(text).strip().lower()
+    if word == "earliest":
+        return OffsetSpec("earliest")
+    if word == "latest":
+        return OffsetSpec("latest")
+    offsets = _per_partition(text, name, '{"topic": {"0": 23, "1": -2}}')
+    for (topic, p), off in offsets.items():
+        if off < EARLIEST:
+            raise SourceOptionError(f"option {name}: offset {off} for {topic}-{p} is not valid: use an offset "
+                                    f">= 0, -2 (earliest) or -1 (latest)")
+    return OffsetSpec("offsets", offsets=offsets)
+
+
+def parse_selection(opts: Mapping[str, str]) -> TopicSelection:
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k) not in (None, "")]
+    if len(given) != 1:
+        raise SourceOptionError("exactly one of the options subscribe, subscribePattern or assign must be set "
+                                f"(got {len(given)}: {', '.join(given) or 'none'})")
+    kind = given[0]
+    value = opts[kind]
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise SourceOptionError(f"option subscribe names no topic: {value!r}")
+        return TopicSelection("subscribe", topics=topics)
+    if kind == "subscribepattern":
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise SourceOptionError(f"option subscribePattern is not a valid regular expression: {e}") from None
+        return TopicSelection("subscribePattern", pattern=value)
+    obj = _json_object(value, "assign", '{"topic": [0, 2]}')
+    assigned = {}
+    for topic, parts in obj.items():
+        if not isinstance(parts, list) or not all(_is_int(p) and p >= 0 for p in parts):
+            raise SourceOptionError(f"option assign: topic {topic!r} must map to a list of partition numbers, "
+                                    f'e.g. {{"{topic}": [0, 2]}}; got {parts!r}')
+        assigned[topic] = tuple(sorted(set(parts)))
+    if not any(assigned.values()):
+        raise SourceOptionError(f"option assign names no partition: {value!r}")
+    return TopicSelection("assign", assigned=assigned)
+
+
+def _position(opts: Mapping[str, str], which: str, default: OffsetSpec) -> OffsetSpec:
+    """The starting or ending spec by Spark's precedence: xTimestamp, xOffsetsByTimestamp, xOffsets."""
+    ts = opts.get(f"{which}timestamp")
+    if ts not in (None, ""):
+        return OffsetSpec("timestamp", timestamp=_long(ts, f"{which}Timestamp"))
+    by_ts = opts.get(f"{which}offsetsbytimestamp")
+    if by_ts not in (None, ""):
+        name = f"{which}OffsetsByTimestamp"
+        return OffsetSpec("timestamps", timestamps=_per_partition(by_ts, name, '{"topic": {"0": 1700000000000}}'))
+    off = opts.get(f"{which}offsets")
+    if off not in (None, ""):
+        return parse_offsets(off, f"{which}Offsets")
+    return default
+
+
+def _reject_broker_mode(opts: Mapping[str, str]) -> None:
+    for name in _BROKER_OPTIONS:
+        if name in opts:
+            raise SourceOptionError(f"option {name}: reading through the Kafka protocol (broker mode) is not "
+                                    "available yet; pass the data directory with option path")
+
+
+def required_path(opts: Mapping[str, str]) -> str:
+    path = opts.get("path")
+    if path in (None, ""):
+        raise SourceOptionError("option path is required: the seglog data directory, e.g. .option(\"path\", "
+                                "\"data\") or .load(\"data\")")
+    return str(path)
+
+
+def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
+    """Validate reader options for a batch (streaming=False) or streaming query; SourceOptionError if bad."""
+    opts = lower_keys(options)
+    _reject_broker_mode(opts)
+    path = required_path(opts)
+    selection = parse_selection(opts)
+    if streaming:
+        starting = _position(opts, "starting", OffsetSpec("latest"))
+        for name in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+            if opts.get(name) not in (None, ""):
+                raise SourceOptionError(f"option {name} is not allowed in a streaming query (a stream has no "
+                                        "end); use Trigger.AvailableNow to stop at the data present at start")
+        ending = OffsetSpec("latest")
+    else:
+        starting = _position(opts, "starting", OffsetSpec("earliest"))
+        ending = _position(opts, "ending", OffsetSpec("latest"))
+        if starting.kind == "latest" or any(v == LATEST for v in starting.offsets.values()):
+            raise SourceOptionError("option startingOffsets: 'latest' (-1) is not allowed for batch queries "
+                                    "(it would read nothing)")
+        if ending.kind == "earliest" or any(v == EARLIEST for v in ending.offsets.values()):
+            raise SourceOptionError("option endingOffsets: 'earliest' (-2) is not allowed for batch queries "
+                                    "(it would read nothing)")
+    strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
+    if strategy not in ("error", "latest"):
+        raise SourceOptionError("option startingOffsetsByTimestampStrategy must be 'error' or 'latest', got "
+                                f"{opts['startingoffsetsbytimestampstrategy']!r}")
+    max_per_trigger = opts.get("maxoffsetspertrigger")
+    min_parts = opts.get("minpartitions")
+    push = opts.get("pushfilters")
+    return ReadOptions(
+        path=path, selection=selection, starting=starting, ending=ending,
+        fail_on_data_loss=parse_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
+        include_headers=parse_bool(opts.get("includeheaders", "false"), "includeHeaders"),
+        split_bytes=parse_size(opts.get("splitsize", str(DEFAULT_SPLIT_BYTES)), "splitSize"),
+        min_partitions=_positive_int(min_parts, "minPartitions") if min_parts not in (None, "") else None,
+        max_offsets_per_trigger=(_positive_int(max_per_trigger, "maxOffsetsPerTrigger")
+                                 if max_per_trigger not in (None, "") else None),
+        timestamp_strategy=strategy,
+        push_filters=parse_bool(push, "pushFilters") if push not in (None, "") else None,
+    )
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Validate writer options; SourceOptionError if bad. The codec name is checked by the engine's list."""
+    from .. import _engine
+
+    opts = lower_keys(options)
+    _reject_broker_mode(opts)
+    path = required_path(opts)
+    topic = opts.get("topic") or None
+    compression = opts.get("compression") or None
+    if compression is not None:
+        try:
+            compression = _engine.codec_name(compression.strip().lower())
+        except Exception:
+            raise SourceOptionError(f"option compression must be one of none, gzip, snappy, lz4, zstd; got "
+                                    f"{compression!r}") from None
+    timeout = opts.get("locktimeoutms")
+    return WriteOptions(path=path, topic=topic, compression=None if compression == "none" else compression,
+                        lock_timeout_ms=_positive_int(timeout, "lockTimeoutMs") if timeout else
+                        DEFAULT_LOCK_TIMEOUT_MS)

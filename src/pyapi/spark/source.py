@@ -1,0 +1,77 @@
+"""The ``seglog`` Python data source: schema, batch reader, stream reader and writer.
+
+Options are documented in seglog.spark.options. ``schema()`` (called by ``load()``) already checks the
+options every query shares (path is a data dir, named topics exist), so mistakes fail at ``load()``;
+``reader()`` / ``streamReader()`` check the rest (offset specs, batch- or stream-only options), and a
+batch query's offsets are checked against the logs when Spark plans it (``partitions()``).
+
+Two classes register under the same name: :class:`SeglogDataSource` gives a reader without filter
+pushdown, :class:`SeglogPushdownDataSource` one with ``pushFilters``. pyspark raises an error for a reader
+that implements pushFilters while ``spark.sql.python.filterPushdown.enabled`` is false, and a data source
+cannot see Spark's configuration, so seglog.spark.register() picks the class from the session's setting at
+registration time; the ``pushFilters`` option overrides it per query.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from .batch_reader import SeglogBatchReader, SeglogPushdownBatchReader
+from .catalog import DataDir
+from .errors import SourceOptionError
+from .arrow_reader import spark_schema
+from .options import (lower_keys, parse_bool, parse_read_options, parse_selection, parse_write_options,
+                      required_path)
+from .stream_reader import SeglogStreamReader
+from .writer import SeglogWriter, check_write_schema, topic_partitions
+
+__all__ = ["SeglogDataSource", "SeglogPushdownDataSource"]
+
+
+class SeglogDataSource(DataSource):
+    """``spark.read/readStream.format("seglog")`` and ``df.write.format("seglog")``."""
+
+    filter_pushdown = False
+
+    @classmethod
+    def name(cls) -> str:
+        return "seglog"
+
+    def schema(self) -> StructType:
+        opts = lower_keys(self.options)
+        include_headers = parse_bool(opts.get("includeheaders", "false"), "includeHeaders")
+        data_dir = DataDir(required_path(opts))
+        selection = parse_selection(opts)
+        if selection.kind != "subscribePattern":
+            data_dir.select(selection, allow_empty=True)
+        return spark_schema(include_headers)
+
+    def _pushdown(self, push: bool | None) -> bool:
+        return self.filter_pushdown if push is None else push
+
+    def reader(self, schema: StructType) -> SeglogBatchReader:
+        options = parse_read_options(self.options, streaming=False)
+        if self._pushdown(options.push_filters):
+            return SeglogPushdownBatchReader(options)
+        return SeglogBatchReader(options)
+
+    def streamReader(self, schema: StructType) -> SeglogStreamReader:
+        return SeglogStreamReader(parse_read_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> SeglogWriter:
+        if overwrite:
+            raise SourceOptionError("seglog topics are append-only: save with mode('append') (overwriting a "
+                                    "topic is not supported)")
+        options = parse_write_options(self.options)
+        check_write_schema(schema, options)
+        data_dir = DataDir(options.path)
+        if options.topic is not None:
+            topic_partitions(data_dir, options.topic)
+        return SeglogWriter(options, schema)
+
+
+class SeglogPushdownDataSource(SeglogDataSource):
+    """SeglogDataSource whose batch reader takes pushed filters (see the module docstring)."""
+
+    filter_pushdown = True

@@ -1,0 +1,35 @@
+"""The unit of work of one Spark task: a (topic, partition, offset range) and how to read it.
+
+A split is plain picklable data sent from the driver to an executor. It names offsets, not files: the
+executor reopens the partition read-only and finds the segments itself, so a split stays valid while the
+writer appends, rolls or applies retention (offsets that vanished meanwhile follow ``fail_on_data_loss``).
+``location`` is the partition directory; a broker-backed split would carry the leader's address there
+instead and be read through Kafka Fetch requests, which return the same v2 batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+__all__ = ["OffsetRangeSplit"]
+
+
+@dataclass(frozen=True)
+class OffsetRangeSplit(InputPartition):
+    """Records of ``topic``-``partition`` with ``start <= offset < end``.
+
+    ``estimated_bytes``: segment bytes planning attributed to it (from index positions; informational).
+    ``min_timestamp``: a pushed-down lower bound (ms) that lets the reader skip whole batches whose
+    maxTimestamp is below it; Spark still applies the timestamp filter itself, so this only prunes.
+    """
+    topic: str
+    partition: int
+    start: int
+    end: int
+    location: str
+    estimated_bytes: int = 0
+    include_headers: bool = False
+    fail_on_data_loss: bool = True
+    min_timestamp: int | None = None
