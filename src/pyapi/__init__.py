@@ -15,7 +15,7 @@ from .offsets_format import TopicPartition
 from .producer import Producer, RecordFuture, RecordMetadata
 
 __all__ = ["serve", "errors", "BrokerConfig", "Consumer", "Log", "LogConfig", "Node", "Producer", "Record", "RecordFuture",
-           "RecordMetadata", "RecoveryReport", "SeglogError", "TimestampOffset", "TopicPartition", "open"]
+           "RecordMetadata", "RecoveryReport", "SeglogError", "TimestampOffset", "TopicPartition", "connect", "open"]
 __version__ = "0.1.0"
 
 
@@ -29,3 +29,10 @@ def serve(data_dir: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] 
 def open(path: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | None = None) -> Node:  # noqa: A001
     """Open (or create) a seglog data directory of topics. `config`: a BrokerConfig or server.properties names."""
     return Node(path, config)
+
+
+def connect(bootstrap_servers: str, *, client_id: str = "seglog", **kwargs):
+    """The same surface as :func:`open`'s Node, over a Kafka-protocol broker (seglog's or Kafka's):
+    ``seglog.Producer(seglog.connect("host:9092"))``. Keyword arguments: see seglog.remote.RemoteNode."""
+    from .remote import RemoteNode
+    return RemoteNode(bootstrap_servers, client_id=client_id, **kwargs)

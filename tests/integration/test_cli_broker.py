@@ -191,7 +191,8 @@ def test_error_paths_over_the_wire(broker, free_port):
 
 def test_remote_node_produce_fetch_and_errors(broker):
     with connect(broker.bootstrap_servers, client_id="facade") as admin, \
-            RemoteNode(broker.bootstrap_servers, client_id="facade") as node:
+            seglog.connect(broker.bootstrap_servers, client_id="facade") as node:
+        assert isinstance(node, RemoteNode)
         admin.create_topic("facade", 2, None, {"max.message.bytes": "2000"})
         for acks in ("all", 1, 0):
             with seglog.Producer(node, acks=acks, linger_ms=0) as p:

@@ -18,6 +18,7 @@ import threading
 from typing import Any, Mapping
 
 from ..config import BrokerConfig
+from ..errors import InvalidConfigError
 from ..node import Node
 from .server import Broker
 
@@ -116,7 +117,10 @@ def serve(data_dir, config: BrokerConfig | Mapping[str, Any] | None = None, *, h
 
 def zookeeper_store(config: BrokerConfig):
     """The ZooKeeper metadata store named by zookeeper.connect (host:port[/chroot])."""
-    from ..cluster.zk import ZooKeeperMetadataStore
+    try:
+        from ..cluster.zk import ZooKeeperMetadataStore
+    except ImportError as e:
+        raise InvalidConfigError(f"zookeeper.connect needs kazoo ({e}): pip install 'seglog[cluster]'") from e
     return ZooKeeperMetadataStore(config.zookeeper_connect, session_timeout=config.zookeeper_session_timeout_ms / 1000)
 
 

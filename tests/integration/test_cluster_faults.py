@@ -1,0 +1,564 @@
+"""Fault injection on a real replicated cluster: ZooKeeper + three ``python -m seglog broker`` subprocesses,
+real Kafka clients (kafka-python, confluent-kafka/librdkafka), real signals (kill -9, SIGSTOP/SIGCONT) and
+TCP proxies for network partitions (tests/cluster_harness.py).
+
+Every scenario ends with the same checks where they apply: each acknowledged record is consumed exactly once,
+at the offset its acknowledgement gave, in order per partition and producer; and every replica's ``.log``
+segments hold the same batches byte for byte (offsets, leader epochs, CRCs, records) - including the bytes a
+diverged replica had beyond the common prefix, which must have been cut and refetched.
+
+Timeouts are short (FAST_OVERRIDES: ZooKeeper session 6 s, replica.lag.time.max.ms 3 s, preferred-leader
+check every 2 s) so the module runs in a few minutes. Broker logs (stdout + stderr of every start) are
+``<tmp_path>/cluster*/broker-N.log``; failure messages carry the cluster state and their tails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from cluster_harness import (OFFSETS_TOPIC, BackgroundProducer, Cluster, ConfluentBackgroundProducer, close_producers,
+                             consume_all, raw_produce, replica_log, wait_until)
+
+pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(400)]
+
+SESSION_S = 6.0          # zookeeper.session.timeout.ms in FAST_OVERRIDES
+
+
+@pytest.fixture
+def make_cluster(zookeeper_server, tmp_path, request):
+    """A function starting a 3-broker cluster on the session's ZooKeeper (a chroot of its own); every broker
+    and proxy it started is killed when the test ends."""
+    made = []
+    name = re.sub(r"[^a-zA-Z0-9]", "-", request.node.name)[:80]
+
+    def make(n: int = 3, overrides: dict | None = None, proxied: bool = False) -> Cluster:
+        c = Cluster(zookeeper_server.connect_string, tmp_path / f"cluster{len(made)}", n, overrides,
+                    proxied=proxied, chroot=f"/{name}-{len(made)}-{int(time.time() * 1000) % 10**8}")
+        made.append(c)
+        c.start()
+        return c
+
+    yield make
+    close_producers()
+    for c in made:
+        c.close()
+
+
+# -- checks ----------------------------------------------------------------------------------------------------
+
+def check_exactly_once(consumed: dict[int, list], producers, *, allow_unacked: bool = True) -> int:
+    """Every acknowledged record of every producer is in `consumed` exactly once, at the acknowledged offset;
+    records of one producer are in send order within each partition; nothing appears twice. Returns how many
+    acknowledged records were checked."""
+    by_tag = {bp.tag: bp for bp in producers}
+    checked = 0
+    for p, recs in consumed.items():
+        offsets = [o for o, _, _ in recs]
+        assert offsets == sorted(set(offsets)), f"partition {p}: offsets not strictly increasing"
+        values = [v for _, _, v in recs]
+        dups = {v for v in values if values.count(v) > 1} if len(set(values)) != len(values) else set()
+        assert not dups, f"partition {p}: {len(dups)} records consumed more than once, e.g. {sorted(dups)[:5]}"
+        at = {v: o for o, _, v in recs}
+        last_seq: dict[bytes, int] = {}
+        for o, _, v in recs:
+            tag, vp, seq = BackgroundProducer.parse(v)
+            assert vp == p, f"record {v!r} of partition {vp} found in partition {p} at offset {o}"
+            assert seq > last_seq.get(tag, -1), (f"partition {p}: producer {tag!r} seq {seq} at offset {o} after "
+                                                 f"seq {last_seq[tag]}: out of order")
+            last_seq[tag] = seq
+        for tag, bp in by_tag.items():
+            for seq, offset, _ in bp.acked.get(p, []):
+                v = bp.value(p, seq)
+                assert v in at, (f"acknowledged record {v!r} (offset {offset}) is missing from partition {p} "
+                                 f"({len(recs)} records consumed)")
+                assert at[v] == offset, f"{v!r} was acknowledged at offset {offset} but is at offset {at[v]}"
+                checked += 1
+            if not allow_unacked:
+                acked = {seq for seq, _, _ in bp.acked.get(p, [])}
+                extra = [v for v in values if BackgroundProducer.parse(v)[0] == tag
+                         and BackgroundProducer.parse(v)[2] not in acked]
+                assert not extra, f"partition {p}: unacknowledged records were written: {extra[:5]}"
+    return checked
+
+
+def converge_and_consume(c: Cluster, topic: str, partitions, producers, timeout: float = 60.0) -> dict:
+    """Wait until all replicas are byte-identical and hold every acknowledged record, then consume everything
+    with a real client and check it (check_exactly_once)."""
+    for p in partitions:
+        need = max((o + 1 for bp in producers for _, o, _ in bp.acked.get(p, [])), default=0)
+        c.wait_converged(topic, p, min_end=need, timeout=timeout)
+    consumed = consume_all(c.bootstrap, topic, partitions)
+    for p in partitions:         # what a consumer reads is what every replica stores
+        stored = [(o, v) for o, _, v in c.replica_logs(topic, p)[c.leader(topic, p)].records()]
+        assert [(o, v) for o, _, v in consumed[p]] == stored, f"{topic}-{p}: consumed records differ from the log"
+    checked = check_exactly_once(consumed, producers)
+    assert checked == sum(bp.acked_count() for bp in producers)
+    return consumed
+
+
+def wait_failover(c: Cluster, topic: str, p: int, victim: int, epoch: int, timeout: float = SESSION_S + 24) -> dict:
+    """The partition state once leadership left `victim` for good: another live leader, a higher leader epoch,
+    and `victim` out of the ISR (a preferred-leader move can come first while the controller still counts a
+    killed broker as live: its session has not expired yet)."""
+    def done():
+        st = c.state(topic, p)
+        if st and st["leader"] not in (victim, -1) and victim not in st["isr"] and st["leader_epoch"] > epoch \
+                and st["leader"] in c.live_ids():
+            return st
+    return wait_until(done, timeout, f"{topic}-{p} to fail over from broker {victim} (epoch > {epoch})",
+                      details=c.describe)
+
+
+def log_lines(text: str, pattern: str) -> list[str]:
+    return [line for line in text.splitlines() if re.search(pattern, line)]
+
+
+# -- 1. kill -9 the leader five times while producing ---------------------------------------------------------
+
+def test_leader_killed_five_times_acks_all_idempotent_no_loss_no_duplicates(make_cluster):
+    """acks=all, RF=3, min.insync.replicas=2, idempotent producers (kafka-python's default and confluent-kafka
+    with enable.idempotence): kill -9 the CURRENT leader of partition 0 five times while producing, restarting
+    it each time. Nothing acknowledged is lost or duplicated, order holds, replicas end byte-identical."""
+    c = make_cluster()
+    topic = "kills"
+    c.create_topic(topic, partitions=2, rf=3, configs={"min.insync.replicas": 2})
+    kp = BackgroundProducer(c.bootstrap, topic, [0, 1], tag=b"k", max_pending=400).start()
+    cp = ConfluentBackgroundProducer(c.bootstrap, topic, [0, 1], tag=b"c", max_pending=400).start()
+    producers = [kp, cp]
+
+    def progress(n: int, timeout: float = 60.0) -> None:
+        for bp in producers:
+            bp.wait_acked(n, timeout, details=c.describe)
+
+    try:
+        progress(300)
+        failovers = []
+        for round_ in range(5):
+            st = c.state(topic, 0)
+            victim = st["leader"]
+            before = kp.acked_count() + cp.acked_count()
+            t0 = time.monotonic()
+            c.brokers[victim].kill()
+            new = wait_failover(c, topic, 0, victim, st["leader_epoch"])
+            progress(200)                                     # production goes on at the new leader
+            failovers.append((victim, new["leader"], new["leader_epoch"], round(time.monotonic() - t0, 1)))
+            c.brokers[victim].start()
+            c.wait_full_isr(topic, [0, 1], timeout=60)        # back in sync before the next kill
+            progress(100)
+            assert kp.acked_count() + cp.acked_count() > before
+    finally:
+        kp.stop()
+        cp.stop()
+    assert not kp.failed and not cp.failed, f"sends failed: {(kp.failed + cp.failed)[:5]}"
+    assert len(failovers) == 5
+    assert len({f[2] for f in failovers}) == 5, f"every failover needs a new leader epoch: {failovers}"
+    converge_and_consume(c, topic, [0, 1], producers)
+    print(f"failovers (victim, new leader, epoch, s to elect + 200 acks): {failovers}; "
+          f"acknowledged {kp.acked_count()} (kafka-python) + {cp.acked_count()} (confluent)")
+    # the epoch history every replica agrees on has one epoch per failover (plus preferred-leader moves)
+    epochs = {b.leader_epoch for b in c.replica_logs(topic, 0)[0].batches}
+    assert len(epochs) >= 5
+
+
+# -- 2. network partition: the isolated leader is fenced and its tail cut --------------------------------------
+
+def test_isolated_leader_cannot_commit_and_its_tail_is_cut_after_healing(make_cluster):
+    """A TCP proxy in front of each broker (clients and followers reach it only through that) and of ZooKeeper
+    for each broker. Cutting the leader off: acks=all produces sent to it (by a client on its side of the cut)
+    are never acknowledged; once its ZooKeeper session expired the controller elects another leader; after
+    healing, the old leader's uncommitted tail is cut by leader epoch and it re-syncs byte for byte."""
+    c = make_cluster(proxied=True)
+    topic = "partitioned"
+    c.create_topic(topic, partitions=1, rf=3, configs={"min.insync.replicas": 2})
+    before = BackgroundProducer(c.bootstrap, topic, [0], tag=b"a")
+    before.send_sync(200)
+    assert before.acked_count() == 200
+    c.wait_converged(topic, 0, min_end=200)
+    st = c.state(topic, 0)
+    old = st["leader"]
+    others = [i for i in c.brokers if i != old]
+    old_host, old_port = "127.0.0.1", c.brokers[old].port
+
+    c.isolate(old)
+    t_cut = time.monotonic()
+    # a client on the isolated side keeps writing to the old leader: appended there, never acknowledged
+    isolated_results = []
+    isolated_values = []
+
+    def isolated_side():
+        for i in range(20):
+            vals = [b"isolated-%d-%d" % (i, j) for j in range(10)]
+            isolated_values.extend(vals)
+            try:
+                isolated_results.append(raw_produce(old_host, old_port, topic, 0, vals, acks=-1, timeout_ms=1500))
+            except Exception as e:      # noqa: BLE001 - a dropped connection is a failure too, not an ack
+                isolated_results.append((repr(e), -1))
+            if time.monotonic() - t_cut > SESSION_S + 4:
+                break
+
+    side = threading.Thread(target=isolated_side, daemon=True)
+    side.start()
+    new = wait_failover(c, topic, 0, old, st["leader_epoch"])
+    t_moved = time.monotonic() - t_cut
+    assert set(new["isr"]) <= set(others) and len(new["isr"]) >= 2, new
+    side.join(60)
+    assert not side.is_alive()
+    acked_isolated = [r for r in isolated_results if r[0] == 0]
+    assert not acked_isolated, f"the isolated leader acknowledged acks=all writes: {acked_isolated}"
+    tail = replica_log(c.brokers[old].partition_dir(topic, 0))
+    assert tail.end_offset > 200, f"the isolated leader appended nothing: {tail.summary()} {isolated_results}"
+
+    # the majority side goes on with an idempotent librdkafka producer
+    after = ConfluentBackgroundProducer(c.bootstrap_of(others), topic, [0], tag=b"b")
+    after.send_sync(200)
+    assert after.acked_count() == 200 and not after.failed
+
+    c.heal(old)
+    c.wait_isr(topic, 0, c.assignment(topic)[0], timeout=60)
+    final = c.wait_converged(topic, 0, min_end=400, timeout=60)
+    text = c.brokers[old].log_text()
+    assert log_lines(text, r"truncating diverged tail"), "the old leader never cut its tail:\n" + c.describe()
+    values = {v for _, _, v in final.records()}
+    assert not values & set(isolated_values), "records only the isolated leader had survived the healing"
+    converge_and_consume(c, topic, [0], [before, after])
+    print(f"isolated leader {old}: {len(isolated_results)} acks=all produces, none acknowledged "
+          f"({sorted({r[0] for r in isolated_results}, key=str)}); its tail {tail.end_offset - 200} records; "
+          f"leadership moved after {t_moved:.1f} s (session {SESSION_S:.0f} s)")
+
+
+# -- 3. SIGSTOP the controller past its session ---------------------------------------------------------------
+
+def test_paused_controller_is_fenced_and_production_continues(make_cluster):
+    """SIGSTOP the controller longer than its ZooKeeper session: another broker becomes controller with a
+    higher epoch, partitions it led get new leaders, production continues; once resumed, the old controller
+    writes nothing (its writes are fenced), steps down, rejoins as an ordinary broker; no partition is left
+    without a leader."""
+    c = make_cluster()
+    topic = "ctl"
+    c.create_topic(topic, partitions=3, rf=3, configs={"min.insync.replicas": 2})
+    old, old_epoch = c.controller()
+    bp = BackgroundProducer(c.bootstrap, topic, [0, 1, 2], tag=b"k", max_pending=300).start()
+    try:
+        bp.wait_acked(300, 60, details=c.describe)
+        led_by_old = {p: c.state(topic, p)["leader_epoch"] for p in range(3) if c.leader(topic, p) == old}
+        broker = c.brokers[old]
+        mark = len(broker.log_text())
+        broker.pause()
+        t0 = time.monotonic()
+
+        def another_controller():
+            cid, epoch = c.controller()
+            return (cid, epoch) if cid not in (None, old) else None
+
+        new_id, new_epoch = wait_until(another_controller, SESSION_S + 20, "a new controller", details=c.describe)
+        assert new_epoch > old_epoch
+        for p, epoch in led_by_old.items():
+            wait_failover(c, topic, p, old, epoch)
+        bp.wait_acked(300, 60, details=c.describe)           # production continues without the old controller
+        paused_for = time.monotonic() - t0
+        assert paused_for > SESSION_S
+        broker.resume()
+        # the resumed broker learns its session expired, stops being controller, registers again
+        wait_until(lambda: log_lines(broker.log_text()[mark:], r"fenced: metadata session lost|no longer the "
+                                                                    r"controller"),
+                   30, "the resumed controller to notice it was fenced", details=c.describe)
+        wait_until(lambda: old in c.live_ids(), 30, "the old controller to register again", details=c.describe)
+        c.wait_full_isr(topic, range(3), timeout=60)
+        bp.wait_acked(300, 60, details=c.describe)
+    finally:
+        bp.stop()
+    assert not bp.failed, bp.failed[:5]
+    assert c.controller() == (new_id, new_epoch), "the resumed broker took the controller back"
+    resumed_log = broker.log_text()[mark:]
+    writes = log_lines(resumed_log, r"seglog\.controller: controller: ")
+    assert not writes, f"the fenced controller wrote partition states after resuming: {writes}"
+    assert not log_lines(resumed_log, rf"broker {old} is the controller"), "the old broker became controller again"
+    for t in c.topics():
+        for p in c.assignment(t):
+            st = c.state(t, p)
+            assert st["leader"] in c.live_ids(), f"{t}-{p} has no live leader: {st}"
+    converge_and_consume(c, topic, [0, 1, 2], [bp])
+    print(f"controller {old} (epoch {old_epoch}) paused {paused_for:.1f} s; new controller {new_id} "
+          f"(epoch {new_epoch}); partitions it led: {sorted(led_by_old)}")
+
+
+# -- 4. acks=1: the loss window, shown and bounded --------------------------------------------------------------
+
+def test_acks_1_loss_window_is_bounded_by_the_unreplicated_tail(make_cluster):
+    """acks=1 acknowledges what only the leader wrote. Kafka documents the resulting window: records the leader
+    appended after the followers' last fetch are lost when it dies. (a) Free-running replication, kill -9 right
+    after acks=1 writes: every lost record lies in the dead leader's unreplicated tail (offsets from the new
+    epoch's start), was acknowledged within about one fetch interval of the kill, and nothing older is lost.
+    (b) Followers paused (so their last fetch is known): exactly the records acknowledged since are lost."""
+    c = make_cluster(overrides={"replica.lag.time.max.ms": 8000, "min.insync.replicas": 1,
+                                "leader.imbalance.check.interval.seconds": 3600})
+    topic = "acks1"
+    c.create_topic(topic, partitions=1, rf=3, configs={"min.insync.replicas": 1})
+    fetch_wait_s = c.overrides["replica.fetch.wait.max.ms"] / 1000
+    report = []
+
+    # (a) free-running: librdkafka at full speed; kill -9 the leader from the delivery report of the 20000th
+    # acknowledged record, i.e. right after acks=1 writes, while more are being appended
+    first = BackgroundProducer(c.bootstrap, topic, [0], tag=b"f", acks=1, enable_idempotence=False)
+    first.send_sync(10)
+    c.wait_converged(topic, 0, min_end=10)         # the followers are fetching
+    st = c.state(topic, 0)
+    victim = st["leader"]
+    killed = threading.Event()
+    t_kill = [0.0]
+
+    def kill_leader(n: int) -> None:
+        if n >= 20000 and not killed.is_set():
+            killed.set()
+            os.kill(c.brokers[victim].pid, signal.SIGKILL)
+            t_kill[0] = time.monotonic()
+
+    bp = ConfluentBackgroundProducer(c.bootstrap, topic, [0], tag=b"a", max_pending=5000,
+                                     **{"acks": 1, "enable.idempotence": False, "linger.ms": 1})
+    bp.on_ack = kill_leader
+    try:
+        bp.start()
+        wait_until(killed.is_set, 60, "20000 acknowledged records", details=c.describe)
+        c.brokers[victim].kill()                   # reap it
+        dead = replica_log(c.brokers[victim].partition_dir(topic, 0))   # everything it appended (page cache)
+        new = wait_failover(c, topic, 0, victim, st["leader_epoch"])
+        bp.wait_acked(500, 60, details=c.describe)
+    finally:
+        bp.stop()
+    t_kill = t_kill[0]
+    survivors = [i for i in c.brokers if i != victim]
+    final = c.wait_converged(topic, 0, ids=survivors, min_end=1)
+    epoch_start = min(b.base_offset for b in final.batches if b.leader_epoch == new["leader_epoch"])
+    stored = {v for _, _, v in final.records()}
+    acked = [(seq, off, t) for seq, off, t in bp.acked[0]]
+    lost = [(seq, off, t) for seq, off, t in acked if bp.value(0, seq) not in stored]
+    tail = dead.end_offset - epoch_start
+    assert tail >= 0
+    assert all(off >= epoch_start for _, off, _ in lost), "a record a follower had replicated was lost"
+    assert len(lost) <= tail, f"lost {len(lost)} acknowledged records, more than the unreplicated tail {tail}"
+    oldest_lost_age = max((t_kill - t for _, _, t in lost), default=0.0)
+    assert oldest_lost_age <= fetch_wait_s + 2.0, f"a record acknowledged {oldest_lost_age:.2f} s before the kill " \
+                                                  "was lost: more than one fetch interval"
+    rate = len([a for a in acked if t_kill - 1.0 <= a[2] <= t_kill]) or 1
+    report.append(f"(a) free-running: {len(acked)} acked, {len(lost)} lost (unreplicated tail {tail} records "
+                  f"at offsets {epoch_start}..{dead.end_offset}); oldest lost acked {oldest_lost_age * 1000:.0f} ms "
+                  f"before the kill; ~{rate} acks/s at the time")
+    c.brokers[victim].start()
+    c.wait_full_isr(topic, [0], timeout=60)
+    c.wait_converged(topic, 0, min_end=final.end_offset)
+
+    # (b) followers paused: their last fetch is before every record produced now
+    st = c.state(topic, 0)
+    leader = st["leader"]
+    followers = [i for i in c.brokers if i != leader]
+    warm = BackgroundProducer(c.bootstrap, topic, [0], tag=b"w", acks=1, enable_idempotence=False)
+    warm.send_sync(100)
+    # connected to the leader with fresh metadata now, so sending needs no other broker while they are paused
+    window = BackgroundProducer(c.bootstrap, topic, [0], tag=b"x", acks=1, enable_idempotence=False,
+                                metadata_max_age_ms=300000)
+    window.send_sync(1)
+    c.wait_converged(topic, 0, min_end=window.acked[0][-1][1] + 1)
+    for f in followers:
+        c.brokers[f].pause()
+    t_pause = time.monotonic()
+    try:
+        time.sleep(fetch_wait_s + 0.8)          # outstanding long-poll fetches return empty before we write
+        window.send_sync(50)
+        c.brokers[leader].kill()
+    finally:
+        for f in followers:
+            c.brokers[f].resume()
+    paused_s = time.monotonic() - t_pause
+    assert paused_s < 4, f"followers paused {paused_s:.1f} s: longer than planned (ZooKeeper session 6 s)"
+    new = wait_failover(c, topic, 0, leader, st["leader_epoch"])
+    assert new["leader"] in followers
+    final = c.wait_converged(topic, 0, ids=followers, min_end=1)
+    stored = {v for _, _, v in final.records()}
+    lost_b = [seq for seq, _, _ in window.acked[0] if window.value(0, seq) not in stored]
+    assert window.acked_count() == 51 and window.value(0, 0) in stored
+    assert len(lost_b) == 50, f"expected all 50 records acknowledged after the followers' last fetch to be " \
+                              f"lost, lost {len(lost_b)}"
+    assert all(warm.value(0, seq) in stored for seq, _, _ in warm.acked[0]), "a replicated record was lost"
+    report.append(f"(b) followers paused: 50 acked after their last fetch, {len(lost_b)} lost; 100 acked "
+                  f"before, 0 lost")
+    c.brokers[leader].start()                      # the old leader cuts those 50 and re-syncs
+    c.wait_full_isr(topic, [0], timeout=60)
+    c.wait_converged(topic, 0, min_end=final.end_offset)
+    print("acks=1 loss window: " + "; ".join(report))
+
+
+# -- 5. a follower restarted with a damaged tail re-syncs ------------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupted", "garbage"])
+def test_follower_with_damaged_tail_resyncs(make_cluster, damage):
+    """kill -9 a follower, damage the tail of its last segment (cut mid-batch / one flipped byte in the last
+    batch, which breaks its CRC / random bytes appended), keep producing, restart it: it recovers to its last
+    whole valid batch, fetches the rest from the leader and ends byte-identical to it."""
+    c = make_cluster()
+    topic = f"damaged-{damage}"
+    c.create_topic(topic, partitions=1, rf=3, configs={"min.insync.replicas": 2})
+    first = BackgroundProducer(c.bootstrap, topic, [0], tag=b"a", linger_ms=0)
+    for _ in range(5):
+        first.send_sync(100)                            # several batches
+    c.wait_converged(topic, 0, min_end=500)
+    leader = c.leader(topic, 0)
+    victim = next(i for i in c.brokers if i != leader)
+    c.brokers[victim].kill()
+    d = c.brokers[victim].partition_dir(topic, 0)
+    seg = sorted(p for p in d.iterdir() if p.name.endswith(".log"))[-1]
+    batches = replica_log(d).batches
+    size = seg.stat().st_size
+    last = batches[-1]
+    if damage == "truncated":
+        with open(seg, "r+b") as f:
+            f.truncate(size - len(last.data) // 2)
+    elif damage == "corrupted":
+        with open(seg, "r+b") as f:
+            pos = size - len(last.data) + 61 + (len(last.data) - 61) // 2
+            f.seek(pos)
+            b = f.read(1)[0]
+            f.seek(pos)
+            f.write(bytes([b ^ 0x5A]))
+    else:
+        with open(seg, "ab") as f:
+            f.write(bytes(range(7, 247)) * 3)
+    damaged = replica_log(d)
+    second = ConfluentBackgroundProducer(c.bootstrap, topic, [0], tag=b"b")
+    second.send_sync(300)                               # committed by the two others meanwhile
+    assert not second.failed
+    c.brokers[victim].start()
+    c.wait_isr(topic, 0, c.assignment(topic)[0], timeout=60)
+    final = c.wait_converged(topic, 0, min_end=800, timeout=60)
+    assert final.end_offset == 800
+    if damage == "corrupted":
+        assert damaged.batches[-1].data != last.data
+    converge_and_consume(c, topic, [0], [first, second])
+    print(f"{damage}: follower {victim} restarted with {seg.name} at {seg.stat().st_size} B; log tail:\n"
+          + "\n".join(log_lines(c.brokers[victim].log_since_start(), r"recover|truncat|cut")[:5]))
+
+
+# -- 6. the group coordinator fails over --------------------------------------------------------------------
+
+def test_group_coordinator_fails_over_without_losing_commits(make_cluster):
+    """A kafka-python consumer group with manual commits consumes while the coordinator (the leader of the
+    group's __consumer_offsets partition) is killed with -9. The group goes on with the new coordinator; the
+    offsets committed before the kill are served by it: a new member starts exactly there, no record is
+    processed again below the last successful commit, none is skipped."""
+    from kafka import KafkaConsumer
+    from kafka.errors import CommitFailedError
+
+    from seglog.offsets_store import partition_for_group
+
+    c = make_cluster()
+    topic, group = "grp", "fault-group"
+    c.create_topic(topic, partitions=2, rf=3, configs={"min.insync.replicas": 2})
+    prod = BackgroundProducer(c.bootstrap, topic, [0, 1], tag=b"k")
+    prod.send_sync(3000)
+    ends = {p: max(o for _, o, _ in prod.acked[p]) + 1 for p in (0, 1)}
+    total = sum(ends.values())
+
+    def consumer():
+        return KafkaConsumer(topic, bootstrap_servers=c.bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", max_poll_records=50, session_timeout_ms=10000,
+                             heartbeat_interval_ms=1000, request_timeout_ms=30000, fetch_max_wait_ms=200,
+                             retry_backoff_ms=100, reconnect_backoff_max_ms=1000, metadata_max_age_ms=5000)
+
+    processed: list[tuple[int, int]] = []
+    committed = {0: 0, 1: 0}                           # the last successful commit per partition
+    highest = {0: -1, 1: -1}
+    violations = []
+    failed_commits = []
+    commit_times: list[float] = []
+
+    def consume(cons, until: int, deadline_s: float) -> None:
+        deadline = time.monotonic() + deadline_s
+        while len(processed) < until:
+            assert time.monotonic() < deadline, f"consumed {len(processed)} of {until}\n{c.describe()}"
+            batch = cons.poll(timeout_ms=500)
+            if not batch:
+                continue
+            for tp, recs in batch.items():
+                for r in recs:
+                    if r.offset < committed[tp.partition]:
+                        violations.append(("reprocessed below the last commit", tp.partition, r.offset,
+                                           committed[tp.partition]))
+                    if r.offset > highest[tp.partition] + 1:
+                        violations.append(("skipped", tp.partition, r.offset, highest[tp.partition]))
+                    highest[tp.partition] = max(highest[tp.partition], r.offset)
+                    processed.append((tp.partition, r.offset))
+            positions = {tp: cons.position(tp) for tp in batch}
+            try:
+                cons.commit()                          # synchronous; retries through the coordinator move
+            except CommitFailedError as e:             # the group rebalanced: these records come again
+                failed_commits.append(repr(e))
+                continue
+            commit_times.append(time.monotonic())
+            for tp, pos in positions.items():
+                committed[tp.partition] = pos
+
+    a = consumer()
+    try:
+        consume(a, total // 3, 60)
+        offsets_p = partition_for_group(group, c.overrides["offsets.topic.num.partitions"])
+        st = c.state(OFFSETS_TOPIC, offsets_p)
+        coordinator = st["leader"]
+        c.brokers[coordinator].kill()
+        t0 = time.monotonic()
+        consume(a, 2 * total // 3, 90)               # goes on through the failover, committing as it goes
+        moved = wait_failover(c, OFFSETS_TOPIC, offsets_p, coordinator, st["leader_epoch"])
+        commit_after = dict(committed)
+    finally:
+        a.close(autocommit=False)
+    assert not violations, violations[:10]
+    after_kill = [t for t in commit_times if t > t0]
+    assert len(after_kill) >= 5, "the group made no progress on the new coordinator"
+    failover_s = after_kill[0] - t0
+
+    admin = c.admin()
+    try:
+        stored = admin.list_group_offsets({group: None})[group]      # OffsetFetch, from the new coordinator
+    finally:
+        admin.close()
+    assert {tp.partition: om.offset for tp, om in stored.items() if tp.topic == topic} == commit_after, \
+        "the new coordinator does not serve the offsets committed last"
+
+    b = consumer()
+    first_seen: dict[int, int] = {}
+    try:
+        start = len(processed)
+        deadline = time.monotonic() + 60
+        while any(committed[p] < ends[p] for p in (0, 1)):
+            assert time.monotonic() < deadline, f"group stuck at {committed} of {ends}\n{c.describe()}"
+            batch = b.poll(timeout_ms=500)
+            for tp, recs in batch.items():
+                first_seen.setdefault(tp.partition, recs[0].offset)
+                for r in recs:
+                    if r.offset < committed[tp.partition]:
+                        violations.append(("reprocessed below the last commit", tp.partition, r.offset,
+                                           committed[tp.partition]))
+                    processed.append((tp.partition, r.offset))
+            if batch:
+                positions = {tp: b.position(tp) for tp in batch}
+                b.commit()
+                for tp, pos in positions.items():
+                    committed[tp.partition] = pos
+    finally:
+        b.close(autocommit=False)
+    assert not violations, violations[:10]
+    for p in (0, 1):
+        if commit_after[p] < ends[p]:
+            assert first_seen.get(p) == commit_after[p], \
+                f"partition {p}: the new member started at {first_seen.get(p)}, the last commit was {commit_after[p]}"
+        got = sorted(o for q, o in processed if q == p)
+        assert set(got) == set(range(ends[p])), f"partition {p}: records skipped"
+    assert len(processed) - start == total - sum(commit_after.values()), "records processed twice after the commit"
+    print(f"coordinator {coordinator} killed; offsets partition {offsets_p} now led by {moved['leader']} "
+          f"(epoch {moved['leader_epoch']}); first commit on the new coordinator {failover_s:.1f} s after the kill, "
+          f"{len(after_kill)} commits after; {len(processed)} records processed for {total}; commits failed by a "
+          f"rebalance: {len(failed_commits)}")
