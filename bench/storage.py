@@ -11,41 +11,21 @@ import argparse
 import os
 import random
 import shutil
-import statistics
 import struct
-import time
 import tracemalloc
 
-from seglog import Log, LogConfig, _engine
+from bench import limits
+from bench.suite import json_records, median_time
+from seglog import Log, _engine
 
-
-def json_records(n: int, size: int = 100) -> list[bytes]:
-    rnd = random.Random(7)
-    events = ("click", "view", "buy", "scroll")
-    out = []
-    for i in range(n):
-        v = b'{"id":%d,"user":"u%05d","event":"%s","ts":%d,"v":' % (
-            i, rnd.randrange(100_000), events[i & 3].encode(), 1_700_000_000_000 + i)
-        out.append((v + b'"' + b"x" * size)[:size - 2] + b'"}')
-    return out
-
-
-def median_time(fn, runs: int, setup=None) -> float:
-    times = []
-    for _ in range(runs):
-        if setup:
-            setup()
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+TITLE = "Storage engine targets (issue 2)"
 
 
 class Bench:
     def __init__(self, root: str, n: int, runs: int):
         self.root, self.n, self.runs = root, n, runs
         self.values = json_records(n)
-        self.rows: list[tuple[str, str, str]] = []
+        self.rows: list[tuple[str, str, str, str]] = []
 
     def path(self, name: str) -> str:
         return os.path.join(self.root, name)
@@ -57,9 +37,9 @@ class Bench:
         elif os.path.exists(p):
             os.remove(p)
 
-    def row(self, what: str, figure: str, vs: str = "") -> None:
-        self.rows.append((what, figure, vs))
-        print(f"  {what:<44} {figure:>18}   {vs}")
+    def row(self, what: str, figure: str, vs: str = "", target: str = "") -> None:
+        self.rows.append((what, figure, vs, target))
+        print(f"  {what:<44} {figure:>18}   {vs}" + (f"   [target {target}]" if target else ""), flush=True)
 
     # -- baselines ----------------------------------------------------------------------------------------
     def plain_writer(self) -> float:
@@ -194,19 +174,60 @@ class Bench:
         return t, size
 
     def physical(self) -> tuple[float, float]:
-        """Same-run machine limits: (page-cache sequential write GB/s, CRC-32C GB/s on 64 MiB)."""
-        buf = os.urandom(64 << 20)
-        path = self.path("raw.bin")
+        """Same-run machine limits (bench.limits): (page-cache sequential write GB/s, CRC-32C GB/s on 64 MiB)."""
+        return (limits.seq_write_gbs(self.path("raw.bin"), self.runs, 256 << 20),
+                limits.crc32c_gbs(self.runs))
 
-        def write():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            for _ in range(4):
-                os.write(fd, buf)
-            os.close(fd)
-        t_write = median_time(write, self.runs)
-        t_crc = median_time(lambda: _engine.crc32c(buf), self.runs)
-        os.remove(path)
-        return 4 * len(buf) / t_write / 1e9, len(buf) / t_crc / 1e9
+
+def figures(b: Bench, recovery_gib: float, machine: dict | None = None) -> None:
+    """Measure every issue-2 figure into b.rows. `machine`: bench.limits figures of this run, if measured."""
+    n = b.n
+    mrec = lambda t: f"{n / t / 1e6:.2f} M rec/s"  # noqa: E731
+    if machine:
+        write_gbs, crc_gbs = machine["seq_write_gbs"], machine["crc32c_gbs"]
+        src = " (bench.limits)"
+    else:
+        write_gbs, crc_gbs = b.physical()
+        src = ""
+    b.row("machine: page-cache sequential write" + src, f"{write_gbs:.2f} GB/s")
+    b.row("machine: CRC-32C of 64 MiB" + src, f"{crc_gbs:.1f} GB/s")
+    t_plain = b.plain_writer()
+    b.row("baseline: Python length-prefixed writer", mrec(t_plain))
+    t_lmdb = b.lmdb_writer()
+    if t_lmdb:
+        b.row("baseline: lmdb put(append=True), one txn", mrec(t_lmdb))
+    t_batch = b.append_batch()
+    vs = f"{t_plain / t_batch:.2f}x plain writer"
+    if t_lmdb:
+        vs += f", {t_lmdb / t_batch:.2f}x lmdb"
+    b.row("seglog append_batch + fsync", mrec(t_batch), vs, ">= 2x plain writer, >= 5x lmdb")
+    t_each = b.append_each()
+    b.row("seglog append() per record + fsync", mrec(t_each), f"{t_plain / t_each:.2f}x plain writer",
+          ">= 1 M rec/s")
+    t_records, t_crc, size = b.scan()
+    b.row("seglog records() into Python objects", mrec(t_records), "", ">= 3 M rec/s")
+    b.row("seglog CRC-checked scan of every batch", f"{size / t_crc / 1e9:.2f} GB/s",
+          f"{size / t_crc / 1e9 / crc_gbs:.0%} of raw CRC-32C speed", ">= 2 GB/s")
+    inside, peak, got = b.zero_copy()
+    b.row("seglog read() of 1 MiB: bytes copied", f"{peak if not inside else 0} B",
+          f"view inside the mapping: {inside}; {peak} B allocated for a {got:,} B view", "0 B")
+    t_lookup, t_find = b.lookup()
+    b.row("offset index lookup, 1M entries", f"{t_lookup * 1e6:.2f} us", "", "<= 2 us")
+    b.row("offset -> batch position, 1M entries", f"{t_find * 1e6:.2f} us", "index lookup + header scan")
+    t_rec, rsize = b.recovery(recovery_gib)
+    b.row(f"recovery scan of {rsize / (1 << 30):.2f} GiB after a crash", f"{rsize / t_rec / 1e9:.2f} GB/s",
+          f"{rsize / t_rec / 1e9 / write_gbs:.1f}x page-cache write speed", ">= 1 GB/s")
+
+
+def run(ctx) -> list[dict]:
+    """bench.suite section: the issue-2 table, with the machine limits measured at the start of the run."""
+    n = 100_000 if ctx.quick else ctx.records
+    ctx.note(f"{n:,} records of 100 B, page cache, one fsync at the end; medians of {ctx.runs} runs. "
+             "Also `python -m bench.storage` on its own.")
+    b = Bench(ctx.dir, n, ctx.runs)
+    figures(b, 0.25 if ctx.quick else 1.0, ctx.limits or None)
+    return [{"figure": what, "median": fig, "same-run comparison": vs, "issue-2 target": target}
+            for what, fig, vs, target in b.rows]
 
 
 def main(argv=None) -> int:
@@ -217,38 +238,8 @@ def main(argv=None) -> int:
     p.add_argument("--recovery-gib", type=float, default=1.0)
     a = p.parse_args(argv)
     os.makedirs(a.dir, exist_ok=True)
-    b = Bench(a.dir, a.records, a.runs)
-    n = a.records
-    mrec = lambda t: f"{n / t / 1e6:.2f} M rec/s"  # noqa: E731
-    print(f"seglog storage benchmark: {n:,} records of 100 B, median of {a.runs} runs, in {a.dir}")
-    write_gbs, crc_gbs = b.physical()
-    b.row("machine: page-cache sequential write", f"{write_gbs:.2f} GB/s")
-    b.row("machine: CRC-32C of 64 MiB", f"{crc_gbs:.1f} GB/s")
-    t_plain = b.plain_writer()
-    b.row("baseline: Python length-prefixed writer", mrec(t_plain))
-    t_lmdb = b.lmdb_writer()
-    if t_lmdb:
-        b.row("baseline: lmdb put(append=True), one txn", mrec(t_lmdb))
-    t_batch = b.append_batch()
-    vs = f"{t_plain / t_batch:.2f}x plain writer"
-    if t_lmdb:
-        vs += f", {t_lmdb / t_batch:.2f}x lmdb"
-    b.row("seglog append_batch + fsync", mrec(t_batch), vs)
-    t_each = b.append_each()
-    b.row("seglog append() per record + fsync", mrec(t_each), f"{t_plain / t_each:.2f}x plain writer")
-    t_records, t_crc, size = b.scan()
-    b.row("seglog records() into Python objects", mrec(t_records))
-    b.row("seglog CRC-checked scan of every batch", f"{size / t_crc / 1e9:.2f} GB/s",
-          f"{size / t_crc / 1e9 / crc_gbs:.0%} of raw CRC-32C speed")
-    inside, peak, got = b.zero_copy()
-    b.row("seglog read() of 1 MiB: bytes copied", f"{peak if not inside else 0} B",
-          f"view inside the mapping: {inside}; {peak} B allocated for a {got:,} B view")
-    t_lookup, t_find = b.lookup()
-    b.row("offset index lookup, 1M entries", f"{t_lookup * 1e6:.2f} us")
-    b.row("offset -> batch position, 1M entries", f"{t_find * 1e6:.2f} us", "index lookup + header scan")
-    t_rec, rsize = b.recovery(a.recovery_gib)
-    b.row(f"recovery scan of {rsize / (1 << 30):.2f} GiB after a crash", f"{rsize / t_rec / 1e9:.2f} GB/s",
-          f"{rsize / t_rec / 1e9 / write_gbs:.1f}x page-cache write speed")
+    print(f"seglog storage benchmark: {a.records:,} records of 100 B, median of {a.runs} runs, in {a.dir}")
+    figures(Bench(a.dir, a.records, a.runs), a.recovery_gib)
     shutil.rmtree(a.dir, ignore_errors=True)
     return 0
 

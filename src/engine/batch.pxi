@@ -232,6 +232,10 @@ cdef class BatchWriter:
         ts = now_ms()
         try:
             i = start
+            if keys is None and headers is None and timestamps is None and PyList_CheckExact(values):
+                i = self._add_values(<list>values, start, stop_bytes, ts)
+                if stop_bytes and self.used >= <size_t>stop_bytes:
+                    return i
             while i < n:
                 if keys is not None:
                     k = keys[i]
@@ -249,6 +253,25 @@ cdef class BatchWriter:
             self.count, self.next_sequence, self.next_offset = count0, seq0, next0
             self.base_ts, self.max_ts, self.batches = base_ts0, max_ts0, batches0
             raise
+
+    cdef Py_ssize_t _add_values(self, list values, Py_ssize_t i, Py_ssize_t stop_bytes, int64_t ts) except -1:
+        """add_many's loop for a list of values alone: bytes and None encoded without boxing or dispatch. Stops
+        at the first other value (the generic loop takes it from there) or as add_many's stop_bytes says;
+        returns the index of the next record. The list is only read: no Python code runs in the loop."""
+        cdef Py_ssize_t n = PyList_GET_SIZE(values)
+        cdef object v
+        while i < n:
+            v = <object>PyList_GET_ITEM(values, i)
+            if v is None:
+                self.add_record(NULL, -1, NULL, -1, None, ts)
+            elif PyBytes_CheckExact(v):
+                self.add_record(NULL, -1, <const unsigned char *>PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), None, ts)
+            else:
+                return i
+            i += 1
+            if stop_bytes and self.used >= <size_t>stop_bytes:
+                return i
+        return i
 
     cpdef int finish(self) except -1:
         """Close the open batch (no-op when none is open or it is empty)."""

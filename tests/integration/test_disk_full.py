@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from helpers.disk_full_child import AFTER
 
 CHILD = Path(__file__).resolve().parents[1] / "helpers" / "disk_full_child.py"

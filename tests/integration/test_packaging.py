@@ -1,86 +1,119 @@
-"""The package as users get it: a wheel built from this tree, installed into a fresh virtual environment with
-no compiler on the PATH, runs append/read/recover and the CLI; the sdist carries every engine source."""
+"""The package as users get it. One build, the way PyPA's `build` makes releases: the sdist of this tree is
+built into a wheel with `pip wheel` (so the sdist alone is proven to build), `auditwheel repair` turns it into
+a manylinux wheel, and that wheel, installed into a fresh virtual environment with no compiler on the PATH,
+runs wheels/smoke.py (append/roll/recover/read with every codec, the `seglog` command). The extension compiles
+once, with CFLAGS=-g0 as the release wheels are ([tool.cibuildwheel] environment); the module takes ~1 min."""
 
 import glob
+import importlib.resources
+import json
 import os
+import platform
+import re
 import subprocess
 import sys
 import tarfile
-import textwrap
+import zipfile
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMOKE = os.path.join(ROOT, "wheels", "smoke.py")
 pytestmark = pytest.mark.slow
 
-SMOKE = textwrap.dedent("""
-    import os, sys
-    import seglog
-    from seglog import Log, LogConfig, _engine
-    assert seglog.__file__.startswith(sys.prefix), seglog.__file__      # the installed copy, not the tree
-    assert _engine.crc32c(b"123456789") == 0xE3069283
-    path = sys.argv[1]
-    with Log(path, LogConfig(segment_bytes=1 << 16)) as log:
-        log.append_batch([b"%d" % i for i in range(20000)], compression="lz4")
-        log.append(b"last", key=b"k")
-        log.flush()
-        assert log.segment_count > 1
-    open(os.path.join(path, ".clean-shutdown"), "w").close()
-    os.remove(os.path.join(path, ".clean-shutdown"))                    # reopen as after a crash
-    with Log(path) as log:
-        assert not log.recovery.clean_shutdown
-        assert log.end_offset == 20001
-        assert [r.value for r in log.records(19999)] == [b"19999", b"last"]
-    print("smoke ok")
-""")
+
+def run(cmd, **kwargs) -> subprocess.CompletedProcess:
+    """Run a command, failing the test with its output when it fails."""
+    kwargs.setdefault("timeout", 600)
+    done = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    assert done.returncode == 0, f"{' '.join(map(str, cmd))} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
+def sdist(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sdist")
+    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(out), ROOT])
+    [path] = glob.glob(str(out / "seglog-*.tar.gz"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheel(sdist, tmp_path_factory):
+    """Built from the sdist tarball, not from the tree."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), ROOT],
-                   check=True, timeout=600)
-    [whl] = glob.glob(str(out / "seglog-*.whl"))
-    return whl
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), sdist],
+        env=dict(os.environ, CFLAGS="-g0"))
+    [path] = glob.glob(str(out / "seglog-*.whl"))
+    return path
 
 
-def test_wheel_installs_and_runs_without_a_compiler(wheel, tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    py = str(venv / "bin" / "python")
-    # dependencies come from the outer environment; the wheel itself must need no build step
-    env = dict(os.environ, PATH=str(venv / "bin") + ":/usr/bin:/bin", CC="false", CXX="false", LDSHARED="false")
-    env.pop("PYTHONPATH", None)
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", wheel],
-                   check=True, env=env, timeout=300)
-    run = subprocess.run([py, "-c", SMOKE, str(tmp_path / "t-0")], capture_output=True, text=True,
-                         env=env, cwd=str(tmp_path), timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert "smoke ok" in run.stdout
-    demo = subprocess.run([str(venv / "bin" / "seglog"), "demo", "--records", "20000", "--data-dir",
-                           str(tmp_path / "demo")], capture_output=True, text=True, env=env, timeout=300)
-    assert demo.returncode == 0, demo.stderr
-    assert "verified: every record read back once" in demo.stdout
-    dump = subprocess.run([str(venv / "bin" / "seglog"), "dump-log", "--print-payload",
-                           str(tmp_path / "t-0" / "00000000000000000000.log")],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert dump.returncode == 0 and "payload: 0" in dump.stdout
+@pytest.fixture(scope="module")
+def repaired(wheel, tmp_path_factory):
+    out = tmp_path_factory.mktemp("repaired")
+    run([sys.executable, "-m", "auditwheel", "repair", "-w", str(out), wheel])
+    [path] = glob.glob(str(out / "seglog-*.whl"))
+    return path
 
 
-def test_wheel_contents(wheel):
-    import zipfile
-    names = zipfile.ZipFile(wheel).namelist()
-    assert any(n.startswith("seglog/_engine.") and n.endswith(".so") for n in names)
-    assert "seglog/log.py" in names and "seglog/errors.py" in names
-    assert not any(n.startswith(("engine/", "pyapi/", "tests/")) for n in names)
-
-
-def test_sdist_carries_the_engine_sources(tmp_path):
-    subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(tmp_path), ROOT],
-                   check=True, capture_output=True, timeout=300)
-    [sdist] = glob.glob(str(tmp_path / "seglog-*.tar.gz"))
+def test_sdist_carries_the_engine_sources(sdist):
     names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
     for f in os.listdir(os.path.join(ROOT, "src", "engine")):
         if f.endswith((".pyx", ".pxd", ".pxi", ".h")) or f == "crc32c_impl.c":
             assert f"src/engine/{f}" in names, f
     assert {"setup.py", "pyproject.toml", "README.md", "src/pyapi/log.py"} <= names
+
+
+def test_wheel_contents(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("seglog/_engine.") and n.endswith(".so") for n in names)
+    assert "seglog/log.py" in names and "seglog/errors.py" in names
+    assert not any(n.startswith(("engine/", "pyapi/", "tests/", "bench/", "wheels/")) for n in names)
+
+
+def _needed_libraries(so_bytes: bytes) -> set[str]:
+    import io
+
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+    elf = ELFFile(io.BytesIO(so_bytes))
+    return {tag.needed for section in elf.iter_sections() if isinstance(section, DynamicSection)
+            for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"}
+
+
+def test_repaired_wheel_is_manylinux_and_self_contained(repaired):
+    name = os.path.basename(repaired)
+    platforms = name[:-len(".whl")].split("-")[-1].split(".")
+    machine = platform.machine()
+    assert platforms and all(re.fullmatch(rf"manylinux(_\d+_\d+|\d+)_{machine}", p) for p in platforms), name
+    show = run([sys.executable, "-m", "auditwheel", "show", repaired]).stdout
+    m = re.search(r'consistent\s+with\s+the\s+following\s+platform\s+tag:\s+"([^"]+)"', show)
+    assert m and m.group(1) in platforms, show
+
+    # nothing grafted, and the extension links only libraries the manylinux policy guarantees
+    whl = zipfile.ZipFile(repaired)
+    assert not [n for n in whl.namelist() if n.startswith("seglog.libs/")]
+    policies = json.loads(importlib.resources.files("auditwheel.policy").joinpath("manylinux-policy.json").read_text())
+    tag = next(p for p in platforms if p.startswith("manylinux_"))
+    policy_name = tag[:-len(machine) - 1]
+    [policy] = [p for p in policies if p["name"] == policy_name]
+    sos = [n for n in whl.namelist() if n.endswith(".so")]
+    assert sos
+    for so in sos:
+        needed = _needed_libraries(whl.read(so))
+        assert needed and needed <= set(policy["lib_whitelist"]), (so, needed)
+    wheel_meta = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/WHEEL"))).decode()
+    assert f"-{tag}" in wheel_meta, wheel_meta
+
+
+def test_repaired_wheel_installs_and_runs_without_a_compiler(repaired, tmp_path):
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)])
+    py = str(venv / "bin" / "python")
+    # runtime dependencies come from the outer environment; the wheel itself must need no build step
+    env = dict(os.environ, PATH=str(venv / "bin") + ":/usr/bin:/bin", CC="false", CXX="false", LDSHARED="false")
+    env.pop("PYTHONPATH", None)
+    run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--ignore-installed", repaired],
+        env=env, timeout=300)
+    done = run([py, SMOKE, str(tmp_path / "smoke")], env=env, cwd=str(tmp_path), timeout=300)
+    assert "smoke ok" in done.stdout

@@ -12,8 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from helpers.content import append_many, append_one, check_records, mismatch
 from seglog import Log, LogConfig, _engine
 

@@ -115,6 +115,29 @@ def test_add_many_is_all_or_nothing():
     assert [r.value for r in _engine.decode_records(w.take())] == [b"kept"]
 
 
+@pytest.mark.parametrize("values", [
+    [b"a", None, b"", b"b" * 300],                                  # the list fast path throughout
+    [b"a", bytearray(b"ba"), None, memoryview(b"mv"), b"z"],         # fast path, generic path, back again
+    (b"t", None, b"u"),                                              # not a list: the generic loop
+])
+def test_add_many_encodes_as_add_does(values):
+    one, many = _engine.BatchWriter(batch_bytes=100), _engine.BatchWriter(batch_bytes=100)
+    for v in values:
+        one.add(v, None, None, 42)
+    one.finish()
+    many.add_many(values)                                            # one timestamp for all: now
+    expected, got = bytes(one.take()), bytes(many.take())
+    assert [i.size for i in _engine.batches(got)] == [i.size for i in _engine.batches(expected)]
+    assert [(r.offset, r.key, r.value, r.headers) for r in _engine.decode_records(got)] == \
+        [(r.offset, r.key, r.value, r.headers) for r in _engine.decode_records(expected)]
+    chunked, i = _engine.BatchWriter(batch_bytes=100), 0
+    while i < len(values):
+        i = chunked.add_many(values, start=i, stop_bytes=1)
+    chunked.finish()
+    assert [r.value for r in _engine.decode_records(chunked.take())] == [None if v is None else bytes(v)
+                                                                         for v in values]
+
+
 def test_writer_refuses_to_move_exported_bytes():
     w = _engine.BatchWriter()
     w.add(b"a" * 10)
