@@ -323,8 +323,6 @@ def test_confluent_message_too_large(seglog_broker, topic_name):
     assert [r.value for r in part.log.records()] == [b"y" * 100], "nothing over max.message.bytes stored"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Metadata v0 with an empty topic array (what librdkafka sends for "
-                                       "'all topics' without ApiVersions) answers no topics instead of all")
 def test_confluent_without_api_version_request_lists_topics(seglog_broker, topic_name):
     topic = topic_name()
     seglog_broker.node.create_topic(topic, 2)

@@ -668,8 +668,6 @@ def test_metadata_topic_list_semantics_v1_and_later(seglog_broker, topic_name):
             assert c.request(ApiKey.METADATA, v, {"topics": []})["topics"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Metadata v0 with an empty topic array must list every topic "
-                                       "(v0 has no null); seglog lists none")
 def test_metadata_v0_empty_topic_array_means_all_topics(seglog_broker, topic_name):
     topic = topic_name()
     seglog_broker.node.create_topic(topic, 2)

@@ -56,6 +56,8 @@ class Handlers:
     async def handle_metadata(self, header, body):
         view = self.broker.view
         requested = body["topics"]
+        if header.api_version == 0 and not requested:
+            requested = None                                      # v0 has no null: an empty array means all
         names = view.topic_names() if requested is None else [t["name"] for t in requested]
         allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
         topics = []
