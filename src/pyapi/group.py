@@ -774,13 +774,16 @@ class GroupCoordinator:
                                                  f"is stale")
                 group = self._groups[group_id] = _Group(group_id)
             if not (generation_id < 0 and group.state is _EMPTY):
-                if group.state is _COMPLETING:
-                    raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance; commit after "
-                                                   f"SyncGroup")
+                # Kafka's order: member, then generation, and only then the state. A commit of the previous
+                # generation that arrives after the join completed is ILLEGAL_GENERATION, not
+                # REBALANCE_IN_PROGRESS, which is only for a member that already has the new generation.
                 member = self._current_member(group, member_id, group_instance_id)
                 if generation_id != group.generation:
                     raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s "
                                                  f"current generation {group.generation}")
+                if group.state is _COMPLETING:
+                    raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance; commit after "
+                                                   f"SyncGroup")
                 member.session_deadline = now + member.session_timeout_ms
             results: dict[TopicPartition, SeglogError | None] = {}
             accepted: dict[TopicPartition, OffsetAndMetadata] = {}

@@ -346,11 +346,16 @@ class Node:
                 raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clash)}")
             info = self._topic_info(name, uuid.uuid4(), partitions, dict(config or {}))
             self._topics[name] = info
+            opened = 0
             try:
                 for p in range(partitions):
                     self._open_partition(info, p)
+                    opened = p + 1
                 self._write_topics()
             except BaseException:
+                # only the partitions tried so far can have a log or a directory: dropping them all is
+                # bounded by what was done, not by the count asked for (which may be absurd)
+                info.partitions = min(opened + 1, partitions)
                 self._drop_topic(name)
                 raise
             log.info("created topic %s with %d partitions", name, partitions)
