@@ -25,7 +25,7 @@ def pytest_configure(config):
 # and it also bounds the interpreter's exit, which joins leftover non-daemon threads.
 HARD_TIMEOUT_GRACE = 60
 SESSION_GRACE = 90
-EXIT_TIMEOUT = 60
+EXIT_TIMEOUT = 120
 _hard_timeout_stream = None
 _hard_deadline = None          # time.monotonic() past which no watchdog waits (session_timeout + SESSION_GRACE)
 
