@@ -9,9 +9,14 @@ Log.records() returns for the same offsets.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
+import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 
@@ -90,9 +95,16 @@ def data(tmp_path_factory):
 def expected(root: str, topic: str, partitions, start: dict | None = None, end: dict | None = None) -> list:
     """What Log.records() gives, normalized like _rows(): sorted (topic, partition, offset, key, value,
     timestamp ms, timestamp type, headers or None)."""
+    def opener(t, p):
+        return Log(os.path.join(root, f"{t}-{p}"), readonly=True)
+    return expected_from(opener, topic, partitions, start, end)
+
+
+def expected_from(opener, topic: str, partitions, start: dict | None = None, end: dict | None = None) -> list:
+    """expected() over logs from opener(topic, partition) (a context manager giving a Log)."""
     out = []
     for p in partitions:
-        with Log(os.path.join(root, f"{topic}-{p}"), readonly=True) as lg:
+        with opener(topic, p) as lg:
             for r in lg.records((start or {}).get(p), (end or {}).get(p)):
                 out.append((r.topic, r.partition, r.offset, r.key, r.value, r.timestamp, r.timestamp_type,
                             r.headers or None))
@@ -233,8 +245,7 @@ def test_filter_pushdown_and_without_it(spark, data):
     import seglog.spark
     from pyspark.sql import functions as F
 
-    if not seglog.spark.pushdown_available():
-        pytest.skip("this pyspark has no Python data source filter pushdown (4.1+)")
+    assert seglog.spark.pushdown_available()                 # pyspark >= 4.2 is the floor
     query = "partition = 1 AND offset >= 300 AND offset < 420"
     ts_from = T0 + 12_000
     all_pets = expected(data, "pets", range(PETS_PARTITIONS))
@@ -302,16 +313,10 @@ def test_streaming_three_triggers_and_restart(spark, data, tmp_path):
     want = [(r[1], r[2], r[4]) for r in expected(data, "stream", range(2))]
     assert sorted(rows) == want
     assert len(batches_first_run) + len(batches_second_run) >= 3
-    from seglog.spark.stream_reader import ReadMaxRows
-    if ReadMaxRows is not None:                        # pyspark >= 4.2 passes read limits
-        assert all(b["numInputRows"] <= 402 for b in batches_first_run + batches_second_run)
+    assert all(b["numInputRows"] <= 402 for b in batches_first_run + batches_second_run)   # maxOffsetsPerTrigger
 
 
 def test_streaming_available_now(spark, data, tmp_path):
-    from seglog.spark.stream_reader import ReadMaxRows
-
-    if ReadMaxRows is None:
-        pytest.skip("Trigger.AvailableNow for Python streaming sources needs pyspark 4.2+")
     stream = (spark.readStream.format("seglog").option("path", data).option("subscribe", "pets")
               .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "2500").load())
     q = (stream.writeStream.format("memory").queryName("pets_available_now").trigger(availableNow=True)
@@ -513,3 +518,553 @@ def test_data_deleted_after_planning(data, tmp_path):
     with pytest.raises(DataLossError, match="cannot be opened on this executor"):
         list(read_split(split))
     assert list(read_split(lenient)) == []
+
+
+def test_max_records_per_partition(spark, data):
+    from seglog.spark.batch_reader import plan_batch
+    from seglog.spark.options import parse_read_options
+
+    plan = plan_batch(parse_read_options({"path": data, "subscribe": "pets", "maxRecordsPerPartition": "700"},
+                                         streaming=False))
+    for p in range(PETS_PARTITIONS):
+        mine = [s for s in plan if s.partition == p]
+        assert all(0 < s.end - s.start <= 700 for s in mine)
+        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+    df = _read(spark, data, subscribe="pets", includeHeaders="true", maxRecordsPerPartition="700")
+    assert df.rdd.getNumPartitions() == len(plan) >= 3000 * PETS_PARTITIONS // 700
+    assert _rows(df) == expected(data, "pets", range(PETS_PARTITIONS))
+
+
+# -- behaviour under concurrent writers and high watermarks -----------------------------------------------------
+
+def test_high_watermark_below_log_end_is_never_read_past(spark, tmp_path):
+    """A log whose high watermark (replication's commit point) is below its end: readers stop at the high
+    watermark, in the middle of a batch here, whatever the split size."""
+    root = tmp_path / "hwdir"
+    path = str(root / "hw-0")
+    with Log(path, LogConfig(segment_bytes=4096)) as lg:
+        for i in range(10):
+            lg.append_batch([b"r%d" % (100 * i + j) for j in range(100)])
+        lg.high_watermark = 640
+    with Log(path, readonly=True) as lg:
+        assert (lg.high_watermark, lg.end_offset) == (640, 1000)
+    for options in ({}, {"splitSize": "1k"}, {"minPartitions": "7"}):
+        df = _read(spark, str(root), subscribe="hw", **options)
+        got = sorted((r["offset"], bytes(r["value"])) for r in df.select("offset", "value").collect())
+        assert got == [(o, b"r%d" % o) for o in range(640)], options
+    with pytest.raises(Exception, match="ending offset 900 of hw-0 is past the committed end 640"):
+        _read(spark, str(root), subscribe="hw", endingOffsets='{"hw": {"0": 900}}').count()
+
+
+_APPENDER = textwrap.dedent("""
+    import os, sys, time
+    from seglog import Log, LogConfig
+    path, stop = sys.argv[1], sys.argv[2]
+    with Log(path, LogConfig(segment_bytes=256 * 1024)) as lg:
+        while not os.path.exists(stop):
+            n = lg.end_offset
+            lg.append_batch([b"v%d" % (n + i) for i in range(300)], keys=[b"k%d" % (n + i) for i in range(300)],
+                            compression="lz4" if n % 600 else None)
+            print(lg.end_offset, flush=True)
+            time.sleep(0.01)
+""")
+
+
+def test_reading_while_another_process_appends(spark, tmp_path):
+    """A writer process appends (~30,000 records/s, rolling 256 KiB segments) while Spark reads: every read is
+    a gap-free prefix 0..n-1 of what is written, with the right keys and values, and later reads see at least
+    as much."""
+    root = tmp_path / "livedir"
+    root.mkdir()
+    path = str(root / "live-0")
+    stop = str(tmp_path / "stop")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(_engine.__file__))),
+                                         env.get("PYTHONPATH", "")])
+    writer = subprocess.Popen([sys.executable, "-c", _APPENDER, path, stop], stdout=subprocess.PIPE, text=True,
+                              env=env)
+    check = ["count(*) AS n", "min(offset) AS lo", "max(offset) AS hi", "count(DISTINCT offset) AS d",
+             "sum(CASE WHEN key = CAST(concat('k', offset) AS BINARY) AND value = CAST(concat('v', offset) AS BINARY) "
+             "THEN 0 ELSE 1 END) AS bad"]
+    seen = []
+    try:
+        while int(writer.stdout.readline() or 0) < 3000:
+            assert writer.poll() is None, "the writer process died"
+        for _ in range(3):
+            r = _read(spark, str(root), subscribe="live", splitSize="512k").selectExpr(*check).collect()[0]
+            assert (r["lo"], r["hi"], r["d"], r["bad"]) == (0, r["n"] - 1, r["n"], 0), r
+            seen.append(r["n"])
+        assert writer.poll() is None, "the writer stopped before the reads ended: nothing was concurrent"
+    finally:
+        open(stop, "w").close()
+        writer.stdout.read()
+        writer.wait(30)
+    assert writer.returncode == 0
+    assert seen == sorted(seen) and seen[0] >= 3000 and seen[-1] > seen[0]
+    with Log(path, readonly=True) as lg:
+        final = lg.end_offset
+    assert _read(spark, str(root), subscribe="live").count() == final >= seen[-1]
+
+
+def test_planning_reads_segment_metadata_only(data, monkeypatch):
+    """Planning (batch and streaming, every kind of range and split sizing) never reads a record range: no
+    Log.read/read_next/records call and no Arrow decoding. The only records decoded are those of the single
+    batch answering each timestamp lookup (the time index leads to it, as Kafka's ListOffsets). The same spies
+    do see a split being read."""
+    from seglog.spark.arrow_reader import read_split
+    from seglog.spark.batch_reader import plan_batch
+    from seglog.spark.catalog import PartitionLog
+    from seglog.spark.filters import Pushed
+    from seglog.spark.options import parse_read_options
+    from seglog.spark.stream_reader import SeglogStreamReader
+
+    calls = []
+
+    def spy(name, fn, method):
+        if method:
+            def wrapper(self, *args, **kwargs):
+                calls.append((name, None))
+                return fn(self, *args, **kwargs)
+        else:
+            def wrapper(data, *args, **kwargs):
+                view = memoryview(data).cast("B")
+                one_batch = len(view) >= 12 and 12 + int.from_bytes(view[8:12], "big") == len(view)
+                calls.append((name, one_batch))
+                return fn(data, *args, **kwargs)
+        return wrapper
+
+    for name in ("read", "read_next", "records"):
+        monkeypatch.setattr(Log, name, spy(name, getattr(Log, name), True))
+    monkeypatch.setattr(PartitionLog, "offset_for_timestamp",
+                        spy("lookup", PartitionLog.offset_for_timestamp, True))
+    for name in ("arrow_columns", "decode_records"):
+        monkeypatch.setattr(_engine, name, spy(name, getattr(_engine, name), False))
+
+    def plan(pushed=None, **extra):
+        return plan_batch(parse_read_options({"path": data, "subscribe": "pets", **extra}, streaming=False), pushed)
+
+    plans = [plan(), plan(splitSize="16k"), plan(minPartitions="25"), plan(maxRecordsPerPartition="500"),
+             plan(startingOffsets='{"pets": {"0": 10, "1": 700}}', endingOffsets='{"pets": {"0": 2000}}'),
+             plan(startingTimestamp=str(T0 + 5_000), endingTimestamp=str(T0 + 21_000)),
+             plan(Pushed(min_timestamp=T0 + 20_000, offset_lo=300, offset_hi=2500), splitSize="16k")]
+    stream = SeglogStreamReader(parse_read_options({"path": data, "subscribe": "pets", "startingOffsets": "earliest"},
+                                                   streaming=True))
+    start = stream.initialOffset()
+    stream.partitions(start, stream.latestOffset(start, stream.getDefaultReadLimit()))
+    assert all(plans)
+    names = [n for n, _ in calls]
+    assert not {"read", "read_next", "records", "arrow_columns"} & set(names), names
+    lookups, decodes = names.count("lookup"), [one for n, one in calls if n == "decode_records"]
+    assert lookups == 3 * 2 + 3 and 0 < len(decodes) <= lookups and all(decodes)
+    calls.clear()
+    assert sum(b.num_rows for b in read_split(plans[1][0])) > 0
+    assert {"read_next", "arrow_columns"} <= {n for n, _ in calls}       # the spies see a read
+
+
+def test_import_seglog_imports_neither_pyspark_nor_pyarrow():
+    check = ("import sys, seglog, seglog.client, seglog.remote; seglog.connect; {extra}"
+             "print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'pyspark', 'pyarrow', 'pandas'}}))")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(_engine.__file__))),
+                                         env.get("PYTHONPATH", "")])
+    plain = subprocess.run([sys.executable, "-c", check.format(extra="")], capture_output=True, text=True, env=env)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip() == "[]"
+    spark = subprocess.run([sys.executable, "-c", check.format(extra="import seglog.spark; ")], capture_output=True,
+                           text=True, env=env)
+    assert spark.returncode == 0, spark.stderr
+    assert "pyspark" in spark.stdout and "pyarrow" in spark.stdout    # the check does see them when imported
+
+
+def test_pyspark_floor_is_4_2():
+    """maxOffsetsPerTrigger (read limits) and Trigger.AvailableNow need pyspark 4.2: the extras require it and
+    seglog.spark refuses an older pyspark at import with a clear message."""
+    import re
+
+    import pyspark
+    from seglog.spark import check_pyspark_version
+
+    for old in ("4.1.3", "4.0.0", "3.5.2"):
+        with pytest.raises(ImportError, match=f"needs pyspark >= 4.2 .*this is pyspark {old}"):
+            check_pyspark_version(old)
+    for ok in ("4.2.0", "4.3.0", "5.0.0.dev1", pyspark.__version__):
+        check_pyspark_version(ok)
+    pyproject = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pyproject.toml")
+    if not os.path.exists(pyproject):
+        pytest.skip("not run from a source checkout")
+    with open(pyproject, encoding="utf-8") as f:
+        text = f.read()
+    for extra in ("spark", "test"):
+        body = re.search(rf"^{extra} = \[(.*?)\]$", text, re.S | re.M).group(1)
+        assert re.findall(r'"pyspark([^"]*)"', body) == [">=4.2"], extra
+
+
+# -- broker mode (Kafka protocol) -------------------------------------------------------------------------------
+
+B_PETS = "spark-bpets"
+B_CODECS = "spark-bcodecs"
+B_APPEND = "spark-bappend"
+
+
+@pytest.fixture(scope="module")
+def broker_data(seglog_broker):
+    """Topics on the session's broker, written through the broker's own Logs in-process like `data`: spark-bpets
+    (3 partitions of 64 KiB segments, a control batch, a raised start offset), spark-bcodecs (one codec per
+    partition), spark-bappend (LogAppendTime). Returns the broker."""
+    node = seglog_broker.node
+    rnd = random.Random(77)
+    node.create_topic(B_PETS, PETS_PARTITIONS, {"segment.bytes": 64 * 1024})
+    for p in range(PETS_PARTITIONS):
+        lg = node.partition(B_PETS, p).log
+        values, keys, headers, stamps = _records(rnd, PETS_RECORDS, T0)
+        lg.append_batch(values, keys=keys, headers=headers, timestamps=stamps, compression=CODECS[p])
+        if p == 0:
+            lg.append_as_follower(_control_batch(lg.end_offset))
+        values, keys, headers, stamps = _records(rnd, PETS_RECORDS, T0 + 10 * PETS_RECORDS)
+        lg.append_batch(values, keys=keys, headers=headers, timestamps=stamps, compression=CODECS[3 + p % 2])
+        if p == 1:
+            lg.delete_records_before(DELETED_BEFORE)
+    node.create_topic(B_CODECS, len(CODECS))
+    for p, codec in enumerate(CODECS):
+        values, keys, headers, stamps = _records(rnd, 700, T0)
+        node.partition(B_CODECS, p).log.append_batch(values, keys=keys, headers=headers, timestamps=stamps,
+                                                     compression=codec)
+    node.create_topic(B_APPEND, 1, {"message.timestamp.type": "LogAppendTime"})
+    values, keys, headers, stamps = _records(rnd, 500, T0)
+    node.partition(B_APPEND, 0).log.append_batch(values, keys=keys, headers=headers, timestamps=stamps)
+    return seglog_broker
+
+
+def _broker_logs(broker):
+    return lambda t, p: contextlib.nullcontext(broker.node.partition(t, p).log)
+
+
+def _read_broker(spark, servers: str, **options):
+    reader = spark.read.format("seglog").option("kafka.bootstrap.servers", servers)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def _broker_plan(servers: str, **options):
+    from seglog.spark.batch_reader import plan_batch
+    from seglog.spark.options import parse_read_options
+
+    return plan_batch(parse_read_options({"kafka.bootstrap.servers": servers, **options}, streaming=False))
+
+
+def _offsets(split) -> list:
+    from seglog.spark.arrow_reader import read_split
+
+    return [o for b in read_split(split) for o in b.column("offset").to_pylist()]
+
+
+def test_broker_mode_equals_log_records(spark, broker_data):
+    servers, logs = broker_data.bootstrap_servers, _broker_logs(broker_data)
+    df = _read_broker(spark, servers, subscribe=B_PETS, includeHeaders="true")
+    want = expected_from(logs, B_PETS, range(PETS_PARTITIONS))
+    assert len(want) == PETS_PARTITIONS * 2 * PETS_RECORDS - DELETED_BEFORE
+    assert _rows(df) == want
+    assert df.rdd.getNumPartitions() == PETS_PARTITIONS               # one split per partition's range
+    from pyspark.sql import functions as F
+    agg = df.groupBy("partition").agg(F.count("*").alias("n"), F.min("offset").alias("lo"),
+                                      F.max("offset").alias("hi"), F.sum(F.length("value")).alias("bytes"))
+    got = {r["partition"]: (r["n"], r["lo"], r["hi"], r["bytes"]) for r in agg.collect()}
+    for p in range(PETS_PARTITIONS):
+        mine = [r for r in want if r[1] == p]
+        assert got[p] == (len(mine), mine[0][2], mine[-1][2], sum(len(r[4]) for r in mine if r[4] is not None))
+    codecs = _read_broker(spark, servers, subscribe=B_CODECS, includeHeaders="true")
+    assert _rows(codecs) == expected_from(logs, B_CODECS, range(len(CODECS)))
+    appended = _rows(_read_broker(spark, servers, subscribe=B_APPEND), headers=False)
+    assert appended == [r[:7] + (None,) for r in expected_from(logs, B_APPEND, [0])]
+    assert {r[6] for r in appended} == {1}                             # LogAppendTime
+    plain = _read_broker(spark, servers, subscribe=B_CODECS)            # the option without "kafka." works too
+    assert spark.read.format("seglog").option("bootstrap.servers", servers).option("subscribe", B_CODECS) \
+        .load().count() == plain.count() == 5 * 700
+
+
+def test_broker_mode_offset_and_timestamp_ranges(spark, broker_data):
+    servers, logs = broker_data.bootstrap_servers, _broker_logs(broker_data)
+    starting = f'{{"{B_PETS}": {{"0": 10, "1": -2, "2": 2999}}}}'
+    ending = f'{{"{B_PETS}": {{"0": 1200, "1": 1700, "2": -1}}}}'
+    df = _read_broker(spark, servers, subscribe=B_PETS, includeHeaders="true", startingOffsets=starting,
+                      endingOffsets=ending)
+    assert _rows(df) == expected_from(logs, B_PETS, range(3), {0: 10, 2: 2999}, {0: 1200, 1: 1700})
+    recs = {p: expected_from(logs, B_PETS, [p]) for p in range(2)}
+    start_ts, end_ts = T0 + 5_000, T0 + 21_000
+    assign = f'{{"{B_PETS}": [0, 1]}}'
+    df = _read_broker(spark, servers, assign=assign, includeHeaders="true", startingTimestamp=str(start_ts),
+                      endingTimestamp=str(end_ts))
+    want = expected_from(logs, B_PETS, range(2), {p: _first_at_or_after(recs[p], start_ts) for p in range(2)},
+                         {p: _first_at_or_after(recs[p], end_ts) for p in range(2)})
+    assert want and _rows(df) == want
+    by_partition = _read_broker(spark, servers, assign=assign, includeHeaders="true",
+                                startingOffsetsByTimestamp=f'{{"{B_PETS}": {{"0": {start_ts}}}}}')
+    assert _rows(by_partition) == expected_from(logs, B_PETS, range(2), {0: _first_at_or_after(recs[0], start_ts)})
+    with pytest.raises(Exception, match="no record at or after timestamp"):
+        _read_broker(spark, servers, subscribe=B_PETS, startingTimestamp=str(T0 + 10**9)).count()
+    pattern = _read_broker(spark, servers, subscribePattern=r"spark-b(pets|codecs)")
+    got = sorted((r["topic"], r["partition"]) for r in pattern.select("topic", "partition").distinct().collect())
+    assert got == [(B_CODECS, p) for p in range(len(CODECS))] + [(B_PETS, p) for p in range(PETS_PARTITIONS)]
+    everything = {r["topic"] for r in _read_broker(spark, servers, subscribePattern=".*").select("topic")
+                  .distinct().collect()}
+    assert B_PETS in everything and not any(t.startswith("__") for t in everything)
+    all_pets = expected_from(logs, B_PETS, range(PETS_PARTITIONS))
+    many = _read_broker(spark, servers, subscribe=B_PETS, includeHeaders="true", minPartitions="10")
+    assert many.rdd.getNumPartitions() >= 10 and _rows(many) == all_pets
+    capped = _read_broker(spark, servers, subscribe=B_PETS, includeHeaders="true", maxRecordsPerPartition="1000")
+    sizes = [broker_data.node.partition(B_PETS, p).log.end_offset - broker_data.node.partition(B_PETS, p).log
+             .start_offset for p in range(PETS_PARTITIONS)]
+    assert sizes == [3001, 2900, 3000]                 # the control batch takes offset 1500 of partition 0
+    assert capped.rdd.getNumPartitions() == 4 + 3 + 3 and _rows(capped) == all_pets
+
+
+def test_broker_mode_errors_at_planning(spark, broker_data, free_port):
+    servers = broker_data.bootstrap_servers
+    dead = f"127.0.0.1:{free_port()}"
+    with pytest.raises(Exception, match=f"BrokerUnavailableError: cannot reach the Kafka brokers at {dead}"):
+        _read_broker(spark, dead, subscribe=B_PETS)                     # load() already asks the brokers
+    with pytest.raises(Exception, match=f"'nope'.* not found on the brokers at {servers}"):
+        _read_broker(spark, servers, subscribe=f"{B_PETS},nope")
+    with pytest.raises(Exception, match=rf"partition\(s\) \[7\] of topic '{B_PETS}' do not exist"):
+        _read_broker(spark, servers, assign=f'{{"{B_PETS}": [0, 7]}}')
+    with pytest.raises(Exception, match="no topic on the brokers at .* matches subscribePattern"):
+        _read_broker(spark, servers, subscribePattern="zzz.*").count()
+    with pytest.raises(Exception, match="kafka.bootstrap.servers: bootstrap server 'localhost' is not host:port"):
+        _read_broker(spark, "localhost", subscribe=B_PETS)
+    with pytest.raises(Exception, match="options path and kafka.bootstrap.servers exclude each other"):
+        _read_broker(spark, servers, subscribe=B_PETS, path="/tmp")
+    with pytest.raises(Exception, match="option splitSize sizes splits from segment files"):
+        _read_broker(spark, servers, subscribe=B_PETS, splitSize="16k").count()
+    with pytest.raises(Exception, match="option path is required.*or read through a broker"):
+        spark.read.format("seglog").option("subscribe", B_PETS).load()
+    df = spark.createDataFrame([(b"k", b"v")], "key binary, value binary")
+    with pytest.raises(Exception, match="the seglog writer appends to a data directory"):
+        df.write.format("seglog").option("kafka.bootstrap.servers", servers).option("topic", B_PETS) \
+            .mode("append").save()
+    from seglog.spark.errors import BrokerUnavailableError
+    with pytest.raises(BrokerUnavailableError, match="cannot reach"):
+        _broker_plan(dead, subscribe=B_PETS)
+
+
+def test_broker_mode_fail_on_data_loss(spark, broker_data):
+    servers = broker_data.bootstrap_servers
+    beyond = f'{{"{B_PETS}": {{"0": 999999}}}}'
+    assign0 = f'{{"{B_PETS}": [0]}}'
+    with pytest.raises(Exception, match=f"DataLossError.*starting offset 999999 of {B_PETS}-0 is past the committed end"):
+        _read_broker(spark, servers, assign=assign0, startingOffsets=beyond).count()
+    assert _read_broker(spark, servers, assign=assign0, startingOffsets=beyond, failOnDataLoss="false").count() == 0
+    with pytest.raises(Exception, match=f"starting offset 5 of {B_PETS}-1 was deleted"):
+        _read_broker(spark, servers, assign=f'{{"{B_PETS}": [1]}}', startingOffsets=f'{{"{B_PETS}": {{"1": 5}}}}').count()
+
+
+def test_broker_split_data_lost_after_planning(seglog_broker):
+    """Retention after planning (Fetch says OFFSET_OUT_OF_RANGE) and a truncation (the high watermark stays
+    below the split's end) follow failOnDataLoss, as in local mode."""
+    import dataclasses
+
+    from seglog.spark.errors import DataLossError
+
+    node, servers = seglog_broker.node, seglog_broker.bootstrap_servers
+    topic = "spark-bgone"
+    node.create_topic(topic, 2, {"segment.bytes": 4096})
+    for p in range(2):
+        for _ in range(4):
+            node.partition(topic, p).log.append_batch([b"x" * 100 for _ in range(100)])
+    strict = {s.partition: s for s in _broker_plan(servers, subscribe=topic)}
+    assert strict[0].end == strict[1].end == 400
+    lenient = {p: dataclasses.replace(s, fail_on_data_loss=False) for p, s in strict.items()}
+    node.partition(topic, 0).log.delete_records_before(250)
+    with pytest.raises(DataLossError, match=f"offsets 0..249 of {topic}-0 were deleted after the query was planned"):
+        _offsets(strict[0])
+    assert _offsets(lenient[0]) == list(range(250, 400))
+    node.partition(topic, 1).log.truncate_to(300)
+    quick = dataclasses.replace(strict[1], request_timeout_ms=600)      # how long a lagging leader is waited for
+    with pytest.raises(DataLossError, match=f"offsets 300..399 of {topic}-1 are no longer in the log"):
+        _offsets(quick)
+    assert _offsets(dataclasses.replace(quick, fail_on_data_loss=False)) == list(range(300))
+
+
+def test_broker_mode_high_watermark_below_log_end(spark, seglog_broker):
+    """Broker mode never reads at or past the high watermark (ListOffsets latest and every Fetch stop there;
+    Kafka's high watermark moves by whole batches, as followers fetch them)."""
+    import dataclasses
+
+    from seglog.spark.errors import DataLossError
+
+    node, servers = seglog_broker.node, seglog_broker.bootstrap_servers
+    topic = "spark-bhw"
+    node.create_topic(topic, 1)
+    lg = node.partition(topic, 0).log
+    for i in range(10):
+        lg.append_batch([b"r%d" % (100 * i + j) for j in range(100)])
+    lg.high_watermark = 600                      # as replication leaves it while followers lag
+    assert lg.end_offset == 1000
+    for options in ({}, {"minPartitions": "7"}):
+        df = _read_broker(spark, servers, subscribe=topic, **options)
+        got = sorted((r["offset"], bytes(r["value"])) for r in df.select("offset", "value").collect())
+        assert got == [(o, b"r%d" % o) for o in range(600)], options
+    plan = _broker_plan(servers, subscribe=topic)
+    assert [(s.start, s.end) for s in plan] == [(0, 600)]
+    beyond = dataclasses.replace(plan[0], end=700, request_timeout_ms=600)   # as if planned before a truncation
+    with pytest.raises(DataLossError, match="offsets 600..699 of spark-bhw-0 are no longer in the log \\(its high "
+                                            "watermark is 600 now"):
+        _offsets(beyond)
+    assert _offsets(dataclasses.replace(beyond, fail_on_data_loss=False)) == list(range(600))
+
+
+def test_fetch_responses_decode_and_cut_short_batches(broker_data, monkeypatch):
+    """arrow_columns takes the records of a real Fetch response and stops before a final batch cut short (as
+    brokers end responses at their byte limit); the fetch loop continues from there across responses."""
+    from seglog.client import BrokerConnection
+    from seglog.protocol import ApiKey
+    from seglog.spark import broker as broker_mode
+
+    host, port = broker_data.bootstrap_servers.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port))
+    try:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": B_CODECS, "partitions": [{"partition": 4, "current_leader_epoch": -1,
+                                                               "fetch_offset": 0, "log_start_offset": -1,
+                                                               "partition_max_bytes": 1 << 20}]}]}
+        records = bytes(conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["records"])
+    finally:
+        conn.close()
+    whole = _engine.arrow_columns(records, 0, 1 << 62, True, verify_crc=True)
+    assert whole["consumed"] == len(records) and whole["rows"] == 700            # zstd, every record
+    bounds, pos = [], 0
+    while pos < len(records):
+        pos += 12 + int.from_bytes(records[pos + 8:pos + 12], "big")
+        bounds.append(pos)
+    assert len(bounds) > 1
+    cut = _engine.arrow_columns(records[:bounds[-1] - 5], 0, 1 << 62, True, verify_crc=True)
+    last_base = int.from_bytes(records[bounds[-2]:bounds[-2] + 8], "big")
+    assert cut["consumed"] == bounds[-2] and cut["rows"] == last_base and cut["next_offset"] == last_base
+    assert not cut["done"]
+    monkeypatch.setattr(broker_mode, "FETCH_BYTES", 1)           # every Fetch returns a single batch
+    split = _broker_plan(broker_data.bootstrap_servers, assign=f'{{"{B_PETS}": [0]}}')[0]
+    assert _offsets(split) == [r[2] for r in expected_from(_broker_logs(broker_data), B_PETS, [0])]
+
+
+def test_broker_split_follows_the_leader_when_its_hint_is_stale(broker_data, start_broker):
+    """A split's leader address is a hint: a broker that does not lead the partition answers with an error
+    (here UNKNOWN_TOPIC_OR_PARTITION), and the reader asks the bootstrap servers for the leader again."""
+    import dataclasses
+
+    from seglog.client import BrokerConnection
+    from seglog.protocol import ApiKey
+
+    other = start_broker()
+    split = _broker_plan(broker_data.bootstrap_servers, assign=f'{{"{B_PETS}": [2]}}')[0]
+    assert split.location == broker_data.bootstrap_servers
+    host, port = other.bootstrap_servers.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port))
+    try:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1024, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": B_PETS, "partitions": [{"partition": 2, "current_leader_epoch": -1,
+                                                             "fetch_offset": 0, "log_start_offset": -1,
+                                                             "partition_max_bytes": 1024}]}]}
+        assert conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["error_code"] == 3
+    finally:
+        conn.close()
+    stale = dataclasses.replace(split, location=other.bootstrap_servers)
+    assert _offsets(stale) == [r[2] for r in expected_from(_broker_logs(broker_data), B_PETS, [2])]
+
+
+def test_broker_mode_streaming_three_triggers_and_restart(spark, seglog_broker, tmp_path):
+    node, servers = seglog_broker.node, seglog_broker.bootstrap_servers
+    topic = "spark-bstream"
+    node.create_topic(topic, 2)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def append(n: int, tag: bytes) -> None:
+        for p in range(2):
+            node.partition(topic, p).log.append_batch([b"%s-%d-%d" % (tag, p, i) for i in range(n)],
+                                                       compression="zstd")
+
+    def start():
+        stream = (spark.readStream.format("seglog").option("kafka.bootstrap.servers", servers)
+                  .option("subscribe", topic).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", "400").load())
+        return (stream.select("partition", "offset", "value").writeStream.format("parquet")
+                .option("path", out).option("checkpointLocation", checkpoint).start())
+
+    append(500, b"a")
+    q = start()
+    try:
+        q.processAllAvailable()
+        append(300, b"b")
+        q.processAllAvailable()
+        batches = [b for b in q.recentProgress if b["numInputRows"] > 0]
+    finally:
+        q.stop()
+    append(200, b"c")                                  # written while the query is down
+    q = start()
+    try:
+        q.processAllAvailable()
+        batches += [b for b in q.recentProgress if b["numInputRows"] > 0]
+    finally:
+        q.stop()
+    rows = [(r["partition"], r["offset"], bytes(r["value"])) for r in spark.read.parquet(out).collect()]
+    assert len(rows) == len(set(rows)) == 2 * 1000
+    want = [(r[1], r[2], r[4]) for r in expected_from(_broker_logs(seglog_broker), topic, range(2))]
+    assert sorted(rows) == want
+    assert len(batches) >= 3 and all(b["numInputRows"] <= 402 for b in batches)
+
+
+@pytest.mark.zookeeper
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_broker_mode_on_a_cluster_reads_leaders_and_follows_moves(spark, zookeeper_server, tmp_path):
+    """Three `seglog broker --zookeeper` processes, a topic with RF=3: Spark reads every partition from its
+    leader; a split whose hint is a follower (NOT_LEADER_OR_FOLLOWER) and one whose leader is killed after
+    planning are read from the (new) leader with fresh metadata."""
+    import dataclasses
+
+    import seglog
+    from cluster_harness import Cluster, consume_all
+    from seglog.client import BrokerConnection
+    from seglog.protocol import ApiKey
+
+    c = Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3,
+                chroot=f"/spark-broker-mode-{int(time.time() * 1000) % 10**8}")
+    c.start()
+    try:
+        topic = "sparkrf"
+        c.create_topic(topic, partitions=3, rf=3)
+        with seglog.connect(c.bootstrap) as node, seglog.Producer(node, acks="all") as producer:
+            for i in range(3000):
+                producer.send(topic, b"v%d" % i, key=b"k%d" % i, partition=i % 3)
+        want = consume_all(c.bootstrap, topic, range(3))
+        assert sum(len(v) for v in want.values()) == 3000
+        leaders = {p: c.leader(topic, p) for p in range(3)}
+        assert len(set(leaders.values())) > 1, f"leaders not spread: {leaders}"
+        df = _read_broker(spark, c.bootstrap, subscribe=topic)
+        rows = sorted((r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"])) for r in df.collect())
+        assert rows == sorted((p, o, k, v) for p, recs in want.items() for o, k, v in recs)
+        splits = {s.partition: s for s in _broker_plan(c.bootstrap, subscribe=topic)}
+        for p, s in splits.items():
+            assert s.location == "%s:%d" % c.client_addr[leaders[p]]
+        follower = next(i for i in c.brokers if i != leaders[0])
+        host, port = c.client_addr[follower]
+        conn = BrokerConnection(host, port)
+        try:
+            body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1024, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                    "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                                "fetch_offset": 0, "log_start_offset": -1,
+                                                                "partition_max_bytes": 1024}]}]}
+            assert conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["error_code"] == 6
+        finally:
+            conn.close()
+        wanted0 = [o for o, _, _ in want[0]]
+        assert _offsets(dataclasses.replace(splits[0], location=f"{host}:{port}")) == wanted0
+        c.brokers[leaders[0]].kill()                    # after planning: the split's hint is now a dead broker
+        t0 = time.monotonic()
+        assert _offsets(splits[0]) == wanted0
+        print(f"read through the new leader {time.monotonic() - t0:.1f} s after the kill")
+        assert c.leader(topic, 0) != leaders[0]
+    finally:
+        c.close()

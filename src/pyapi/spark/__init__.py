@@ -1,4 +1,4 @@
-"""seglog as a PySpark data source (pyspark >= 4.0, Python Data Source API).
+"""seglog as a PySpark data source (pyspark >= 4.2, Python Data Source API).
 
 ``import seglog.spark`` registers the source named "seglog" with the active SparkSession, if there is one;
 ``seglog.spark.register(spark)`` does it explicitly (again after changing
@@ -11,44 +11,66 @@
     # timestampType int (+ headers array<struct<key: string, value: binary>> with includeHeaders=true)
     q = spark.readStream.format("seglog").option("path", "data").option("subscribe", "pet").load()
     df.select("key", "value").write.format("seglog").option("path", "data").option("topic", "copy").save()
+    # broker mode: any Kafka-protocol broker, for executors that cannot see the disks
+    df = spark.read.format("seglog").option("kafka.bootstrap.servers", "host:9092").option("subscribe", "pet").load()
 
-Modules: options (every option and its checks), catalog (the data dir and partition metadata), planning
-(offset ranges and splits), splits, arrow_reader (executor-side decoding into Arrow), filters (pushdown),
+Modules: options (every option and its checks), catalog (the Catalog interface and the data dir's partition
+metadata), broker (the same interface over Metadata/ListOffsets, and Fetch on executors), planning (offset
+ranges and splits), splits, arrow_reader (executor-side decoding into Arrow), filters (pushdown),
 batch_reader, stream_reader, writer, source (the DataSource), errors.
 
 Workers (executors) must run the same Python (``PYSPARK_PYTHON=sys.executable``) and be able to import
-seglog, and must see the data dir at the same path (local mode, or a shared file system). Reading through
-a broker's Kafka protocol for clusters whose executors cannot see the disks is not implemented yet: splits
-are (topic, partition, offset range) and the decoder takes the v2 batches a Fetch response carries, so a
-broker catalog and fetcher can be added behind the same planning and decoding.
+seglog. With ``path`` they must see the data dir at the same path (local mode, or a shared file system);
+with ``kafka.bootstrap.servers`` they only need to reach the brokers.
+
+pyspark >= 4.2 is required (read limits and Trigger.AvailableNow for Python streaming sources arrived in
+4.2; filter pushdown in 4.1): importing this package with an older pyspark raises ImportError.
 
 pyarrow is imported here (and by nothing under ``import seglog``).
 """
 
 from __future__ import annotations
 
+import re
+
+MIN_PYSPARK = (4, 2)
+
+
+def check_pyspark_version(version: str) -> None:
+    """ImportError unless `version` (pyspark.__version__) is at least MIN_PYSPARK."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None or (int(m.group(1)), int(m.group(2))) < MIN_PYSPARK:
+        raise ImportError(f"seglog.spark needs pyspark >= {MIN_PYSPARK[0]}.{MIN_PYSPARK[1]} (read limits and "
+                          f"Trigger.AvailableNow for Python streaming sources), this is pyspark {version}; "
+                          "upgrade with pip install 'seglog[spark]'")
+
+
 try:
     import pyarrow  # noqa: F401
+    import pyspark
     from pyspark.sql import SparkSession
-    from pyspark.sql.datasource import DataSource  # noqa: F401  (pyspark >= 4.0)
 except ImportError as e:                  # pragma: no cover - depends on the environment
-    raise ImportError(f"seglog.spark needs pyspark >= 4.0 and pyarrow ({e}); install them with "
+    raise ImportError(f"seglog.spark needs pyspark >= 4.2 and pyarrow ({e}); install them with "
                       "pip install 'seglog[spark]'") from e
+check_pyspark_version(pyspark.__version__)
 
-from .errors import DataLossError, NotADataDirError, SourceOptionError, TopicNotFoundError, WriteLockTimeoutError
-from .source import SeglogDataSource, SeglogPushdownDataSource
+from .errors import (BrokerUnavailableError, DataLossError, NotADataDirError, SourceOptionError,  # noqa: E402
+                     TopicNotFoundError, WriteLockTimeoutError)
+from .source import SeglogDataSource, SeglogPushdownDataSource  # noqa: E402
 
 __all__ = ["register", "SeglogDataSource", "SeglogPushdownDataSource", "SourceOptionError", "NotADataDirError",
-           "TopicNotFoundError", "DataLossError", "WriteLockTimeoutError", "pushdown_available"]
+           "TopicNotFoundError", "DataLossError", "WriteLockTimeoutError", "BrokerUnavailableError",
+           "pushdown_available", "check_pyspark_version"]
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def pushdown_available() -> bool:
-    """Whether the installed pyspark can push filters into Python data sources (4.1+)."""
+    """Whether the installed pyspark can push filters into Python data sources (4.1+: always, given the
+    4.2 floor; kept for callers written against earlier seglog versions)."""
     try:
         from pyspark.sql.datasource import Filter  # noqa: F401
-    except ImportError:
+    except ImportError:                    # pragma: no cover - below the floor
         return False
     return True
 

@@ -1,6 +1,8 @@
 """Executor side: read one split into ``pyarrow.RecordBatch`` es of Spark's Kafka source schema.
 
-The split's partition is opened read-only (pread based: the writer may append, roll or truncate meanwhile
+A broker-mode split (``split.bootstrap_servers``) is fetched through the Kafka protocol by
+seglog.spark.broker.fetch_columns and decoded by the same ``arrow_columns``; the rest of this docstring is
+about local splits. The split's partition is opened read-only (pread based: the writer may append, roll or truncate meanwhile
 without faulting this process). Whole batches come from ``Log.read_next`` (CRC-checked, one segment at a
 time, about ``CHUNK_BYTES`` per call) and are decoded by the engine's ``arrow_columns`` straight into Arrow
 buffers, wrapped here without copying (``pyarrow.py_buffer`` over the bytes the engine built). A
@@ -135,9 +137,17 @@ def _bounds(split: OffsetRangeSplit, lg: Log) -> tuple[int, int]:
 
 def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
     """RecordBatches of the split's records (see the module docstring). Raises DataLossError,
-    CorruptRecordError, StorageError (after retries)."""
+    CorruptRecordError, StorageError (after retries); in broker mode BrokerUnavailableError or the broker's
+    error once retries are used up."""
     schema = arrow_schema(split.include_headers)
     if split.start >= split.end:
+        return
+    if split.bootstrap_servers is not None:
+        from .broker import fetch_columns
+
+        min_ts = split.min_timestamp if split.min_timestamp is not None else -(1 << 63)
+        for cols in fetch_columns(split, min_ts, BATCH_BYTES):
+            yield to_record_batch(cols, split.topic, split.partition, schema)
         return
     lg = _open(split)
     if lg is None:
@@ -152,8 +162,9 @@ def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
         while offset < end:
             try:
                 view, next_offset = lg.read_next(offset, CHUNK_BYTES)
-            except (OffsetOutOfRangeError, StorageError):
-                # retention deleted segments meanwhile, or a writer was resizing a file we opened: look again
+            except (OffsetOutOfRangeError, StorageError, _engine.CorruptIndexError):
+                # retention deleted segments meanwhile, or a writer was resizing (or indexing) a file we opened
+                # (see open_readonly_log): look again
                 failures += 1
                 lg.close()
                 lg = open_readonly_log(split.location, split.topic, split.partition)

@@ -1,7 +1,7 @@
 """Batch reads: ``spark.read.format("seglog")``.
 
 :class:`SeglogBatchReader` plans on the driver (``partitions()``: select partitions, resolve offset ranges,
-cut them into splits from segment metadata) and reads on executors (``read()``: one split into Arrow
+cut them into splits from segment metadata, or from a broker's Metadata/ListOffsets) and reads on executors (``read()``: one split into Arrow
 RecordBatches). :class:`SeglogPushdownBatchReader` adds ``pushFilters``; pyspark refuses a reader that has
 it while ``spark.sql.python.filterPushdown.enabled`` is false, so the data source hands it out only when
 pushdown is on (see seglog.spark.source). Both give the same rows for the same query.
@@ -14,7 +14,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .arrow_reader import read_split
-from .catalog import DataDir
+from .catalog import open_catalog
 from .filters import Pushed, push
 from .options import ReadOptions
 from .planning import PartitionRange, plan_splits, resolve_ranges
@@ -24,29 +24,29 @@ __all__ = ["SeglogBatchReader", "SeglogPushdownBatchReader", "plan_batch"]
 
 
 def plan_batch(options: ReadOptions, pushed: Pushed | None = None) -> list[OffsetRangeSplit]:
-    """The splits of a batch query (driver side). Raises NotADataDirError, TopicNotFoundError,
-    SourceOptionError, DataLossError."""
-    data_dir = DataDir(options.path)
-    chosen = data_dir.select(options.selection, allow_empty=False)
-    if pushed is not None:
-        chosen = [tp for tp in chosen if pushed.keeps(*tp)]
-    ranges = resolve_ranges(data_dir, chosen, options.starting, options.ending, options.fail_on_data_loss,
-                            options.timestamp_strategy, start_default="earliest")
-    min_ts = None
-    if pushed is not None:
-        narrowed = []
-        for r in ranges:
-            start, end = pushed.narrow(r.start, r.end)
-            if pushed.min_timestamp is not None and start < end:
-                with data_dir.open(r.topic, r.partition) as part:
-                    first = part.offset_for_timestamp(pushed.min_timestamp)
-                start = min(max(start, first if first is not None else end), end)
-            narrowed.append(PartitionRange(r.topic, r.partition, start, end))
-        ranges = narrowed
-        min_ts = pushed.min_timestamp
-    return plan_splits(data_dir, ranges, options.split_bytes, options.min_partitions,
-                       include_headers=options.include_headers, fail_on_data_loss=options.fail_on_data_loss,
-                       min_timestamp=min_ts)
+    """The splits of a batch query (driver side), from a data dir or through brokers. Raises NotADataDirError,
+    BrokerUnavailableError, TopicNotFoundError, SourceOptionError, DataLossError."""
+    with open_catalog(options.location) as catalog:
+        chosen = catalog.select(options.selection, allow_empty=False)
+        if pushed is not None:
+            chosen = [tp for tp in chosen if pushed.keeps(*tp)]
+        ranges = resolve_ranges(catalog, chosen, options.starting, options.ending, options.fail_on_data_loss,
+                                options.timestamp_strategy, start_default="earliest")
+        min_ts = None
+        if pushed is not None:
+            narrowed = []
+            for r in ranges:
+                start, end = pushed.narrow(r.start, r.end)
+                if pushed.min_timestamp is not None and start < end:
+                    with catalog.open(r.topic, r.partition) as part:
+                        first = part.offset_for_timestamp(pushed.min_timestamp)
+                    start = min(max(start, first if first is not None else end), end)
+                narrowed.append(PartitionRange(r.topic, r.partition, start, end))
+            ranges = narrowed
+            min_ts = pushed.min_timestamp
+        return plan_splits(catalog, ranges, options.split_bytes, options.min_partitions,
+                           options.max_records_per_partition, include_headers=options.include_headers,
+                           fail_on_data_loss=options.fail_on_data_loss, min_timestamp=min_ts)
 
 
 class SeglogBatchReader(DataSourceReader):

@@ -1,4 +1,17 @@
-"""What a seglog data dir holds, seen from the driver: topics, partitions and their offsets and segments.
+"""What the driver plans from: topics, partitions, their offsets and (locally) segments, behind one interface.
+
+:class:`Catalog` is what planning (seglog.spark.planning) and the readers use: ``topics()``, ``select()``,
+``prepare()`` (fetch the offsets of many partitions at once), ``open(topic, p)`` -> a :class:`PartitionMeta`
+(``start_offset``, ``committed_end``, ``offset_for_timestamp``, and ``extents``/``position``/``cut_points``,
+which only size splits), ``split_target()`` and ``make_split()``. Two implementations:
+
+- :class:`DataDir` (option ``path``): a seglog data dir on a file system every executor sees, described
+  below; splits are sized in segment bytes.
+- :class:`~seglog.spark.broker.BrokerCatalog` (option ``kafka.bootstrap.servers``): Metadata and ListOffsets
+  of any Kafka-protocol broker; splits are sized in offsets and read with Fetch requests.
+
+:func:`open_catalog` picks the one the options name. A catalog is a context manager (the broker one holds
+connections).
 
 A data dir (what ``seglog.open()`` manages, Kafka's ``log.dirs``) holds one directory per partition named
 ``<topic>-<partition>``, the partition being the number after the last '-'. Directories of deleted topics
@@ -10,9 +23,6 @@ index lookups (Log.offset_for_timestamp decodes at most the batches after one ti
 ListOffsets does). No record range is scanned. Logs are opened read-only (pread based), so a process writing
 the data dir at the same time is never disturbed and cannot crash this one by truncating files.
 
-The seam for a broker-backed catalog (Kafka protocol; not implemented yet) is :class:`PartitionLog`'s
-small surface: ``start_offset``, ``committed_end``, ``offset_for_timestamp`` and ``extents``/``cut_points``
-(the latter two only size splits, so a broker catalog may answer them from offsets alone).
 """
 
 from __future__ import annotations
@@ -27,9 +37,11 @@ from .. import _engine
 from ..errors import SeglogError, StorageError
 from ..log import Log
 from .errors import NotADataDirError, SourceOptionError, TopicNotFoundError
-from .options import TopicSelection
+from .options import Location, TopicSelection
+from .splits import OffsetRangeSplit
 
-__all__ = ["DataDir", "PartitionLog", "SegmentExtent", "open_readonly_log"]
+__all__ = ["Catalog", "PartitionMeta", "DataDir", "PartitionLog", "SegmentExtent", "open_catalog",
+           "open_readonly_log"]
 
 _PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-(\d+)$")
 _SEGMENT_FILE = re.compile(r"^\d{20}\.log$")
@@ -44,7 +56,120 @@ class SegmentExtent:
     size: int
 
 
-class DataDir:
+class PartitionMeta:
+    """One partition's offsets as planning sees them (see the module docstring). A context manager.
+
+    ``start_offset`` and ``committed_end`` (the high watermark, never beyond the log end: no reader goes past
+    it); ``offset_for_timestamp(ms)`` -> the first offset below the committed end whose record timestamp is
+    >= ms, or None. ``extents(start, end)`` / ``position(extent, offset)`` / ``cut_points(extent, lo, hi,
+    step)`` measure a range in the catalog's size unit (bytes locally, offsets through a broker)."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    committed_end: int
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        raise NotImplementedError
+
+    def extents(self, start: int, end: int) -> list[SegmentExtent]:
+        raise NotImplementedError
+
+    def position(self, extent: SegmentExtent, offset: int) -> int:
+        raise NotImplementedError
+
+    def cut_points(self, extent: SegmentExtent, lo: int, hi: int, step: int) -> list[tuple[int, int]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Catalog:
+    """The topics and partitions a query can read (see the module docstring). Subclasses provide
+    ``where`` (for messages), ``topics()``, ``open()``, ``split_target()`` and ``make_split()``."""
+
+    where = ""
+
+    def topics(self) -> dict[str, list[int]]:
+        """topic -> sorted partition numbers, as of now."""
+        raise NotImplementedError
+
+    def internal(self, topic: str) -> bool:
+        """Whether a topic is internal: a pattern never selects it (naming it explicitly does)."""
+        return topic.startswith("__")
+
+    def prepare(self, partitions: list[tuple[str, int]]) -> None:
+        """Get ready to open() these partitions (the broker catalog lists all their offsets at once)."""
+
+    def open(self, topic: str, partition: int) -> PartitionMeta:
+        raise NotImplementedError
+
+    def split_target(self, split_bytes: int) -> int:
+        """The size (in extents' unit) planning packs into one split."""
+        raise NotImplementedError
+
+    def make_split(self, topic: str, partition: int, start: int, end: int, size: int,
+                   **read_args) -> OffsetRangeSplit:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def select(self, selection: TopicSelection, *, allow_empty: bool) -> list[tuple[str, int]]:
+        """The (topic, partition) pairs a query reads, sorted. Named topics and assigned partitions must exist
+        (TopicNotFoundError); a pattern matching nothing raises too unless allow_empty (a stream may wait
+        for topics to appear)."""
+        topics = self.topics()
+        if selection.kind == "subscribe":
+            missing = [t for t in selection.topics if t not in topics]
+            if missing:
+                raise TopicNotFoundError(f"topic(s) {', '.join(map(repr, missing))} not found {self.where} "
+                                         f"(topics there: {_listing(topics)})")
+            return sorted((t, p) for t in set(selection.topics) for p in topics[t])
+        if selection.kind == "subscribePattern":
+            rx = re.compile(selection.pattern)
+            chosen = sorted((t, p) for t, parts in topics.items() if not self.internal(t) and rx.fullmatch(t)
+                            for p in parts)
+            if not chosen and not allow_empty:
+                raise TopicNotFoundError(f"no topic {self.where} matches subscribePattern "
+                                         f"{selection.pattern!r} (topics there: {_listing(topics)})")
+            return chosen
+        out = []
+        for topic, parts in selection.assigned.items():
+            if topic not in topics:
+                raise TopicNotFoundError(f"assigned topic {topic!r} not found {self.where} "
+                                         f"(topics there: {_listing(topics)})")
+            missing = sorted(set(parts) - set(topics[topic]))
+            if missing:
+                raise TopicNotFoundError(f"assigned partition(s) {missing} of topic {topic!r} do not exist "
+                                         f"(it has partitions {topics[topic]})")
+            out.extend((topic, p) for p in parts)
+        return sorted(out)
+
+
+def open_catalog(location: Location) -> Catalog:
+    """The catalog of a reader's location: a DataDir (path) or a BrokerCatalog (bootstrap servers). Raises
+    NotADataDirError / BrokerUnavailableError when it cannot be reached."""
+    if location.broker_mode:
+        from .broker import BrokerCatalog
+        return BrokerCatalog(location.bootstrap_servers, location.request_timeout_ms)
+    return DataDir(location.path)
+
+
+class DataDir(Catalog):
     """A seglog data directory on the local (or a shared) file system.
 
     Raises NotADataDirError when ``path`` does not exist, is not a directory, is a partition directory itself,
@@ -53,6 +178,7 @@ class DataDir:
 
     def __init__(self, path: str):
         self.path = os.path.abspath(os.path.expanduser(str(path)))
+        self.where = f"in data directory {self.path}"
         if not os.path.exists(self.path):
             raise NotADataDirError("seglog data directory does not exist", self.path)
         if not os.path.isdir(self.path):
@@ -83,36 +209,13 @@ class DataDir:
     def partition_path(self, topic: str, partition: int) -> str:
         return os.path.join(self.path, f"{topic}-{partition}")
 
-    def select(self, selection: TopicSelection, *, allow_empty: bool) -> list[tuple[str, int]]:
-        """The (topic, partition) pairs a query reads, sorted. Named topics and assigned partitions must exist
-        (TopicNotFoundError); a pattern matching nothing raises too unless allow_empty (a stream may wait
-        for topics to appear)."""
-        topics = self.topics()
-        if selection.kind == "subscribe":
-            missing = [t for t in selection.topics if t not in topics]
-            if missing:
-                raise TopicNotFoundError(f"topic(s) {', '.join(map(repr, missing))} not found in data directory "
-                                         f"{self.path} (topics there: {_listing(topics)})")
-            return sorted((t, p) for t in set(selection.topics) for p in topics[t])
-        if selection.kind == "subscribePattern":
-            rx = re.compile(selection.pattern)
-            chosen = sorted((t, p) for t, parts in topics.items() if not t.startswith("__") and rx.fullmatch(t)
-                            for p in parts)
-            if not chosen and not allow_empty:
-                raise TopicNotFoundError(f"no topic in data directory {self.path} matches subscribePattern "
-                                         f"{selection.pattern!r} (topics there: {_listing(topics)})")
-            return chosen
-        out = []
-        for topic, parts in selection.assigned.items():
-            if topic not in topics:
-                raise TopicNotFoundError(f"assigned topic {topic!r} not found in data directory {self.path} "
-                                         f"(topics there: {_listing(topics)})")
-            missing = sorted(set(parts) - set(topics[topic]))
-            if missing:
-                raise TopicNotFoundError(f"assigned partition(s) {missing} of topic {topic!r} do not exist "
-                                         f"(it has partitions {topics[topic]})")
-            out.extend((topic, p) for p in parts)
-        return sorted(out)
+    def split_target(self, split_bytes: int) -> int:
+        return split_bytes
+
+    def make_split(self, topic: str, partition: int, start: int, end: int, size: int,
+                   **read_args) -> OffsetRangeSplit:
+        return OffsetRangeSplit(topic=topic, partition=partition, start=start, end=end,
+                                location=self.partition_path(topic, partition), estimated_bytes=size, **read_args)
 
     def open(self, topic: str, partition: int) -> "PartitionLog":
         return PartitionLog(self.partition_path(topic, partition), topic, partition)
@@ -124,15 +227,23 @@ def _listing(topics: dict) -> str:
 
 
 def open_readonly_log(path: str, topic: str, partition: int, attempts: int = 6) -> Log:
-    """A read-only Log of a partition directory, retrying a few times (20 ms, doubling) when opening fails
-    while the directory exists: a writer resizing an index file (activate, roll, close) can make a reader's
-    snapshot of it fail for a moment. Raises StorageError once the attempts are used up or when the
-    directory does not exist."""
+    """A read-only Log of a partition directory with its end offset loaded, retrying a few times (20 ms,
+    doubling) when that fails while the directory exists. A process appending meanwhile can make a reader's
+    snapshot inconsistent for a moment: an index file being resized (activate, roll, close) fails to load
+    (StorageError), and an offset index entry written after the open scanned the active segment's tail
+    points past the size the reader saw (CorruptIndexError when the end offset is first computed). Raises
+    StorageError / CorruptIndexError once the attempts are used up, StorageError when the directory does
+    not exist."""
     delay = 0.02
     for attempt in range(attempts):
+        lg = None
         try:
-            return Log(path, readonly=True, topic=topic, partition=partition, max_open_segments=4)
-        except StorageError:
+            lg = Log(path, readonly=True, topic=topic, partition=partition, max_open_segments=4)
+            lg.end_offset                       # computes the active segment's end now, inside the retry
+            return lg
+        except (StorageError, _engine.CorruptIndexError):
+            if lg is not None:
+                lg.close()
             if attempt == attempts - 1 or not os.path.isdir(path):
                 raise
         time.sleep(delay)
@@ -140,7 +251,7 @@ def open_readonly_log(path: str, topic: str, partition: int, attempts: int = 6) 
     raise AssertionError("unreachable")
 
 
-class PartitionLog:
+class PartitionLog(PartitionMeta):
     """One partition's metadata through a read-only Log. Use as a context manager (closes the Log).
 
     ``committed_end`` is the high watermark capped by the end offset: readers never go past it.
@@ -165,12 +276,6 @@ class PartitionLog:
             seg.close()
         self._segments.clear()
         self.log.close()
-
-    def __enter__(self) -> "PartitionLog":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is >= timestamp (ms), below the committed end; None if none."""

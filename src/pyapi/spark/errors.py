@@ -8,9 +8,11 @@ therefore name the option, topic or partition concerned and say what to change.
 
 from __future__ import annotations
 
-from ..errors import InvalidConfigError, OffsetOutOfRangeError, SeglogError, StorageError, UnknownTopicOrPartitionError
+from ..errors import (InvalidConfigError, NetworkError, OffsetOutOfRangeError, SeglogError, StorageError,
+                      UnknownTopicOrPartitionError)
 
-__all__ = ["SourceOptionError", "NotADataDirError", "TopicNotFoundError", "DataLossError", "WriteLockTimeoutError"]
+__all__ = ["SourceOptionError", "NotADataDirError", "TopicNotFoundError", "DataLossError", "WriteLockTimeoutError",
+           "BrokerUnavailableError"]
 
 
 class SourceOptionError(InvalidConfigError):
@@ -22,7 +24,13 @@ class NotADataDirError(StorageError):
 
 
 class TopicNotFoundError(UnknownTopicOrPartitionError):
-    """A subscribed or assigned topic (or partition) has no partition directory in the data dir."""
+    """A subscribed or assigned topic (or partition) has no partition directory in the data dir, or the
+    brokers do not know it (broker mode)."""
+
+
+class BrokerUnavailableError(NetworkError):  # noqa: F821 - defined by seglog.errors' table
+    """Broker mode: no broker of ``kafka.bootstrap.servers`` answered (wrong address, nothing listening, or
+    every broker down for longer than ``kafka.request.timeout.ms``)."""
 
 
 class DataLossError(OffsetOutOfRangeError):

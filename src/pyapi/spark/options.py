@@ -2,7 +2,11 @@
 
 Reader options (batch and streaming) -> :class:`ReadOptions`::
 
-    path                              a seglog data dir (required; local or shared file system)
+    path                              a seglog data dir (local or shared file system), or
+    kafka.bootstrap.servers           "host:9092,host2:9092" (also bootstrap.servers): read through the Kafka
+                                      protocol from any Kafka-protocol broker (broker mode); exactly one of the two
+    kafka.request.timeout.ms          broker mode: socket timeout, and how long leader moves and unreachable
+                                      brokers are retried before failing (default 30000)
     subscribe | subscribePattern | assign
                                       exactly one: "t1,t2" | a regex matched against whole topic names
                                       (internal "__" topics excluded) | JSON {"t1": [0, 2]}
@@ -13,14 +17,19 @@ Reader options (batch and streaming) -> :class:`ReadOptions`::
     startingOffsetsByTimestampStrategy             "error" (default) | "latest": no record at/after the time
     failOnDataLoss                    "true" (default) | "false"
     includeHeaders                    "false" (default) | "true"
-    splitSize                         target bytes of segment data per Spark task, e.g. "256m" (default)
+    splitSize                         target bytes of segment data per Spark task, e.g. "256m" (default);
+                                      local mode only (a broker does not expose segment sizes)
     minPartitions                     at least about this many tasks (large segments are cut at index entries)
+    maxRecordsPerPartition            at most this many offsets per task (a range is cut evenly)
     maxOffsetsPerTrigger              streaming: records per micro-batch over all partitions
     pushFilters                       "true" | "false": override whether the reader offers filter pushdown
 
 Precedence of the starting (ending) position, as Spark's Kafka source: startingTimestamp, then
 startingOffsetsByTimestamp, then startingOffsets. Batch queries default to earliest..latest and refuse a
 "latest" start or an "earliest" end; streaming queries default to a "latest" start and refuse ending options.
+
+In broker mode a split is one partition's offset range (cut further by minPartitions and
+maxRecordsPerPartition), read by Fetch requests to the partition's leader, as Spark's Kafka source does.
 
 Writer options -> :class:`WriteOptions`: path (required), topic (else a ``topic`` column), compression
 (none, gzip, snappy, lz4, zstd), lockTimeoutMs (how long a task waits for a partition's directory lock).
@@ -37,16 +46,17 @@ from typing import Mapping
 
 from .errors import SourceOptionError
 
-__all__ = ["EARLIEST", "LATEST", "OffsetSpec", "TopicSelection", "ReadOptions", "WriteOptions",
-           "parse_read_options", "parse_write_options", "parse_selection", "parse_size", "parse_bool",
-           "lower_keys", "required_path"]
+__all__ = ["EARLIEST", "LATEST", "Location", "OffsetSpec", "TopicSelection", "ReadOptions", "WriteOptions",
+           "parse_read_options", "parse_write_options", "parse_selection", "parse_location", "parse_size",
+           "parse_bool", "lower_keys", "required_path"]
 
 EARLIEST = -2
 LATEST = -1
 DEFAULT_SPLIT_BYTES = 256 << 20
 DEFAULT_LOCK_TIMEOUT_MS = 60_000
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-_BROKER_OPTIONS = ("bootstrap.servers", "kafka.bootstrap.servers")
+_BROKER_OPTIONS = ("kafka.bootstrap.servers", "bootstrap.servers")
 
 
 @dataclass(frozen=True)
@@ -75,8 +85,20 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True)
+class Location:
+    """Where the logs are: a data dir (``path``) or Kafka-protocol brokers (``bootstrap_servers``)."""
+    path: str | None = None
+    bootstrap_servers: str | None = None
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+
+    @property
+    def broker_mode(self) -> bool:
+        return self.bootstrap_servers is not None
+
+
+@dataclass(frozen=True)
 class ReadOptions:
-    path: str
+    location: Location
     selection: TopicSelection
     starting: OffsetSpec
     ending: OffsetSpec
@@ -87,6 +109,11 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     timestamp_strategy: str = "error"
     push_filters: bool | None = None
+    max_records_per_partition: int | None = None
+
+    @property
+    def path(self) -> str | None:
+        return self.location.path
 
 
 @dataclass(frozen=True)
@@ -236,8 +263,9 @@ def _position(opts: Mapping[str, str], which: str, default: OffsetSpec) -> Offse
 def _reject_broker_mode(opts: Mapping[str, str]) -> None:
     for name in _BROKER_OPTIONS:
         if name in opts:
-            raise SourceOptionError(f"option {name}: reading through the Kafka protocol (broker mode) is not "
-                                    "available yet; pass the data directory with option path")
+            raise SourceOptionError(f"option {name}: the seglog writer appends to a data directory (option path); "
+                                    "to write through the Kafka protocol use Spark's own format(\"kafka\") sink or "
+                                    "seglog.Producer(seglog.connect(servers))")
 
 
 def required_path(opts: Mapping[str, str]) -> str:
@@ -248,12 +276,47 @@ def required_path(opts: Mapping[str, str]) -> str:
     return str(path)
 
 
+def parse_location(opts: Mapping[str, str]) -> Location:
+    """The reader's data dir (option path) or brokers (kafka.bootstrap.servers / bootstrap.servers): exactly one.
+    `opts` has lower-case keys."""
+    from ..client import parse_bootstrap
+    from ..errors import NetworkError
+
+    given = [n for n in _BROKER_OPTIONS if opts.get(n) not in (None, "")]
+    path = opts.get("path")
+    if len(given) > 1 and opts[given[0]].strip() != opts[given[1]].strip():
+        raise SourceOptionError("options kafka.bootstrap.servers and bootstrap.servers disagree; set one of them")
+    if not given:
+        if opts.get("kafka.request.timeout.ms") not in (None, ""):
+            raise SourceOptionError("option kafka.request.timeout.ms applies to broker mode only "
+                                    "(option kafka.bootstrap.servers)")
+        if path in (None, ""):
+            raise SourceOptionError("option path is required: the seglog data directory, e.g. .option(\"path\", "
+                                    "\"data\") or .load(\"data\"); or read through a broker with "
+                                    ".option(\"kafka.bootstrap.servers\", \"host:9092\")")
+        return Location(path=str(path))
+    if path not in (None, ""):
+        raise SourceOptionError(f"options path and {given[0]} exclude each other: read a data directory (path) "
+                                "or through brokers (kafka.bootstrap.servers), not both")
+    servers = str(opts[given[0]]).strip()
+    try:
+        parse_bootstrap(servers)
+    except NetworkError as e:
+        raise SourceOptionError(f"option {given[0]}: {e}; expected host:port[,host:port...]") from None
+    timeout = opts.get("kafka.request.timeout.ms")
+    return Location(bootstrap_servers=servers,
+                    request_timeout_ms=(_positive_int(timeout, "kafka.request.timeout.ms")
+                                        if timeout not in (None, "") else DEFAULT_REQUEST_TIMEOUT_MS))
+
+
 def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
     """Validate reader options for a batch (streaming=False) or streaming query; SourceOptionError if bad."""
     opts = lower_keys(options)
-    _reject_broker_mode(opts)
-    path = required_path(opts)
+    location = parse_location(opts)
     selection = parse_selection(opts)
+    if location.broker_mode and opts.get("splitsize") not in (None, ""):
+        raise SourceOptionError("option splitSize sizes splits from segment files, which a broker does not "
+                                "expose: in broker mode use minPartitions or maxRecordsPerPartition")
     if streaming:
         starting = _position(opts, "starting", OffsetSpec("latest"))
         for name in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
@@ -276,9 +339,10 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
                                 f"{opts['startingoffsetsbytimestampstrategy']!r}")
     max_per_trigger = opts.get("maxoffsetspertrigger")
     min_parts = opts.get("minpartitions")
+    max_records = opts.get("maxrecordsperpartition")
     push = opts.get("pushfilters")
     return ReadOptions(
-        path=path, selection=selection, starting=starting, ending=ending,
+        location=location, selection=selection, starting=starting, ending=ending,
         fail_on_data_loss=parse_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
         include_headers=parse_bool(opts.get("includeheaders", "false"), "includeHeaders"),
         split_bytes=parse_size(opts.get("splitsize", str(DEFAULT_SPLIT_BYTES)), "splitSize"),
@@ -287,6 +351,8 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
                                  if max_per_trigger not in (None, "") else None),
         timestamp_strategy=strategy,
         push_filters=parse_bool(push, "pushFilters") if push not in (None, "") else None,
+        max_records_per_partition=(_positive_int(max_records, "maxRecordsPerPartition")
+                                   if max_records not in (None, "") else None),
     )
 
 

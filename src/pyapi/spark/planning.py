@@ -12,8 +12,11 @@
    that many splits exist, then halves the largest splits by offsets (such a cut may fall inside a batch)
    until at least that many do. Splits never span partitions and are ordered by (topic, partition, start).
 
-Both steps only need :class:`~seglog.spark.catalog.PartitionLog`'s metadata surface, which a broker-backed
-catalog (Kafka ListOffsets / Metadata) can provide as well.
+Both steps only see a :class:`~seglog.spark.catalog.Catalog` and its
+:class:`~seglog.spark.catalog.PartitionMeta` s, so the same code plans a data dir (sizes are segment bytes,
+cuts fall at offset index entries) and a broker (Metadata / ListOffsets; sizes are offsets, so a range is one
+split unless minPartitions or maxRecordsPerPartition cut it, as in Spark's Kafka source).
+``max_records`` (maxRecordsPerPartition) finally cuts any split holding more offsets into equal parts.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from .catalog import DataDir, PartitionLog
+from .catalog import Catalog, PartitionMeta
 from .errors import DataLossError, SourceOptionError
 from .options import EARLIEST, LATEST, OffsetSpec
 from .splits import OffsetRangeSplit
@@ -55,7 +58,7 @@ def _check_named(spec: OffsetSpec, chosen: set, option: str) -> None:
                                 "(check subscribe/subscribePattern/assign and the partition numbers)")
 
 
-def resolve_position(spec: OffsetSpec, part: PartitionLog, default: str, is_start: bool,
+def resolve_position(spec: OffsetSpec, part: PartitionMeta, default: str, is_start: bool,
                      timestamp_strategy: str = "error") -> tuple[int, bool]:
     """One end of one partition's range: (offset, explicit). `explicit` says the user named this offset (it is
     then range-checked); earliest/latest/timestamps always lie inside the log. `default` ("earliest" or
@@ -85,7 +88,7 @@ def resolve_position(spec: OffsetSpec, part: PartitionLog, default: str, is_star
     return part.committed_end, False
 
 
-def resolve_ranges(data_dir: DataDir, partitions: Iterable[tuple[str, int]], starting: OffsetSpec,
+def resolve_ranges(catalog: Catalog, partitions: Iterable[tuple[str, int]], starting: OffsetSpec,
                    ending: OffsetSpec, fail_on_data_loss: bool, timestamp_strategy: str = "error",
                    start_default: str = "earliest") -> list[PartitionRange]:
     """The [start, end) of each partition (see the module docstring). Raises SourceOptionError (a spec naming
@@ -94,9 +97,10 @@ def resolve_ranges(data_dir: DataDir, partitions: Iterable[tuple[str, int]], sta
     names = set(chosen)
     _check_named(starting, names, "startingOffsets")
     _check_named(ending, names, "endingOffsets")
+    catalog.prepare(chosen)
     out = []
     for topic, p in chosen:
-        with data_dir.open(topic, p) as part:
+        with catalog.open(topic, p) as part:
             start, start_explicit = resolve_position(starting, part, start_default, True, timestamp_strategy)
             end, end_explicit = resolve_position(ending, part, "latest", False)
             lo, hi = part.start_offset, part.committed_end
@@ -132,7 +136,7 @@ class _Piece:
     size: int
 
 
-def _pieces(part: PartitionLog, rng: PartitionRange, target: int) -> list[_Piece]:
+def _pieces(part: PartitionMeta, rng: PartitionRange, target: int) -> list[_Piece]:
     """The range as contiguous pieces: one per segment, large segment stretches cut at index entries."""
     out = []
     for ext in part.extents(rng.start, rng.end):
@@ -154,40 +158,62 @@ def _pieces(part: PartitionLog, rng: PartitionRange, target: int) -> list[_Piece
     return out
 
 
-def plan_splits(data_dir: DataDir, ranges: list[PartitionRange], split_bytes: int,
-                min_partitions: int | None = None, **read_args) -> list[OffsetRangeSplit]:
+def plan_splits(catalog: Catalog, ranges: list[PartitionRange], split_bytes: int,
+                min_partitions: int | None = None, max_records: int | None = None,
+                **read_args) -> list[OffsetRangeSplit]:
     """Splits covering every non-empty range exactly once (see the module docstring). ``read_args`` are copied
     into every split (include_headers, fail_on_data_loss, min_timestamp). Partitions are opened one at a
     time, so planning thousands of them needs no more than a few file descriptors."""
     todo = [r for r in ranges if r.count > 0]
     if not todo:
         return []
-    target = split_bytes
+    catalog.prepare([(r.topic, r.partition) for r in todo])
+    target = max(catalog.split_target(split_bytes), 1)
     if min_partitions:
         total = 0
         for r in todo:
-            with data_dir.open(r.topic, r.partition) as part:
+            with catalog.open(r.topic, r.partition) as part:
                 total += sum(max(part.position(e, min(r.end, e.upper)) - part.position(e, max(r.start, e.base)), 1)
                              for e in part.extents(r.start, r.end))
-        target = max(min(split_bytes, math.ceil(total / min_partitions)), 1)
+        target = max(min(target, math.ceil(total / min_partitions)), 1)
     splits = []
     for r in todo:
-        with data_dir.open(r.topic, r.partition) as part:
+        with catalog.open(r.topic, r.partition) as part:
             pieces = _pieces(part, r, target) or [_Piece(r.start, r.end, 1)]
         current: _Piece | None = None
         for piece in pieces:
             if current is not None and current.size + piece.size > target:
-                splits.append(_split(data_dir, r, current, **read_args))
+                splits.append(catalog.make_split(r.topic, r.partition, current.start, current.end, current.size,
+                                                 **read_args))
                 current = None
             if current is None:
                 current = _Piece(piece.start, piece.end, piece.size)
             else:
                 current.end, current.size = piece.end, current.size + piece.size
         if current is not None:
-            splits.append(_split(data_dir, r, current, **read_args))
+            splits.append(catalog.make_split(r.topic, r.partition, current.start, current.end, current.size,
+                                             **read_args))
     if min_partitions and len(splits) < min_partitions:
         splits = _split_evenly(splits, min_partitions)
+    if max_records:
+        splits = _cap_records(splits, max_records)
     return splits
+
+
+def _cap_records(splits: list[OffsetRangeSplit], max_records: int) -> list[OffsetRangeSplit]:
+    """Each split with more than max_records offsets cut into the fewest equal parts that hold at most that
+    many (Spark's Kafka source's maxRecordsPerPartition). Cuts may fall inside a batch (see _split_evenly)."""
+    out = []
+    for s in splits:
+        n = s.end - s.start
+        parts = math.ceil(n / max_records)
+        if parts <= 1:
+            out.append(s)
+            continue
+        for i in range(parts):
+            lo, hi = s.start + n * i // parts, s.start + n * (i + 1) // parts
+            out.append(dataclasses.replace(s, start=lo, end=hi, estimated_bytes=s.estimated_bytes // parts))
+    return out
 
 
 def _split_evenly(splits: list[OffsetRangeSplit], wanted: int) -> list[OffsetRangeSplit]:
@@ -205,9 +231,3 @@ def _split_evenly(splits: list[OffsetRangeSplit], wanted: int) -> list[OffsetRan
         out[i:i + 1] = [dataclasses.replace(s, end=mid, estimated_bytes=half),
                         dataclasses.replace(s, start=mid, estimated_bytes=s.estimated_bytes - half)]
     return out
-
-
-def _split(data_dir: DataDir, rng: PartitionRange, piece: _Piece, **read_args) -> OffsetRangeSplit:
-    return OffsetRangeSplit(topic=rng.topic, partition=rng.partition, start=piece.start, end=piece.end,
-                            location=data_dir.partition_path(rng.topic, rng.partition), estimated_bytes=piece.size,
-                            **read_args)

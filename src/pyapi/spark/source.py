@@ -1,7 +1,8 @@
 """The ``seglog`` Python data source: schema, batch reader, stream reader and writer.
 
 Options are documented in seglog.spark.options. ``schema()`` (called by ``load()``) already checks the
-options every query shares (path is a data dir, named topics exist), so mistakes fail at ``load()``;
+options every query shares (path is a data dir or the brokers answer, named topics exist), so mistakes fail
+at ``load()``;
 ``reader()`` / ``streamReader()`` check the rest (offset specs, batch- or stream-only options), and a
 batch query's offsets are checked against the logs when Spark plans it (``partitions()``).
 
@@ -18,11 +19,10 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from .batch_reader import SeglogBatchReader, SeglogPushdownBatchReader
-from .catalog import DataDir
+from .catalog import DataDir, open_catalog
 from .errors import SourceOptionError
 from .arrow_reader import spark_schema
-from .options import (lower_keys, parse_bool, parse_read_options, parse_selection, parse_write_options,
-                      required_path)
+from .options import lower_keys, parse_bool, parse_location, parse_read_options, parse_selection, parse_write_options
 from .stream_reader import SeglogStreamReader
 from .writer import SeglogWriter, check_write_schema, topic_partitions
 
@@ -41,10 +41,11 @@ class SeglogDataSource(DataSource):
     def schema(self) -> StructType:
         opts = lower_keys(self.options)
         include_headers = parse_bool(opts.get("includeheaders", "false"), "includeHeaders")
-        data_dir = DataDir(required_path(opts))
+        location = parse_location(opts)
         selection = parse_selection(opts)
-        if selection.kind != "subscribePattern":
-            data_dir.select(selection, allow_empty=True)
+        with open_catalog(location) as catalog:        # a bad path or bootstrap address fails at load()
+            if selection.kind != "subscribePattern":
+                catalog.select(selection, allow_empty=True)
         return spark_schema(include_headers)
 
     def _pushdown(self, push: bool | None) -> bool:

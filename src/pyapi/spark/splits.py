@@ -3,8 +3,9 @@
 A split is plain picklable data sent from the driver to an executor. It names offsets, not files: the
 executor reopens the partition read-only and finds the segments itself, so a split stays valid while the
 writer appends, rolls or applies retention (offsets that vanished meanwhile follow ``fail_on_data_loss``).
-``location`` is the partition directory; a broker-backed split would carry the leader's address there
-instead and be read through Kafka Fetch requests, which return the same v2 batches.
+``location`` is the partition directory; a broker-mode split (``bootstrap_servers`` set) carries the
+address of the partition's leader at planning time there instead and is read through Kafka Fetch requests,
+which return the same v2 batches (seglog.spark.broker): executors then need no file system access at all.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class OffsetRangeSplit(InputPartition):
     ``estimated_bytes``: segment bytes planning attributed to it (from index positions; informational).
     ``min_timestamp``: a pushed-down lower bound (ms) that lets the reader skip whole batches whose
     maxTimestamp is below it; Spark still applies the timestamp filter itself, so this only prunes.
+    ``bootstrap_servers``: set for broker mode (``location`` is then the leader's "host:port", a hint: the
+    executor asks the cluster again when the leader moved); ``request_timeout_ms`` bounds its requests and
+    retries.
     """
     topic: str
     partition: int
@@ -33,3 +37,5 @@ class OffsetRangeSplit(InputPartition):
     include_headers: bool = False
     fail_on_data_loss: bool = True
     min_timestamp: int | None = None
+    bootstrap_servers: str | None = None
+    request_timeout_ms: int = 30_000

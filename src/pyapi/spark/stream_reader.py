@@ -9,9 +9,9 @@ duplicates, as long as the offsets are still in the log (otherwise ``failOnDataL
 - ``latestOffset(start, limit)``: the committed end of every selected partition, re-listed each time (new
   topics of a pattern and new partitions appear; a new partition is read from its log start). With
   ``maxOffsetsPerTrigger`` (``ReadMaxRows``) the rows are shared out in proportion to each partition's lag,
-  as Spark's Kafka source does; a partition with any lag gets at least one row. pyspark < 4.2 calls
-  ``latestOffset()`` without arguments: everything available is read then (no rate limit).
-- ``prepareForTriggerAvailableNow`` (pyspark >= 4.2): freezes the current ends; later ``latestOffset``
+  as Spark's Kafka source does; a partition with any lag gets at least one row (read limits and
+  Trigger.AvailableNow for Python sources need pyspark >= 4.2, the floor seglog.spark checks at import).
+- ``prepareForTriggerAvailableNow``: freezes the current ends; later ``latestOffset``
   calls never go past them and partitions created afterwards are not read.
 - A partition that disappears, or whose start offset fell out of the log, raises DataLossError unless
   failOnDataLoss=false (then it is dropped / moved to the log start).
@@ -26,18 +26,12 @@ import math
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .arrow_reader import read_split
-from .catalog import DataDir
+from .catalog import Catalog, open_catalog
 from .errors import DataLossError
 from .options import ReadOptions
 from .planning import PartitionRange, plan_splits, resolve_ranges
 
-try:                                              # pyspark >= 4.2
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
-except ImportError:                               # pragma: no cover - depends on the installed pyspark
-    ReadAllAvailable = ReadMaxRows = None
-
-    class SupportsTriggerAvailableNow:            # a stand-in so the class statement below stays the same
-        pass
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow  # >= 4.2
 
 __all__ = ["SeglogStreamReader", "to_json_offsets", "from_json_offsets"]
 
@@ -68,38 +62,42 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- driver ---------------------------------------------------------------------------------------------
 
-    def _data_dir(self) -> DataDir:
-        return DataDir(self.options.path)
+    def _catalog(self) -> Catalog:
+        """A fresh catalog (data dir listing or broker metadata) for one call; close it after use."""
+        return open_catalog(self.options.location)
 
-    def _current(self, data_dir: DataDir) -> dict[tuple[str, int], tuple[int, int]]:
+    def _current(self) -> dict[tuple[str, int], tuple[int, int]]:
         """(log start, committed end) of every partition the query selects right now."""
         out = {}
-        for topic, p in data_dir.select(self.options.selection, allow_empty=True):
-            with data_dir.open(topic, p) as part:
-                out[(topic, p)] = (part.start_offset, part.committed_end)
+        with self._catalog() as catalog:
+            chosen = catalog.select(self.options.selection, allow_empty=True)
+            catalog.prepare(chosen)
+            for topic, p in chosen:
+                with catalog.open(topic, p) as part:
+                    out[(topic, p)] = (part.start_offset, part.committed_end)
         return out
 
     def initialOffset(self) -> dict:
-        data_dir = self._data_dir()
-        chosen = data_dir.select(self.options.selection, allow_empty=True)
-        ranges = resolve_ranges(data_dir, chosen, self.options.starting, self.options.ending,
-                                self.options.fail_on_data_loss, self.options.timestamp_strategy,
-                                start_default="latest")
+        with self._catalog() as catalog:
+            chosen = catalog.select(self.options.selection, allow_empty=True)
+            ranges = resolve_ranges(catalog, chosen, self.options.starting, self.options.ending,
+                                    self.options.fail_on_data_loss, self.options.timestamp_strategy,
+                                    start_default="latest")
         return to_json_offsets({(r.topic, r.partition): r.start for r in ranges})
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {tp: end for tp, (_, end) in self._current(self._data_dir()).items()}
+        self._target = {tp: end for tp, (_, end) in self._current().items()}
 
     def reportLatestOffset(self) -> dict | None:
-        return to_json_offsets({tp: end for tp, (_, end) in self._current(self._data_dir()).items()})
+        return to_json_offsets({tp: end for tp, (_, end) in self._current().items()})
 
     def getDefaultReadLimit(self):
-        if self.options.max_offsets_per_trigger and ReadMaxRows is not None:
+        if self.options.max_offsets_per_trigger:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        current = self._current(self._data_dir())
+        current = self._current()
         ends = {tp: end for tp, (_, end) in current.items()}
         if self._target is not None:
             ends = {tp: min(end, self._target[tp]) for tp, end in ends.items() if tp in self._target}
@@ -108,7 +106,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = self._checked_starts(from_json_offsets(start), current)
         for tp, off in begin.items():             # a partition never loses its place in the offsets
             ends[tp] = max(ends.get(tp, off), off)
-        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+        if isinstance(limit, ReadMaxRows):
             ends = _rate_limit(begin, ends, current, limit.max_rows)
         return to_json_offsets(ends)
 
@@ -135,20 +133,21 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        data_dir = self._data_dir()
         begin, stop = from_json_offsets(start), from_json_offsets(end)
-        ranges = []
-        for tp, until in stop.items():
-            if tp in begin:
-                frm = begin[tp]
-            else:                                  # a partition that appeared after `start`: from its log start
-                with data_dir.open(*tp) as part:
-                    frm = part.start_offset
-            if frm < until:
-                ranges.append(PartitionRange(tp[0], tp[1], frm, until))
-        return list(plan_splits(data_dir, ranges, self.options.split_bytes, self.options.min_partitions,
-                                include_headers=self.options.include_headers,
-                                fail_on_data_loss=self.options.fail_on_data_loss))
+        with self._catalog() as catalog:
+            ranges = []
+            for tp, until in stop.items():
+                if tp in begin:
+                    frm = begin[tp]
+                else:                              # a partition that appeared after `start`: from its log start
+                    with catalog.open(*tp) as part:
+                        frm = part.start_offset
+                if frm < until:
+                    ranges.append(PartitionRange(tp[0], tp[1], frm, until))
+            return list(plan_splits(catalog, ranges, self.options.split_bytes, self.options.min_partitions,
+                                    self.options.max_records_per_partition,
+                                    include_headers=self.options.include_headers,
+                                    fail_on_data_loss=self.options.fail_on_data_loss))
 
     def commit(self, end: dict) -> None:
         """Nothing to do: offsets live in Spark's checkpoint only."""
