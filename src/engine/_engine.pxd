@@ -15,10 +15,10 @@ include "batch.pxd"
 cdef class MappedFile:
     cdef unsigned char *addr
     cdef readonly size_t length
-    cdef readonly Py_ssize_t views          # live SegmentViews of this mapping
     cdef readonly str path
     cdef readonly uint64_t inode            # identity of the mapped file (a truncation copy is another inode)
     cdef readonly uint64_t device
+    cdef tuple key                          # (device, inode): the file's entry in the live-view count
 
     @staticmethod
     cdef MappedFile map_fd(int fd, size_t length, str path)

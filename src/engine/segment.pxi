@@ -467,8 +467,8 @@ cdef class Segment:
 
     def recover(self):
         """Rescan the whole .log: validate every batch (length, magic, CRC, offsets increasing), rebuild both
-        indexes from scratch, and cut the file at the first invalid batch. Returns (truncated_bytes, reason),
-        reason None when the file was whole. Must not run while views of this segment are alive."""
+        indexes from scratch, and cut the file at the first invalid batch (views of the cut bytes stay valid, see
+        truncate_to_position). Returns (truncated_bytes, reason), reason None when the file was whole."""
         cdef int64_t pos = 0, bsize, last, ts, prev_next = self.base_offset, size
         cdef const unsigned char *base
         cdef BatchCheck c = CHECK_OK
@@ -519,9 +519,7 @@ cdef class Segment:
         self._next_offset = prev_next
         truncated = size - pos
         if truncated:
-            if ftruncate(self.fd, pos) != 0:
-                raise_storage_error("cannot truncate segment", self.log_path)
-            self.size = pos
+            self.truncate_to_position(pos)
         self.verified_end = pos
         return truncated, reason
 
@@ -545,8 +543,11 @@ cdef class Segment:
         return removed
 
     cdef int truncate_to_position(self, int64_t pos) except -1:
+        """Cut the .log to pos bytes. In place (ftruncate) unless a view of the file is alive through any
+        mapping in the process (view.pxi): then the kept prefix is copied to `<name>.log.trunc`, fsynced and
+        renamed over the .log, so the old inode stays whole for its views."""
         cdef int newfd
-        if self.mapping is not None and self.mapping.views > 0:
+        if file_has_views(self.fd, self.log_path):
             tmp = self.log_path + ".trunc"
             newfd = open_c(os.fsencode(tmp), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             if newfd < 0:

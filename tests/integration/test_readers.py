@@ -8,6 +8,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -183,3 +184,88 @@ def test_view_outlives_close_and_the_directory(tmp_path):
     assert not os.path.exists(path)
     for view, copy in views:
         assert bytes(view) == copy
+
+
+# Views across Segment objects and mappings: each scenario runs in a child process, so a SIGBUS (the symptom of a
+# file shrunk under a live view) fails the test instead of killing pytest.
+
+def run_child(code: str, *args) -> str:
+    res = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, f"child exited {res.returncode} (-7: SIGBUS)\n{res.stdout}{res.stderr[-3000:]}"
+    return res.stdout
+
+
+def test_view_outlives_truncation_after_its_segment_left_the_open_segment_cache(tmp_path):
+    """The view's segment is closed by the open-segment cache; truncation reopens it as a new Segment object
+    that never mapped the file itself."""
+    assert run_child("""
+        import sys
+        from seglog import Log, LogConfig
+        with Log(sys.argv[1], LogConfig(segment_bytes=8192, retention_ms=-1), max_open_segments=1) as log:
+            for i in range(400):
+                log.append(b"%05d" % i * 40)
+            log.flush()
+            bases = log.segment_bases
+            assert len(bases) > 4
+            view = log.read(0, 1 << 20)
+            copy = bytes(view)
+            for base in bases[1:3]:
+                log.read(base)                  # segment 0 leaves the cache (closed; the view keeps its mapping)
+            log.truncate_to(0)                  # reopens segment 0 and empties it
+            log.append(b"after")
+            assert bytes(view) == copy
+        print("ok")
+        """, tmp_path / "v-0") == "ok\n"
+
+
+def test_view_outlives_a_second_truncation_after_its_mapping_was_replaced(tmp_path):
+    """Truncation makes a sealed segment active again; the view is served from the segment's old, short mapping,
+    appends outgrow it (a new mapping replaces it), and a second truncation must still not shrink the file."""
+    assert run_child("""
+        import sys
+        from seglog import Log, LogConfig
+        path, cfg = sys.argv[1], LogConfig(segment_bytes=1 << 20, retention_ms=-1)
+        with Log(path, cfg) as log:
+            for i in range(400):
+                log.append(b"a" * 200)          # 16 KiB batches of ~80 records
+            log.roll()
+            for i in range(100):
+                log.append(b"b" * 200)
+        with Log(path, cfg) as log:
+            log.read(0)                         # sealed segment 0 is mapped at its size; no view kept
+            log.truncate_to(300)                # segment 0 active again, cut in place (no view yet)
+            view = log.read(0, 1 << 20)         # served from the old mapping
+            copy = bytes(view)
+            for i in range(300):
+                log.append(b"c" * 200)
+            log.read(log.end_offset - 1)        # past the old mapping: a new one replaces it
+            log.truncate_to(0)
+            assert bytes(view) == copy
+        print("ok")
+        """, tmp_path / "v-0") == "ok\n"
+
+
+def test_view_outlives_recovery_cutting_its_file(tmp_path):
+    """A view from an earlier Log object of the same process; the file is damaged inside the view's range and the
+    next open's recovery cuts it there. The view keeps showing the (damaged) bytes instead of faulting."""
+    assert run_child("""
+        import os, sys
+        from seglog import Log, LogConfig
+        path, cfg = sys.argv[1], LogConfig(retention_ms=-1)
+        with Log(path, cfg) as log:
+            for i in range(40):
+                log.append_batch([b"%04d" % i * 100] * 10)
+        with Log(path, cfg) as log:
+            view = log.read(0, 1 << 20)
+        seg = os.path.join(path, "%020d.log" % 0)
+        with open(seg, "r+b") as f:            # damage a batch early in the file, inside the view
+            f.seek(5000)
+            f.write(b"\\xff")
+        os.remove(os.path.join(path, ".clean-shutdown"))
+        copy = bytes(view)
+        with Log(path, cfg) as log:
+            assert log.recovery.bytes_truncated > 0 and log.end_offset < 400
+        assert bytes(view) == copy
+        print("ok")
+        """, tmp_path / "v-0") == "ok\n"
