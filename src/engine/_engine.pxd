@@ -69,8 +69,8 @@ cdef class BatchWriter:
     cdef int _reserve(self, size_t need) except -1
     cdef int _open(self) except -1
     cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
-                            int64_t vlen, object headers, int64_t timestamp) except -1
-    cpdef int64_t add(self, object value, object key=*, object headers=*, object timestamp=*) except -1
+                            int64_t vlen, object headers, int64_t timestamp) except? -1
+    cpdef int64_t add(self, object value, object key=*, object headers=*, object timestamp=*) except? -1
     cdef Py_ssize_t _add_values(self, list values, Py_ssize_t i, Py_ssize_t stop_bytes, int64_t ts) except -1
     cpdef int finish(self) except -1
     cpdef int clear(self) except -1

@@ -43,6 +43,7 @@ cdef class BatchWriter:
                   int16_t producer_epoch=-1, int32_t next_sequence=-1):
         if batch_bytes < 1 or batch_records < 1:
             raise _errors.InvalidArgumentError("batch_bytes and batch_records must be positive")
+        _check_next_offset(next_offset)
         self.buf = NULL
         self.cap = 0
         self.used = 0
@@ -113,8 +114,9 @@ cdef class BatchWriter:
         return 0
 
     cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
-                            int64_t vlen, object headers, int64_t timestamp) except -1:
-        """Encode one record (klen/vlen -1 = null) at the end of the open batch; returns its offset."""
+                            int64_t vlen, object headers, int64_t timestamp) except? -1:
+        """Encode one record (klen/vlen -1 = null) at the end of the open batch; returns its offset (any int64:
+        hence `except? -1`, an error is told apart by the exception set)."""
         cdef int64_t hsize = 0, body, total, ts_delta, hcount = 0
         cdef unsigned char *w
         if not self.is_open:
@@ -168,15 +170,16 @@ cdef class BatchWriter:
             self.full = True
         return self.next_offset - 1
 
-    cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except -1:
+    cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except? -1:
         """Append one record to the open batch; returns the offset it will have. Raises TypeError for a
-        value or key that is not bytes-like or None, RecordTooLargeError for a record over max_record_bytes."""
+        value or key that is not bytes-like or None (or a timestamp that is not an int), RecordTooLargeError
+        for a record over max_record_bytes, InvalidTimestampError for a timestamp outside int64."""
         cdef Py_buffer kb, vb
         cdef const unsigned char *kp = NULL
         cdef const unsigned char *vp = NULL
         cdef int64_t kl = -1, vl = -1, ts
         cdef bint kbuf = False, vbuf = False
-        ts = now_ms() if timestamp is None else timestamp
+        ts = now_ms() if timestamp is None else _timestamp_arg(timestamp)
         try:
             if value is None:
                 pass
@@ -338,9 +341,10 @@ cdef class BatchWriter:
         return 0
 
     cpdef int reset(self, int64_t next_offset) except -1:
-        """Discard everything (finished and open) and continue numbering at next_offset."""
+        """Discard everything (finished and open) and continue numbering at next_offset (>= 0)."""
         if self.exports > 0:
             raise BufferError("cannot reset a BatchWriter while views of its bytes are alive")
+        _check_next_offset(next_offset)
         self.used = 0
         self.pos = 0
         self.is_open = False
@@ -355,6 +359,21 @@ cdef class BatchWriter:
         out = PyBytes_FromStringAndSize(<const char *>self.buf, <Py_ssize_t>self.used)
         self.clear()
         return out
+
+
+cdef int _check_next_offset(int64_t next_offset) except -1:
+    if next_offset < 0:
+        raise _errors.InvalidArgumentError(f"offsets are never negative: next_offset {next_offset}")
+    return 0
+
+
+cdef int64_t _timestamp_arg(object timestamp) except? -1:
+    """A record timestamp (ms) as int64; InvalidTimestampError when it does not fit (TypeError if not an int)."""
+    try:
+        return timestamp
+    except OverflowError:
+        raise _errors.InvalidTimestampError(
+            f"timestamp {timestamp} does not fit in a record (int64 milliseconds since the epoch)") from None
 
 
 cdef int _get_bytes_like(object obj, Py_buffer *b, str what) except -1:

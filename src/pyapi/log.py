@@ -23,6 +23,7 @@ import bisect
 import dataclasses
 import fcntl
 import logging
+import operator
 import os
 import re
 import threading
@@ -734,7 +735,10 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Remove every record at or after `offset` (replication truncates diverged tails this way). Batches are
         never split: one holding `offset` goes whole, so end_offset may end below `offset`. Below start_offset
-        the log is emptied and restarts at `offset`. Views of removed data stay valid."""
+        the log is emptied and restarts at `offset`; at or past end_offset nothing changes (as Kafka's
+        truncateTo). Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or
+        one that is not an int."""
+        offset = _offset_arg(offset, "truncation offset")
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -762,7 +766,9 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at `offset` (a replica whose log no longer overlaps
-        its leader's). Views of removed data stay valid."""
+        its leader's). Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or
+        one that is not an int."""
+        offset = _offset_arg(offset, "new start offset")
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -1043,6 +1049,18 @@ class Log:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _offset_arg(value, what: str) -> int:
+    """`value` as an offset: an int (or integer-like, e.g. numpy.int64) in 0..2**63-1. bool and float are
+    refused rather than truncated. Raises InvalidArgumentError."""
+    if type(value) is not int:
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise InvalidArgumentError(f"{what} must be an integer offset, not {type(value).__name__} {value!r}")
+        value = operator.index(value)
+    if not 0 <= value <= _INT64_MAX:
+        raise InvalidArgumentError(f"{what} {value} is not a valid offset: offsets are 0..{_INT64_MAX}")
+    return value
 
 
 def _unlink_all(paths: list[str]) -> None:

@@ -182,6 +182,30 @@ def test_truncate_fully_and_start_elsewhere(log):
     assert log.append(b"b") == 500
 
 
+@pytest.mark.parametrize("bad", [-1, -3, -(1 << 63), 1 << 63, True, 2.0, "5", None])
+def test_truncation_refuses_what_is_not_an_offset(log, bad):
+    log.append_batch([b"a", b"b", b"c"])
+    for call in (log.truncate_to, log.truncate_fully_and_start_at):
+        with pytest.raises(InvalidArgumentError, match="offset"):
+            call(bad)
+    assert (log.start_offset, log.end_offset, values(log)) == (0, 3, [b"a", b"b", b"c"])
+    assert not [n for n in os.listdir(log.path) if n.startswith("-")]      # was: a "-000...0003.log" segment
+    assert log.append(b"d") == 3
+    log.close()
+    with Log(log.path, log.config) as again:
+        assert values(again) == [b"a", b"b", b"c", b"d"]
+
+
+def test_truncation_takes_integer_like_offsets(log):
+    numpy = pytest.importorskip("numpy")
+    for i in range(10):
+        log.append_batch([b"%d" % i])                    # one batch per record
+    log.truncate_to(numpy.int64(4))
+    assert log.end_offset == 4
+    log.truncate_fully_and_start_at(numpy.uint32(7))
+    assert (log.start_offset, log.end_offset) == (7, 7)
+
+
 def test_delete_records_before(log):
     log.append_batch([b"%d" % i for i in range(100)])
     assert log.delete_records_before(40) == 40
