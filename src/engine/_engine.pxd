@@ -6,6 +6,11 @@ from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
                           INT32_MAX, INT64_MAX, INT64_MIN)
 
+# Work on at least this many bytes (CRC-32C, batch walks, copies, reads) runs with the GIL released so other
+# threads keep running; below it, releasing and retaking the GIL costs more than the work itself.
+cdef enum:
+    NOGIL_BYTES = 65536
+
 include "bigendian.pxd"
 include "varint.pxd"
 include "crc32c.pxd"
@@ -114,6 +119,7 @@ cdef class IndexFile:
     cdef bint _is_blank(self, Py_ssize_t i)
     cdef int32_t _rel(self, Py_ssize_t i) noexcept nogil
     cdef int _write_entry(self, Py_ssize_t i, const unsigned char *entry) except -1
+    cdef int _append_entries(self, const unsigned char *data, Py_ssize_t n) except -1
     cdef int _resize(self, size_t nbytes) except -1
     cdef int _require_writable(self) except -1
     cpdef int truncate_entries(self, Py_ssize_t n) except -1

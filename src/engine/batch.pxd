@@ -122,3 +122,27 @@ cdef inline BatchCheck check_batch(const unsigned char *p, int64_t avail, bint v
     if verify_crc and seglog_crc32c(0, p + CRC_START, <size_t>(length + LOG_OVERHEAD - CRC_START)) != get_be32(p + OFF_CRC):
         return CHECK_BAD_CRC
     return CHECK_OK
+
+
+cdef inline int64_t scan_batches(const unsigned char *p, int64_t n, bint verify_crc, BatchCheck *c) noexcept nogil:
+    """Where the first batch of p[0:n] that fails check_batch starts (n if none; *c gets that check, CHECK_OK
+    when none fails). Callers run it without the GIL over large buffers, then build Python objects from the
+    batches before that point."""
+    cdef int64_t pos = 0
+    while pos < n:
+        c[0] = check_batch(p + pos, n - pos, verify_crc)
+        if c[0] != CHECK_OK:
+            return pos
+        pos += batch_size_at(p + pos)
+    c[0] = CHECK_OK
+    return n
+
+
+cdef inline int64_t scan_batches_gil(const unsigned char *p, int64_t n, bint verify_crc, BatchCheck *c) noexcept:
+    """scan_batches, with the GIL released when it checks CRCs over NOGIL_BYTES or more."""
+    cdef int64_t stop
+    if verify_crc and n >= NOGIL_BYTES:
+        with nogil:
+            stop = scan_batches(p, n, verify_crc, c)
+        return stop
+    return scan_batches(p, n, verify_crc, c)

@@ -506,19 +506,17 @@ def batches(data, bint verify_crc=True, path=None):
     cdef Py_buffer buf
     cdef list out = []
     cdef const unsigned char *p
-    cdef int64_t pos = 0, n
+    cdef int64_t pos = 0, n, stop
     cdef BatchHeader h
     cdef BatchCheck c
     PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
     try:
         p = <const unsigned char *>buf.buf
         n = buf.len
-        while pos < n:
-            c = check_batch(p + pos, n - pos, verify_crc)
-            if c == CHECK_SHORT_HEADER or c == CHECK_INCOMPLETE:
-                break
-            if c != CHECK_OK:
-                raise_check(c, path, pos, p + pos, n - pos)
+        stop = scan_batches_gil(p, n, verify_crc, &c)
+        if c != CHECK_OK and c != CHECK_SHORT_HEADER and c != CHECK_INCOMPLETE:
+            raise_check(c, path, stop, p + stop, n - stop)
+        while pos < stop:
             read_header(p + pos, &h)
             out.append(make_info(&h, pos))
             pos += LOG_OVERHEAD + h.length
@@ -605,7 +603,11 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
         if n >= OFF_MAGIC + 1 and p[OFF_MAGIC] != 2:
             raise _errors.UnsupportedForMessageFormatError(
                 f"record batch magic {<int8_t>p[OFF_MAGIC]} is not supported: only magic 2 (Kafka 0.11+)")
-        c = check_batch(p, n, True)
+        if n >= NOGIL_BYTES:
+            with nogil:
+                c = check_batch(p, n, True)
+        else:
+            c = check_batch(p, n, True)
         if c != CHECK_OK:
             raise_check(c, None, 0, p, n)
         read_header(p, &h)

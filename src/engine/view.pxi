@@ -36,9 +36,16 @@ cdef class MappedFile:
         self.length = 0
 
     def __dealloc__(self):
-        if self.addr != NULL:
-            munmap(self.addr, self.length)
-            self.addr = NULL
+        cdef void *addr = self.addr
+        cdef size_t length = self.length
+        if addr == NULL:
+            return
+        self.addr = NULL
+        if length >= NOGIL_BYTES:                 # tearing down a large mapping's page tables takes a while
+            with nogil:
+                munmap(addr, length)
+        else:
+            munmap(addr, length)
 
     @staticmethod
     cdef MappedFile map_fd(int fd, size_t length, str path):

@@ -228,6 +228,27 @@ def test_rebuilt_index_of_a_sealed_segment_is_the_one_written_at_roll(tmp_path):
     assert [p.read_bytes() for p in paths] == original
 
 
+def test_rebuild_fills_an_index_lowered_since_the_segments_were_written(tmp_path):
+    """segment.index.bytes was lowered after the segments were written, then an unclean open rebuilds every
+    index (it used to fail: "offset index is full"). Each index takes entries until it is full; lookups past
+    its last entry scan the .log from there."""
+    d = build(tmp_path, crash=True, segment_bytes=8192)
+    (d / "log-state-checkpoint").unlink()                     # no recovery point: every segment is rebuilt
+    sealed = lambda suffix: [f.stat().st_size for f in segment_files(d, suffix)[:-1]]   # noqa: E731
+    assert min(sealed(".index")) > 48
+    small = config(8192).replace(segment_index_bytes=48)      # 6 offset entries, 4 time entries
+    with Log(d, small) as log:
+        assert log.recovery.segments_scanned == log.segment_count > 1
+        check_lookups(log)
+        check_intact(log, RECORDS)
+    assert set(sealed(".index")) == {48}
+    assert max(sealed(".timeindex")) <= 60                    # + the final entry written when a segment seals
+    with Log(d, small) as log:
+        assert log.recovery.clean_shutdown
+        check_lookups(log)
+        check_records(log.records(), 0, RECORDS + 1)
+
+
 def plausible_bad_index(d: Path, length_field: str) -> None:
     """Give the active segment an offset index whose one entry passes the sanity check (increasing, inside the
     file) but points inside a batch, where the batch-length field reads negative, too small or too large."""
