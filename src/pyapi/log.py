@@ -34,7 +34,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 from . import _engine
 from . import cleaner as _cleaner
-from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, write_checkpoint
+from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, storage_errors, write_checkpoint
 from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidArgumentError, InvalidRecordError, InvalidTimestampError,
                      LogClosedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError, StorageError)
@@ -174,13 +174,13 @@ class Log:
             self._lock_fd = -1
 
     def _load(self) -> None:
-        names = os.listdir(self.path)
+        with storage_errors("cannot list log directory", self.path):
+            names = os.listdir(self.path)
         if not self.readonly:
-            for name in names:
-                if name.endswith(_TEMP_SUFFIXES):
-                    os.unlink(os.path.join(self.path, name))
+            _unlink_all([os.path.join(self.path, name) for name in names if name.endswith(_TEMP_SUFFIXES)])
             if self._complete_interrupted_swaps(names):       # log compaction: a swap a crash cut short
-                names = os.listdir(self.path)
+                with storage_errors("cannot list log directory", self.path):
+                    names = os.listdir(self.path)
         self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
         state = self._read_state()
         self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
@@ -385,11 +385,9 @@ class Log:
             self._bases.remove(base)
             stem = os.path.join(self.path, _engine.segment_name(base))
             for suffix in (".log", ".index", ".timeindex"):
-                try:
+                with storage_errors("cannot delete segment file", stem + suffix, missing_ok=True):
                     os.rename(stem + suffix, stem + suffix + ".deleted")
                     renamed.append(stem + suffix + ".deleted")
-                except FileNotFoundError:
-                    pass
         if not renamed:
             return
         wait = self.config.file_delete_delay_ms / 1000 if delay else 0
@@ -451,8 +449,12 @@ class Log:
             seg = self._open_segments.get(base)
             if base == self._active.base_offset:
                 seg = self._active
-            total += seg.size if seg is not None else os.stat(
-                os.path.join(self.path, _engine.segment_name(base) + ".log")).st_size
+            if seg is None:
+                with storage_errors("cannot stat segment", self.path):
+                    seg = os.stat(os.path.join(self.path, _engine.segment_name(base) + ".log"))
+                total += seg.st_size
+            else:
+                total += seg.size
         return total
 
     @property
@@ -499,7 +501,7 @@ class Log:
         if self.readonly:
             raise ReadOnlyLogError(f"log {self.path} is open read-only")
         if self._marker_kept:
-            os.unlink(os.path.join(self.path, CLEAN_SHUTDOWN_FILE))
+            _unlink_all([os.path.join(self.path, CLEAN_SHUTDOWN_FILE)])
             fsync_dir(self.path)
             self._marker_kept = False
         self._dirty = True
@@ -981,7 +983,8 @@ class Log:
                     _unlink_all([other + ".log", other + ".index", other + ".timeindex"])
             for kind in ("index", "timeindex", "log"):
                 if kind in kinds:
-                    os.rename(stem + "." + kind + ".swap", stem + "." + kind)
+                    with storage_errors("cannot complete a segment swap", stem + "." + kind + ".swap"):
+                        os.rename(stem + "." + kind + ".swap", stem + "." + kind)
             log.warning("%s: completed an interrupted segment swap: segment %d replaces offsets [%d, %d)",
                         self.path, base, base, end)
         fsync_dir(self.path)
@@ -994,7 +997,8 @@ class Log:
         with self._lock:
             if not self.readonly:
                 return
-            names = os.listdir(self.path)
+            with storage_errors("cannot list log directory", self.path):
+                names = os.listdir(self.path)
             bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
             if not bases:
                 raise StorageError("log directory has no segments any more", self.path)
@@ -1033,7 +1037,8 @@ class Log:
                     self._recovery_point = self.end_offset
                     self._producers.write_snapshot(self.end_offset)
                     self._write_state()
-                    with open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                    marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+                    with storage_errors("cannot write the clean-shutdown marker", marker), open(marker, "wb") as f:
                         os.fsync(f.fileno())
                     fsync_dir(self.path)
             finally:
@@ -1064,8 +1069,7 @@ def _offset_arg(value, what: str) -> int:
 
 
 def _unlink_all(paths: list[str]) -> None:
+    """Unlink each path that exists. Raises StorageError."""
     for p in paths:
-        try:
+        with storage_errors("cannot delete", p, missing_ok=True):
             os.unlink(p)
-        except FileNotFoundError:
-            pass

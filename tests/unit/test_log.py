@@ -249,6 +249,12 @@ def test_log_append_time_and_timestamp_limits(tmp_path):
     with Log(tmp_path / "lim-0", LogConfig(message_timestamp_before_max_ms=3_600_000)) as log:
         with pytest.raises(InvalidTimestampError):
             log.append_raw(raw)
+    with Log(tmp_path / "big-0") as log:                 # past int64: a clear error (was OverflowError)
+        with pytest.raises(InvalidTimestampError, match="int64"):
+            log.append(b"z", timestamp=1 << 63)
+        with pytest.raises(InvalidTimestampError, match="int64"):
+            log.append_batch([b"a", b"b"], timestamps=[1, -(1 << 64)])
+        assert log.end_offset == 0 and log.append(b"ok", timestamp=-1) == 0
 
 
 def test_topic_compression_type_recompresses(tmp_path):

@@ -223,6 +223,24 @@ def test_delete_topic(node, data_dir):
     assert values_of(node, "t") == {0: [], 1: [], 2: []}
 
 
+def test_file_system_errors_are_storage_errors(data_dir, monkeypatch):
+    from faults import fail_os_call
+    fail_os_call(monkeypatch, "replace", "meta.properties")
+    with pytest.raises(StorageError, match="meta.properties") as e:
+        seglog.open(data_dir)
+    assert e.value.path.startswith(str(data_dir / "meta.properties"))   # the file that failed
+    monkeypatch.undo()
+    with seglog.open(data_dir) as node:
+        node.create_topic("t", 1)
+        fail_os_call(monkeypatch, "rename", str(data_dir / "t-0"))
+        with pytest.raises(StorageError, match="cannot delete partition directory"):
+            node.delete_topic("t")
+        monkeypatch.undo()
+    fail_os_call(monkeypatch, "open", ".lock")
+    with pytest.raises(StorageError, match="lock file"):
+        seglog.open(data_dir)
+
+
 def test_deleted_topic_stays_deleted_after_restart(data_dir):
     with seglog.open(data_dir) as node:
         node.create_topic("t", 2)
