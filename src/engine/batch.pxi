@@ -526,8 +526,9 @@ def batches(data, bint verify_crc=True, path=None):
 
 
 cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, BatchHeader *h,
-                       int64_t *min_ts, int64_t *max_ts) noexcept nogil:
-    """Walk the records of a batch checking lengths and offset deltas 0..n-1; 0 if well-formed."""
+                       int64_t *min_ts, int64_t *max_ts, bint require_keys) noexcept nogil:
+    """Walk the records of a batch checking lengths and offset deltas 0..n-1 (and with require_keys, that
+    every record has a key); 0 if well-formed, 2 for a bad offset delta, 3 for a missing key, 1 otherwise."""
     cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hk, hv, j
     cdef const unsigned char *rec_end
     cdef int32_t i
@@ -546,6 +547,8 @@ cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, Batch
         rp = get_varint(rp, rec_end, &klen)
         if rp == NULL or klen < -1 or klen > rec_end - rp:
             return 1
+        if klen < 0 and require_keys:
+            return 3
         if klen > 0:
             rp += klen
         rp = get_varint(rp, rec_end, &vlen)
@@ -577,13 +580,16 @@ cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, Batch
     return 0
 
 
-def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verify_records=True):
+def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verify_records=True,
+                          bint require_keys=False):
     """Validate one record batch as a Kafka client sends it (a produce request's records for one partition).
 
     Checks, as Kafka's broker does: exactly one whole batch, size <= max_message_bytes, magic 2, CRC-32C,
     not a control batch, recordsCount == lastOffsetDelta + 1 > 0, a producer id implies a base sequence,
     known codec and, with ``verify_records``, that the records parse with offset deltas 0..n-1 (decompressing
-    if needed). Returns the BatchInfo plus the smallest and largest record timestamps as (info, min_ts, max_ts).
+    if needed); with ``require_keys`` (a compacted topic), that every record has a key (the records are then
+    parsed whatever verify_records says). Returns the BatchInfo plus the smallest and largest record
+    timestamps as (info, min_ts, max_ts).
     Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError, UnsupportedForMessageFormatError or
     UnsupportedCompressionTypeError.
     """
@@ -623,18 +629,20 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
         codec = h.attributes & ATTR_CODEC_MASK
         if codec > CODEC_ZSTD:
             raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
-        if verify_records:
+        if verify_records or require_keys:
             if codec == CODEC_NONE:
                 with nogil:
-                    bad = _scan_records(p + BATCH_HEADER_SIZE, p + n, &h, &min_ts, &max_ts)
+                    bad = _scan_records(p + BATCH_HEADER_SIZE, p + n, &h, &min_ts, &max_ts, require_keys)
             else:
                 inflated = decompress(codec, PyMemoryView_FromMemory(<char *>(p + BATCH_HEADER_SIZE),
                                                                       n - BATCH_HEADER_SIZE, PyBUF_READ))
                 bad = _scan_records(<const unsigned char *>PyBytes_AS_STRING(inflated),
                                     <const unsigned char *>PyBytes_AS_STRING(inflated) + PyBytes_GET_SIZE(inflated),
-                                    &h, &min_ts, &max_ts)
+                                    &h, &min_ts, &max_ts, require_keys)
             if bad == 2:
                 raise _errors.InvalidRecordError("record offset deltas must be 0, 1, ... recordsCount - 1")
+            if bad == 3:
+                raise _errors.InvalidRecordError("a compacted topic cannot accept a record without a key")
             if bad:
                 raise _errors.CorruptRecordError("records do not parse as recordsCount well-formed records",
                                                  offset=h.base_offset)

@@ -95,8 +95,6 @@ class Log:
                  scheduler: Scheduler | None = None):
         self.path = os.fspath(path)
         self.config = config or LogConfig()
-        if not isinstance(self.config, LogConfig):
-            raise InvalidArgumentError(f"config must be a LogConfig, not {type(self.config).__name__}")
         if max_open_segments < 1:
             raise InvalidArgumentError("max_open_segments must be at least 1")
         m = _PARTITION_DIR_RE.match(os.path.basename(os.path.normpath(self.path)))
@@ -136,6 +134,23 @@ class Log:
                 if owner is not None:
                     owner._maintain_quietly()
             self._tasks.append(sched.schedule(tick, interval, interval, f"maintain {self.path}"))
+
+    @property
+    def config(self) -> LogConfig:
+        """The log's settings. Assigning another LogConfig (a topic's config altered) applies it from the next
+        call on."""
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        if not isinstance(config, LogConfig):
+            raise InvalidArgumentError(f"config must be a LogConfig, not {type(config).__name__}")
+        self._config = config
+        self._compact = config.compact
+
+    def _keyless(self, what: str) -> InvalidRecordError:
+        return InvalidRecordError(f"{what}: a compacted topic (cleanup.policy=compact) cannot accept a record "
+                                  f"without a key ({self.path})")
 
     # ------------------------------------------------------------------------------------------ opening
 
@@ -518,9 +533,13 @@ class Log:
                                    leader_epoch=self._leader_epoch)
 
     def append(self, value, key=None, headers=None, timestamp: int | None = None) -> int:
-        """Append one record; returns its offset. value/key: bytes-like or None; headers: (str, bytes|None)
-        pairs; timestamp: ms since the epoch (now if None). Buffered into a batch (see the module docstring).
-        Raises TypeError, RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError, StorageError."""
+        """Append one record; returns its offset. value/key: bytes-like or None (a compacted log requires a
+        key); headers: (str, bytes|None) pairs; timestamp: ms since the epoch (now if None). Buffered into a
+        batch (see the module docstring). Raises TypeError, InvalidRecordError (no key on a compacted log),
+        InvalidTimestampError, RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError,
+        StorageError."""
+        if key is None and self._compact:
+            raise self._keyless("append")
         with self._lock:
             w = self._writer
             if w is None or self._closed or self._marker_kept:
@@ -534,7 +553,10 @@ class Log:
                      timestamps: Sequence[int] | None = None, compression: str | None = None) -> tuple[int, int]:
         """Append records given as parallel sequences, encoded into batches of ~64 KiB (compressed with
         `compression`: none, gzip, snappy, lz4 or zstd). Returns (first offset, last offset). All records are
-        checked before any is written: a bad one raises and nothing is appended."""
+        checked before any is written: a bad one raises and nothing is appended. InvalidRecordError for a
+        record without a key on a compacted log."""
+        if self._compact and (keys is None or any(k is None for k in keys)):
+            raise self._keyless("append_batch")
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -568,12 +590,13 @@ class Log:
         append time (LogAppendTime topics stamp it; timestamps are checked against it).
 
         Validated as Kafka's broker does (see _engine.validate_client_batch; timestamps against
-        message.timestamp.before/after.max.ms), then stored as it came: only base offset and leader epoch are
+        message.timestamp.before/after.max.ms; on a compacted log every record needs a key), then stored as it came: only base offset and leader epoch are
         stamped (and, for LogAppendTime topics, the append time, with a new CRC). A topic whose
         compression.type names a codec gets the batch recompressed to it. Raises CorruptRecordError,
         InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
         cfg = self.config
-        info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records)
+        info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records,
+                                                             cfg.compact)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         if not cfg.log_append_time and (min_ts < now - cfg.message_timestamp_before_max_ms
                                         or max_ts > now + cfg.message_timestamp_after_max_ms):

@@ -19,8 +19,8 @@ import pytest
 
 import seglog
 from seglog import Log, LogConfig
-from seglog.errors import (InvalidConfigError, InvalidPartitionsError, InvalidReplicationFactorError,
-                           InvalidRequiredAcksError, InvalidTopicError, LogClosedError, OffsetOutOfRangeError,
+from seglog.errors import (InvalidConfigError, InvalidPartitionsError, InvalidRecordError,
+                           InvalidReplicationFactorError, InvalidRequiredAcksError, InvalidTopicError, LogClosedError, OffsetOutOfRangeError,
                            StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                            UnknownTopicOrPartitionError)
 
@@ -44,10 +44,10 @@ def values_of(node, topic):
     return {p.index: [r.value for r in p.log.records()] for p in node.partitions(topic)}
 
 
-def produce(node, topic, items, **producer_kw):
-    """Send (partition, value) pairs and return the offsets."""
+def produce(node, topic, items, keyed=False, **producer_kw):
+    """Send (partition, value) pairs (keyed: with the value as key too) and return the offsets."""
     with seglog.Producer(node, **producer_kw) as prod:
-        futs = [prod.send(topic, v, partition=p) for p, v in items]
+        futs = [prod.send(topic, v, key=v if keyed else None, partition=p) for p, v in items]
         prod.flush()
         return [f.get().offset for f in futs]
 
@@ -275,6 +275,30 @@ def test_internal_offsets_topic_is_hidden_and_undeletable(node):
         node.delete_topic("__consumer_offsets")
 
 
+def test_consumer_offsets_records_always_have_keys(node):
+    """__consumer_offsets is compacted, so every write to it (commits, group metadata, the tombstones of a
+    deleted group) carries a key: a keyless one would be refused, and Kafka's cleaner would drop it."""
+    node.create_topic("t", 2)
+    produce(node, "t", [(0, b"x"), (1, b"y")])
+    with seglog.Consumer(node, group_id="g", enable_auto_commit=False, auto_offset_reset="earliest") as c:
+        c.subscribe(["t"])
+        seen, deadline = 0, time.monotonic() + 10
+        while seen < 2 and time.monotonic() < deadline:
+            seen += len(c.poll(0.2))
+        assert seen == 2
+        c.commit()
+    coord = node.group_coordinator
+    coord.commit_offsets("simple", {("t", 0): 1})
+    assert coord.delete_groups(["simple"]) == {"simple": None}
+    offsets = node.topic("__consumer_offsets")
+    assert offsets.config.compact
+    records = [r for p in range(offsets.partitions) for r in node.partition("__consumer_offsets", p).log.records()]
+    assert any(r.value is None for r in records) and len(records) >= 4      # commits, metadata, tombstones
+    assert all(r.key is not None for r in records)
+    with pytest.raises(InvalidRecordError):
+        node.partition("__consumer_offsets", 0).log.append(b"no key")
+
+
 # --- auto-creation -------------------------------------------------------------------------------------------
 
 def test_auto_create_on(data_dir):
@@ -310,8 +334,8 @@ def test_state_survives_a_restart(data_dir):
         b = node.create_topic("b", 1)
         node.create_partitions("b", 2)
         node.alter_topic_config("b", {"max.message.bytes": "2000"})
-        offsets = produce(node, "a", [(p, b"a%d-%d" % (p, i)) for p in range(3) for i in range(50)],
-                          compression_type="lz4")
+        offsets = produce(node, "a", [(p, b"a%d-%d" % (p, i)) for p in range(3) for i in range(50)], keyed=True,
+                          compression_type="lz4")                  # a compacted topic takes keyed records only
         assert offsets == [i for _ in range(3) for i in range(50)]
         produce(node, "b", [(1, b"b1")])
         cluster_id = node.cluster_id
