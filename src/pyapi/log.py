@@ -551,10 +551,21 @@ class Log:
 
     def append_batch(self, values: Sequence, keys: Sequence | None = None, headers: Sequence | None = None,
                      timestamps: Sequence[int] | None = None, compression: str | None = None) -> tuple[int, int]:
-        """Append records given as parallel sequences, encoded into batches of ~64 KiB (compressed with
-        `compression`: none, gzip, snappy, lz4 or zstd). Returns (first offset, last offset). All records are
-        checked before any is written: a bad one raises and nothing is appended. InvalidRecordError for a
-        record without a key on a compacted log."""
+        """Append records given as parallel sequences (keys, headers, timestamps: None for no keys, no headers,
+        now), encoded into batches of ~64 KiB (compressed with `compression`: none, gzip, snappy, lz4 or zstd).
+        Returns (first offset, last offset) of the records, which get consecutive offsets.
+
+        All or nothing: records are encoded and written ~4 MiB at a time, and if one is rejected (TypeError,
+        RecordTooLargeError, InvalidTimestampError) or a write fails (StorageError), the batches already
+        written are truncated away before the error is raised. The log's lock is held throughout, so reads
+        through this Log object (read(), records(), end_offset, offset_for_timestamp()) never see records of a
+        call before it returns. A process reading the directory with readonly=True may see such batches
+        before they go (as it sees any data a truncation removes), and a crash during the call may leave a
+        prefix of whole batches (unflushed records carry no promise).
+        Raises InvalidArgumentError for no values (there is no range to return) or sequences of different
+        lengths, InvalidRecordError for a record without a key on a compacted log."""
+        if not len(values):
+            raise InvalidArgumentError("append_batch needs at least one record")
         if self._compact and (keys is None or any(k is None for k in keys)):
             raise self._keyless("append_batch")
         with self._lock:

@@ -92,6 +92,40 @@ def test_append_batch_is_all_or_nothing_across_chunks(tmp_path, monkeypatch):
         assert log.append(b"next") == 3
 
 
+def test_readers_never_see_part_of_a_failing_append_batch(tmp_path, monkeypatch):
+    import threading
+
+    import seglog.log as logmod
+    monkeypatch.setattr(logmod, "APPEND_CHUNK_BYTES", 2000)       # ~50 chunks, ~35 rolls before the bad record
+    seen, stop = set(), threading.Event()
+    with Log(tmp_path / "t-0", LogConfig(segment_bytes=3000)) as log:
+        log.append_batch([b"keep"] * 3)
+
+        def read():
+            while not stop.is_set():
+                seen.add(log.end_offset)
+                seen.update(r.offset for r in log.records())
+                if log.offset_for_timestamp(0) is not None:
+                    seen.add(log.offset_for_timestamp(0).offset)
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            with pytest.raises(TypeError):
+                log.append_batch([b"z" * 100] * 1000 + ["not bytes"])
+        finally:
+            stop.set()
+            reader.join()
+        assert max(seen) <= 3 and log.end_offset == 3
+
+
+def test_append_batch_of_nothing_is_an_error(log):
+    log.append_batch([b"a"])
+    for values in ([], ()):
+        with pytest.raises(InvalidArgumentError, match="at least one record"):
+            log.append_batch(values)                  # was (end, end - 1): a range naming the last record
+    assert log.append_batch([b"b"]) == (1, 1)
+
+
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_compressed_batches(tmp_path, codec):
     with Log(tmp_path / "c-0") as log:
