@@ -25,6 +25,7 @@ import fcntl
 import logging
 import operator
 import os
+import random
 import re
 import threading
 import time
@@ -117,6 +118,8 @@ class Log:
         self._marker_kept = False          # the clean-shutdown marker stays until the first change
         self._dirty = False                # something to checkpoint at close
         self._batch_writers: dict = {}
+        self._jitter_for = None            # the segment the roll jitter was drawn for (see _roll_ms)
+        self._jitter_ms = 0
         self._open(create)
         self._closed = False
         if not readonly:
@@ -683,15 +686,25 @@ class Log:
                 raise
             w.clear()
 
+    def _roll_ms(self) -> int:
+        """How long after its first batch the active segment rolls: segment.ms less a jitter drawn once per
+        segment in [0, min(segment.jitter.ms, segment.ms)), as Kafka's rollJitterMs, so that logs created
+        together do not all roll at once."""
+        cfg = self.config
+        if self._jitter_for is not self._active:
+            jitter = min(cfg.segment_jitter_ms, cfg.segment_ms)
+            self._jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+            self._jitter_for = self._active
+        return cfg.segment_ms - self._jitter_ms
+
     def _write(self, buf, records: int) -> None:
         """Write whole batches (final offsets) to the active segment, rolling as needed; apply flush policy."""
         cfg = self.config
-        roll_ms = cfg.segment_ms - cfg.segment_jitter_ms
         n = buf.finished if isinstance(buf, _engine.BatchWriter) else len(buf)
         pos = 0
         while pos < n:
             seg = self._active
-            end = seg.fits(buf, pos, cfg.segment_bytes, roll_ms)
+            end = seg.fits(buf, pos, cfg.segment_bytes, self._roll_ms())
             if end == pos:
                 self._roll()
                 continue

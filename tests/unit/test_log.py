@@ -79,6 +79,27 @@ def test_rolls_by_age_of_message_timestamps(tmp_path):
         assert log.segment_count == 2
 
 
+def test_segment_jitter_is_drawn_once_per_segment(tmp_path):
+    """segment.jitter.ms: a segment rolls segment.ms minus its own random jitter in [0, jitter) after its first
+    batch, as Kafka's rollJitterMs (was: segment.ms minus the whole jitter, i.e. a roll at every batch here)."""
+    with Log(tmp_path / "j-0", LogConfig(segment_ms=1000, segment_jitter_ms=5000)) as log:
+        rolled, t = [], 10_000
+        for _ in range(40):                            # each trial starts a new segment with a batch at t
+            log.append(b"first", timestamp=t)
+            log.flush()
+            n = log.segment_count
+            log.append(b"+500", timestamp=t + 500)     # rolls iff this segment's jitter exceeds 500
+            log.flush()
+            rolled.append(log.segment_count > n)
+            if not rolled[-1]:
+                log.append(b"+500 again", timestamp=t + 500)
+                log.flush()
+                assert log.segment_count == n, "the jitter changed within a segment"
+                log.roll()
+            t += 10_000
+        assert 5 < sum(rolled) < 35, f"{sum(rolled)} of 40 segments rolled 500 ms after their first batch"
+
+
 def test_append_batch_is_all_or_nothing_across_chunks(tmp_path, monkeypatch):
     import seglog.log as logmod
     monkeypatch.setattr(logmod, "APPEND_CHUNK_BYTES", 2000)       # several chunks reach the disk first
