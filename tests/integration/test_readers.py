@@ -1,5 +1,6 @@
-"""Concurrent readers: threads reading one Log while a thread appends, a read-only process following a writing
-one, a second writing process refused, and zero-copy views outliving truncation, retention and close."""
+"""Readers: threads reading one Log while a thread appends, a read-only process following a writing one, a second
+writing process refused, zero-copy views outliving truncation, retention and close, and kafka-python's
+independent reader parsing every segment file of a directory."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+import types
 from pathlib import Path
 
 from helpers.content import append_many, append_one, check_records, mismatch
@@ -269,3 +271,64 @@ def test_view_outlives_recovery_cutting_its_file(tmp_path):
         assert bytes(view) == copy
         print("ok")
         """, tmp_path / "v-0") == "ok\n"
+
+
+# ------------------------------------------------------------------------------------------ independent reader
+
+class ManualScheduler:
+    """Never runs the log's periodic work: the test compacts when it chooses."""
+
+    def schedule(self, fn, delay, period=None, name=""):
+        return types.SimpleNamespace(cancel=lambda: None)
+
+
+def test_kafka_python_reads_every_segment_file(tmp_path):
+    """A directory written by Log through appends of every kind and codec, rolls, a truncation into a sealed
+    segment and a compaction pass is parsed .log by .log with kafka-python's reader (MemoryRecords,
+    DefaultRecordBatch.validate_crc()): every batch's CRC holds, every file is whole batches from its base
+    offset on, and every record equals what the Log returns."""
+    from kafka.record.default_records import DefaultRecordBatch
+    from kafka.record.memory_records import MemoryRecords
+
+    path, rng = tmp_path / "k-0", random.Random(11)
+    cfg = LogConfig(segment_bytes=8192, cleanup_policy=("compact", "delete"), retention_ms=-1,
+                    file_delete_delay_ms=0, delete_retention_ms=1000)
+    codecs = [None, "gzip", "snappy", "lz4", "zstd"]
+
+    def fill(log, n):
+        for i in range(n):
+            keys = [b"key-%d" % rng.randrange(1500) for _ in range(rng.randint(1, 30))]
+            values = [None if rng.random() < 0.1 else b"v%d-" % log.end_offset * rng.randint(1, 20) for _ in keys]
+            if i % 3 == 0:
+                for k, v in zip(keys, values):
+                    log.append(v, key=k, headers=[("i", b"%d" % i), ("none", None)], timestamp=1000 + log.end_offset)
+            else:
+                log.append_batch(values, keys=keys, timestamps=[1000 + log.end_offset + j for j in range(len(keys))],
+                                 headers=[[("h", k)] for k in keys], compression=codecs[i % 5])
+
+    with Log(path, cfg, scheduler=ManualScheduler()) as log:
+        fill(log, 60)
+        bases = log.segment_bases
+        assert len(bases) > 4
+        log.truncate_to(bases[3] + 7)                        # into a sealed segment: later ones go
+        fill(log, 60)
+        log.roll()
+        result = log.compact(now_ms=10_000)
+        assert result.groups > 0 and result.records_kept < result.records_read
+        want = [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in log.records()]
+        files = sorted(path.glob("*.log"))
+        assert [int(f.name[:20]) for f in files] == log.segment_bases
+
+    got, previous = [], -1
+    for f in files:
+        data = f.read_bytes()
+        mr, size = MemoryRecords(data), 0
+        while mr.has_next():
+            batch = mr.next_batch()
+            assert isinstance(batch, DefaultRecordBatch) and batch.validate_crc(), f"{f.name}: bad batch at {size}"
+            assert batch.base_offset > previous and batch.base_offset >= int(f.name[:20])
+            previous = batch.base_offset + batch.last_offset_delta
+            size += batch.size_in_bytes
+            got += [(r.offset, r.key, r.value, tuple(r.headers), r.timestamp) for r in batch]
+        assert size == len(data), f"{f.name}: {len(data) - size} bytes after the last whole batch"
+    assert got == want and len(want) > 500

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from seglog import Log, LogConfig, _engine
+from seglog.scheduler import Scheduler, Task
 from seglog.errors import (CorruptRecordError, InvalidArgumentError, InvalidRecordError, InvalidTimestampError,
                            LogClosedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError,
                            StorageError)
@@ -384,6 +385,39 @@ def test_flush_messages_policy_moves_the_recovery_point(tmp_path):
         for i in range(12):
             log.append(b"x")
         assert log.recovery_point == 10
+
+
+class IdleScheduler:
+    """Takes the log's periodic task and never runs it: the test calls maintain() itself."""
+
+    def schedule(self, fn, delay, period=None, name=""):
+        return Task(fn, period, name)
+
+
+def test_flush_ms_policy_flushes_by_time_in_maintain(tmp_path):
+    with Log(tmp_path / "f-0", LogConfig(flush_ms=300), scheduler=IdleScheduler()) as log:
+        opened = time.monotonic()
+        log.append(b"x")
+        log.maintain()                                   # the batch is written, but 300 ms have not passed
+        if time.monotonic() - opened < 0.3:
+            assert log.recovery_point == 0
+        time.sleep(0.35)
+        log.maintain()
+        assert log.recovery_point == 1                   # fsynced without flush()
+
+
+def test_flush_ms_policy_runs_on_the_scheduler(tmp_path):
+    sched = Scheduler("flush-ms-test")
+    try:
+        with Log(tmp_path / "f-0", LogConfig(flush_ms=20), scheduler=sched) as log:
+            log.append(b"x")
+            log.append(b"y")                             # buffered: nothing calls flush(), read or maintain()
+            deadline = time.monotonic() + 10
+            while log.recovery_point < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert log.recovery_point == 2
+    finally:
+        sched.shutdown()
 
 
 def test_errors(tmp_path, log):
