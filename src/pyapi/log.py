@@ -766,7 +766,10 @@ class Log:
             offset = next_offset
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none."""
+        """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none.
+        Raises InvalidTimestampError for a timestamp outside int64."""
+        if not -_INT64_MAX - 1 <= timestamp <= _INT64_MAX:
+            raise InvalidTimestampError(f"timestamp {timestamp} does not fit in int64 milliseconds")
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
