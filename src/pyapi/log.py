@@ -467,12 +467,11 @@ class Log:
             seg = self._open_segments.get(base)
             if base == self._active.base_offset:
                 seg = self._active
-            if seg is None:
-                with storage_errors("cannot stat segment", self.path):
-                    seg = os.stat(os.path.join(self.path, _engine.segment_name(base) + ".log"))
-                total += seg.st_size
-            else:
+            if seg is not None:
                 total += seg.size
+                continue
+            with storage_errors("cannot stat segment", self.path):
+                total += os.stat(os.path.join(self.path, _engine.segment_name(base) + ".log")).st_size
         return total
 
     @property
@@ -604,8 +603,9 @@ class Log:
         append time (LogAppendTime topics stamp it; timestamps are checked against it).
 
         Validated as Kafka's broker does (see _engine.validate_client_batch; timestamps against
-        message.timestamp.before/after.max.ms; on a compacted log every record needs a key), then stored as it came: only base offset and leader epoch are
-        stamped (and, for LogAppendTime topics, the append time, with a new CRC). A topic whose
+        message.timestamp.before/after.max.ms; on a compacted log every record needs a key), then stored as
+        it came: only base offset and leader epoch are stamped (and, for LogAppendTime topics, the append
+        time, with a new CRC). A topic whose
         compression.type names a codec gets the batch recompressed to it. Raises CorruptRecordError,
         InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
         cfg = self.config

@@ -394,7 +394,8 @@ def test_dump_log(data, capsys):
     offsets = [line for line in index if line.startswith("offset: ")]
     times = [line for line in index if line.startswith("timestamp: ")]
     assert offsets and times and len(index) == len(offsets) + len(times) + 2
-    by_offset = {int(b.split()[3]): int(b.split()[b.split().index("position:") + 1]) for b in batches}   # last -> position
+    fields = [b.split() for b in batches]
+    by_offset = {int(f[3]): int(f[f.index("position:") + 1]) for f in fields}     # last offset -> position
     for line in offsets:                               # each entry: a batch's last offset -> that batch's position
         _, off, _, pos = line.split()
         assert by_offset[int(off)] == int(pos)
@@ -416,7 +417,8 @@ def test_dump_log(data, capsys):
     assert len([line for line in lines if line.startswith("baseOffset: ")]) == 1
     bad.write_bytes(data_bytes + data_bytes[:100])
     r = run("dump-log", bad)
-    assert r.returncode == 2 and r.stdout.splitlines()[-1] == f"100 bytes at position {len(data_bytes)} do not form a whole batch"
+    assert r.returncode == 2
+    assert r.stdout.splitlines()[-1] == f"100 bytes at position {len(data_bytes)} do not form a whole batch"
     w = seglog._engine.BatchWriter()
     w.add_many([b"a", b"b"])
     batch = bytearray(w.take())

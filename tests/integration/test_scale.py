@@ -183,8 +183,8 @@ def test_long_storage_loops_let_other_threads_run(tmp_path):
     try:
         for name, call in calls.items():
             tries = [spinner.longest_stall(call) for _ in range(3)]
-            assert any(stall < 0.5 * took for stall, took in tries), \
-                f"{name} kept the other thread waiting: " + ", ".join(f"{s * 1e3:.0f} of {t * 1e3:.0f} ms" for s, t in tries)
+            assert any(stall < 0.5 * took for stall, took in tries), f"{name} kept the other thread waiting: " + \
+                ", ".join(f"{s * 1e3:.0f} of {t * 1e3:.0f} ms" for s, t in tries)
     finally:
         spinner.running = False
         spinner.join()

@@ -20,8 +20,8 @@ import pytest
 import seglog
 from seglog import Log, LogConfig
 from seglog.errors import (InvalidConfigError, InvalidPartitionsError, InvalidRecordError,
-                           InvalidReplicationFactorError, InvalidRequiredAcksError, InvalidTopicError, LogClosedError, OffsetOutOfRangeError,
-                           StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
+                           InvalidReplicationFactorError, InvalidRequiredAcksError, InvalidTopicError, LogClosedError,
+                           OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                            UnknownTopicOrPartitionError)
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100"}

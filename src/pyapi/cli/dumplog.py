@@ -9,8 +9,9 @@ A .log is read WINDOW bytes at a time, so its size does not matter. A batch whos
 printed with ``isvalid: false`` and a ``corrupt batch`` line, its records are not, and the dump goes on with
 the next batch; a batch length or magic byte that makes no sense ends the file's dump with a ``corrupt batch``
 line (nothing after it can be framed), as bytes too few for a batch at the end are reported. A batch whose
-records do not parse gets a ``corrupt batch`` line after its own. Index entries are printed up to the zero-filled tail a segment's
-index keeps while it is active. Exit status 1 when a file cannot be read, else 2 when one is damaged, else 0.
+records do not parse gets a ``corrupt batch`` line after its own. Index entries are printed up to the
+zero-filled tail a segment's index keeps while it is active. Exit status 1 when a file cannot be read, else 2
+when one is damaged, else 0.
 """
 
 from __future__ import annotations
