@@ -64,6 +64,7 @@ cdef class BatchWriter:
     cdef public int32_t batch_records
     cdef public Py_ssize_t max_record_bytes
     cdef public str limit_name               # the setting max_record_bytes comes from, for error messages
+    cdef public bint require_keys            # refuse records without a key (a compacted topic's)
     cdef public int32_t leader_epoch
     cdef public int64_t producer_id
     cdef public int16_t producer_epoch

@@ -33,14 +33,15 @@ cdef class BatchWriter:
     while an export is alive the writer refuses to grow, clear or rewrite its memory (BufferError), so a
     consumer of the bytes never sees them move. ``full`` turns true once the open batch reaches
     ``batch_bytes`` (uncompressed) or ``batch_records``, or a batch was finished because the next record
-    would not fit in ``batch_bytes`` (a batch exceeds it only when a single record does). Not thread-safe:
-    its owner serializes use.
+    would not fit in ``batch_bytes`` (a batch exceeds it only when a single record does). ``require_keys``
+    refuses records without a key (InvalidRecordError), as a compacted topic must. Not thread-safe: its owner
+    serializes use.
     """
 
     def __cinit__(self, int64_t next_offset=0, compression=None, bint log_append_time=False,
                   Py_ssize_t batch_bytes=16384, int32_t batch_records=INT32_MAX,
                   Py_ssize_t max_record_bytes=1048576, int32_t leader_epoch=0, int64_t producer_id=-1,
-                  int16_t producer_epoch=-1, int32_t next_sequence=-1):
+                  int16_t producer_epoch=-1, int32_t next_sequence=-1, bint require_keys=False):
         if batch_bytes < 1 or batch_records < 1:
             raise _errors.InvalidArgumentError("batch_bytes and batch_records must be positive")
         _check_next_offset(next_offset)
@@ -62,6 +63,7 @@ cdef class BatchWriter:
         self.producer_epoch = producer_epoch
         self.next_sequence = next_sequence
         self.limit_name = "max.message.bytes"
+        self.require_keys = require_keys
         self.full = False
         self.batches = 0
         self._reserve(4096)
@@ -119,6 +121,9 @@ cdef class BatchWriter:
         hence `except? -1`, an error is told apart by the exception set)."""
         cdef int64_t hsize = 0, body, total, ts_delta, hcount = 0
         cdef unsigned char *w
+        if klen < 0 and self.require_keys:
+            raise _errors.InvalidRecordError("a compacted topic (cleanup.policy=compact) cannot accept a record "
+                                             "without a key")
         if not self.is_open:
             self._open()
         ts_delta = timestamp - self.base_ts if self.count else 0
@@ -173,7 +178,8 @@ cdef class BatchWriter:
     cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except? -1:
         """Append one record to the open batch; returns the offset it will have. Raises TypeError for a
         value or key that is not bytes-like or None (or a timestamp that is not an int), RecordTooLargeError
-        for a record over max_record_bytes, InvalidTimestampError for a timestamp outside int64."""
+        for a record over max_record_bytes, InvalidTimestampError for a timestamp outside int64,
+        InvalidRecordError for a record without a key when require_keys."""
         cdef Py_buffer kb, vb
         cdef const unsigned char *kp = NULL
         cdef const unsigned char *vp = NULL

@@ -149,11 +149,9 @@ class Log:
         if not isinstance(config, LogConfig):
             raise InvalidArgumentError(f"config must be a LogConfig, not {type(config).__name__}")
         self._config = config
-        self._compact = config.compact
-
-    def _keyless(self, what: str) -> InvalidRecordError:
-        return InvalidRecordError(f"{what}: a compacted topic (cleanup.policy=compact) cannot accept a record "
-                                  f"without a key ({self.path})")
+        for w in [getattr(self, "_writer", None), *getattr(self, "_batch_writers", {}).values()]:
+            if w is not None:
+                w.require_keys = config.compact
 
     # ------------------------------------------------------------------------------------------ opening
 
@@ -532,7 +530,7 @@ class Log:
         return _engine.BatchWriter(next_offset=next_offset, compression=compression,
                                    log_append_time=cfg.log_append_time, batch_bytes=budget,
                                    batch_records=min(records, 2 ** 31 - 1), max_record_bytes=cfg.max_message_bytes,
-                                   leader_epoch=self._leader_epoch)
+                                   leader_epoch=self._leader_epoch, require_keys=cfg.compact)
 
     def append(self, value, key=None, headers=None, timestamp: int | None = None) -> int:
         """Append one record; returns its offset. value/key: bytes-like or None (a compacted log requires a
@@ -540,8 +538,6 @@ class Log:
         batch (see the module docstring). Raises TypeError, InvalidRecordError (no key on a compacted log),
         InvalidTimestampError, RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError,
         StorageError."""
-        if key is None and self._compact:
-            raise self._keyless("append")
         with self._lock:
             w = self._writer
             if w is None or self._closed or self._marker_kept:
@@ -568,8 +564,6 @@ class Log:
         lengths, InvalidRecordError for a record without a key on a compacted log."""
         if not len(values):
             raise InvalidArgumentError("append_batch needs at least one record")
-        if self._compact and (keys is None or any(k is None for k in keys)):
-            raise self._keyless("append_batch")
         with self._lock:
             self._check_writable()
             self._seal_pending()
