@@ -519,13 +519,16 @@ def batches(data, bint verify_crc=True, path=None):
     try:
         p = <const unsigned char *>buf.buf
         n = buf.len
-        stop = scan_batches_gil(p, n, verify_crc, &c)
-        if c != CHECK_OK and c != CHECK_SHORT_HEADER and c != CHECK_INCOMPLETE:
-            raise_check(c, path, stop, p + stop, n - stop)
-        while pos < stop:
-            read_header(p + pos, &h)
-            out.append(make_info(&h, pos))
-            pos += LOG_OVERHEAD + h.length
+        while True:
+            stop = scan_batches_gil(p, n, pos, verify_crc, &c)
+            if c != CHECK_OK and c != CHECK_SHORT_HEADER and c != CHECK_INCOMPLETE:
+                raise_check(c, path, stop, p + stop, n - stop)
+            while pos < stop:
+                read_header(p + pos, &h)
+                out.append(make_info(&h, pos))
+                pos += LOG_OVERHEAD + h.length
+            if c != CHECK_OK or pos >= n:
+                break
     finally:
         PyBuffer_Release(&buf)
     return out

@@ -165,13 +165,16 @@ def decode_records(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, to
     try:
         p = <const unsigned char *>buf.buf
         n = buf.len
-        stop = scan_batches_gil(p, n, verify_crc, &c)
-        if c != CHECK_OK and c != CHECK_SHORT_HEADER and c != CHECK_INCOMPLETE:
-            raise_check(c, path, stop, p + stop, n - stop)
-        while pos < stop:
-            read_header(p + pos, &h)
-            decode_batch(p + pos, &h, out, min_offset, max_offset, topic, partition, path)
-            pos += LOG_OVERHEAD + h.length
+        while True:
+            stop = scan_batches_gil(p, n, pos, verify_crc, &c)
+            if c != CHECK_OK and c != CHECK_SHORT_HEADER and c != CHECK_INCOMPLETE:
+                raise_check(c, path, stop, p + stop, n - stop)
+            while pos < stop:
+                read_header(p + pos, &h)
+                decode_batch(p + pos, &h, out, min_offset, max_offset, topic, partition, path)
+                pos += LOG_OVERHEAD + h.length
+            if c != CHECK_OK or pos >= n:
+                break
     finally:
         PyBuffer_Release(&buf)
     return out

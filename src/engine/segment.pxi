@@ -682,7 +682,7 @@ cdef class Segment:
             buf = PyBytes_FromStringAndSize(NULL, bsize)
             if pread_big(self.fd, PyBytes_AS_STRING(buf), bsize, pos) != bsize:
                 break
-            scan_batches_gil(<const unsigned char *>PyBytes_AS_STRING(buf), bsize, True, &c)
+            scan_batches_gil(<const unsigned char *>PyBytes_AS_STRING(buf), bsize, 0, True, &c)
             if c != CHECK_OK:
                 break
             pos += bsize
