@@ -6,7 +6,8 @@
     python -m bench --only stores,micro   # some sections (the machine limits always run first)
 
 Each section runs in its own process (python -m bench.suite SECTION ...) so memory figures and failures stay
-apart. Sections of other issues (bench/broker.py, bench/spark_source.py) run when their file exists.
+apart. Sections of other issues (bench/broker.py, bench/cluster.py, bench/spark_source.py) run when their file
+exists.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from bench import machine, report, suite
 
 SECTIONS = ["limits", "storage", "stores", "scale_record_size", "scale_partitions", "scale_log_size", "micro"]
-HOOKS = ["broker", "spark_source"]          # tables of the broker (issue 4) and Spark (issue 6) benchmarks
+HOOKS = ["broker", "cluster", "spark_source"]   # broker (issue 4), replicated cluster (issue 5), Spark (issue 6)
 SECTION_TIMEOUT_S = 1800
 
 

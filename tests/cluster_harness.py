@@ -452,6 +452,14 @@ class BrokerProc:
     def partition_dir(self, topic: str, p: int) -> Path:
         return self.data_dir / f"{topic}-{p}"
 
+    def meta_properties(self) -> dict[str, str]:
+        """The data dir's meta.properties (empty if there is none)."""
+        try:
+            lines = (self.data_dir / "meta.properties").read_text().splitlines()
+        except OSError:
+            return {}
+        return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
     def log_text(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")
@@ -595,6 +603,25 @@ class Cluster:
 
     def topics(self) -> list[str]:
         return sorted(self.zk.get_children("/brokers/topics")) if self.zk.exists("/brokers/topics") else []
+
+    def cluster_id(self) -> str | None:
+        """The cluster id the first broker stored in ZooKeeper (/cluster/id), None if there is none."""
+        try:
+            data, _ = self.zk.get("/cluster/id")
+        except Exception:
+            return None
+        return json.loads(data)["id"]
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        data, _ = self.zk.get(f"/config/topics/{topic}")
+        return dict(json.loads(data)["config"])
+
+    def set_topic_config(self, topic: str, changes: dict) -> None:
+        """Change a topic's config overrides in ZooKeeper, as ``kafka-configs --zookeeper ... --alter`` did; the
+        brokers watch the znode."""
+        config = dict(self.topic_config(topic), **{k: str(v).lower() if isinstance(v, bool) else str(v)
+                                                    for k, v in changes.items()})
+        self.zk.set(f"/config/topics/{topic}", json.dumps({"version": 1, "config": config}).encode())
 
     def leader(self, topic: str, p: int) -> int:
         st = self.state(topic, p)
@@ -917,9 +944,11 @@ class ConfluentBackgroundProducer(BackgroundProducer):
     def _make(self, bootstrap: str, config: dict) -> None:
         from confluent_kafka import Producer
 
+        # socket.timeout.ms bounds how long a request may hang on a broker cut off by a network partition
+        # (librdkafka's default waits 60 s; request.timeout.ms is only the broker-side ack timeout)
         cfg = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 2,
-               "message.timeout.ms": 120000, "request.timeout.ms": 10000, "retry.backoff.ms": 100,
-               "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 5000}
+               "message.timeout.ms": 120000, "request.timeout.ms": 10000, "socket.timeout.ms": 10000,
+               "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 5000}
         cfg.update(config)
         self.producer = Producer(cfg)
         self._plock = threading.Lock()

@@ -1,6 +1,9 @@
 """Shared pytest configuration. Other suites will add their fixtures here."""
 
+import faulthandler
+import os
 import socket
+import sys
 
 import pytest
 
@@ -8,6 +11,101 @@ import pytest
 def pytest_configure(config):
     config.addinivalue_line("markers", "zookeeper: starts a real ZooKeeper (the Debian `zookeeper` package); "
                                        "skipped only when that package or java is missing")
+
+
+# -- a hang must end the run, not stall it -----------------------------------------------------------------------
+# pytest-timeout (pyproject: timeout, method "signal") fails a test that overruns by raising from a SIGALRM handler
+# in the main thread. Python runs that handler only between bytecodes of the main thread: not while it is inside
+# a C call that does not return (a client library's destroy, close or flush), not while another thread holds the
+# GIL, not if a library swallows the exception; and it is armed once per test, so a teardown that hangs after it
+# fired (joining a broker thread whose node never closes) runs forever. faulthandler's watchdog is a C thread
+# that needs neither the GIL nor the main thread: HARD_TIMEOUT_GRACE seconds past a test's timeout (setup, call
+# and teardown together) it writes every thread's stack to the terminal and ends the process with status 1.
+# It never waits past SESSION_GRACE seconds after pytest-timeout's session_timeout (after which no test starts),
+# and it also bounds the interpreter's exit, which joins leftover non-daemon threads.
+HARD_TIMEOUT_GRACE = 60
+SESSION_GRACE = 90
+EXIT_TIMEOUT = 120
+_hard_timeout_stream = None
+_hard_deadline = None          # time.monotonic() past which no watchdog waits (session_timeout + SESSION_GRACE)
+
+
+def _timeout_setting(config, option: str, ini: str, env: str | None = None) -> float | None:
+    """A pytest-timeout setting in seconds (command line, then environment, then ini); None if unset or 0."""
+    value = config.getoption(option, None)                   # --timeout=0 turns timeouts off
+    if value is None and env is not None:
+        value = os.environ.get(env)
+    if value is None:
+        try:
+            value = config.getini(ini)
+        except ValueError:                                   # pytest-timeout is not installed
+            return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def _test_timeout(item) -> float | None:
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return _timeout_setting(item.config, "timeout", "timeout", "PYTEST_TIMEOUT")
+    try:
+        value = float(marker.args[0] if marker.args else marker.kwargs.get("timeout"))
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def _arm_watchdog(seconds: float) -> None:
+    import time
+
+    if _hard_deadline is not None:
+        seconds = min(seconds, max(_hard_deadline - time.monotonic(), 10))
+    faulthandler.dump_traceback_later(seconds, exit=True, file=_hard_timeout_stream)
+
+
+def pytest_sessionstart(session):
+    import time
+
+    global _hard_timeout_stream, _hard_deadline
+    # the terminal's stderr: during tests fd 2 is pytest's capture file, lost when the process ends
+    capman = session.config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        with capman.global_and_fixture_disabled():
+            fd = os.dup(2)
+    else:
+        fd = os.dup(2)
+    _hard_timeout_stream = os.fdopen(fd, "w")
+    budget = _timeout_setting(session.config, "session_timeout", "session_timeout")
+    if budget is not None:
+        _hard_deadline = time.monotonic() + budget + SESSION_GRACE
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    # pytest's own faulthandler_timeout would replace this watchdog (there is one): then it is not armed
+    armed = _hard_timeout_stream is not None and not item.config.getini("faulthandler_timeout")
+    timeout = _test_timeout(item) if armed else None
+    if timeout is not None:
+        _arm_watchdog(timeout + HARD_TIMEOUT_GRACE)
+    elif armed and _hard_deadline is not None:
+        _arm_watchdog(float("inf"))                          # no test timeout: still bounded by the run's
+    else:
+        armed = False
+    try:
+        yield
+    finally:
+        if armed:
+            faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_unconfigure(config):
+    # only when this process is the pytest command: a program calling pytest.main() goes on afterwards
+    main = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if _hard_timeout_stream is not None and main in ("pytest", "py.test", "__main__.py"):
+        _arm_watchdog(EXIT_TIMEOUT)
 
 
 @pytest.fixture(scope="session")
@@ -109,6 +207,43 @@ def start_broker(tmp_path):
     yield start
     for broker in started:
         broker.stop()
+
+
+# A librdkafka consumer that is never closed is destroyed when Python frees it: confluent-kafka's dealloc calls
+# rd_kafka_destroy without closing the consumer, and when a cooperative rebalance was waiting for the
+# application's assign call, librdkafka's main thread loops "waiting for assign call before terminating"
+# forever, so the destroy never returns. A test that fails with such a consumer open keeps it alive in
+# its traceback, a reference cycle that the garbage collector frees later, in whatever thread happens to
+# trigger a collection: inside a later test, in C, where pytest-timeout's signal handler cannot run. So a
+# test that fails has the confluent-kafka consumers of its failing frames closed at once, here, in its own
+# time (close() serves the pending rebalance itself).
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    if call.excinfo is not None and "confluent_kafka" in sys.modules:
+        _close_open_consumers(call.excinfo.tb)
+
+
+def _close_open_consumers(tb) -> None:
+    from confluent_kafka import Consumer
+
+    seen = set()
+    while tb is not None:
+        for value in list(tb.tb_frame.f_locals.values()):
+            if isinstance(value, dict):
+                candidates = list(value.values())
+            elif isinstance(value, (list, tuple, set)):
+                candidates = list(value)
+            else:
+                candidates = [value]
+            for obj in candidates:
+                if isinstance(obj, Consumer) and id(obj) not in seen:
+                    seen.add(id(obj))
+                    try:
+                        obj.close()
+                    except Exception:                  # RuntimeError: it was closed already
+                        pass
+        tb = tb.tb_next
 
 
 class BrokerProcess:

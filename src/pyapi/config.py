@@ -227,6 +227,7 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = _k("replica.lag.time.max.ms", "long", 30_000, low=1)
     replica_fetch_max_bytes: int = _k("replica.fetch.max.bytes", "int", 1024 * 1024, low=0)
     replica_fetch_wait_max_ms: int = _k("replica.fetch.wait.max.ms", "int", 500, low=0)
+    replica_fetch_backoff_ms: int = _k("replica.fetch.backoff.ms", "int", 1000, low=0)
     unclean_leader_election_enable: bool = _k("unclean.leader.election.enable", "bool", False)
     auto_leader_rebalance_enable: bool = _k("auto.leader.rebalance.enable", "bool", True)
     leader_imbalance_check_interval_seconds: int = _k("leader.imbalance.check.interval.seconds", "long", 300, low=1)

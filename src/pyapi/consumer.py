@@ -15,7 +15,13 @@ auto-commit commits positions of records already returned, so a crash may skip r
 "latest" or "none" (NoOffsetForPartitionError).
 
 Heartbeats run on a background thread; a rebalance it learns about is carried out by the next poll(), as
-Kafka's consumer does. A Consumer is not thread-safe: use it from one thread (``close()`` may come from any).
+Kafka's consumer does. Membership follows Kafka's member states: UNJOINED -> REBALANCING (JoinGroup and
+SyncGroup under way, in poll()) -> STABLE. Heartbeats are sent only while STABLE, and an answer only counts
+for the generation it was sent in: REBALANCE_IN_PROGRESS requests a rejoin only if the member is still Stable
+in that generation; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION (or max_poll_interval_ms passing) reset the
+generation: the member fell out of the group. Its partitions are then *lost*, not revoked: the next poll()
+drops them without committing (``on_lost``) and reads the committed offsets again once they come back.
+A Consumer is not thread-safe: use it from one thread (``close()`` may come from any).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ __all__ = ["Consumer", "TopicPartition"]
 
 log = logging.getLogger("seglog.consumer")
 _RESETS = ("earliest", "latest", "none")
+_UNJOINED, _REBALANCING, _STABLE = "unjoined", "rebalancing", "stable"     # Kafka's MemberState
 
 
 @dataclass
@@ -86,12 +93,13 @@ class Consumer:
         self._topics: set[str] = set()
         self._pattern: re.Pattern | None = None
         self._manual = False
-        self._on_assign = self._on_revoke = None
+        self._on_assign = self._on_revoke = self._on_lost = None
+        self._lock = threading.Lock()          # guards the next three: the heartbeat thread resets them
+        self._member_state = _UNJOINED
         self._member_id = ""
-        self._generation = -1
+        self._generation = -1                  # -1: never joined, or fell out (what it holds is lost)
         self._protocol: str | None = None
         self._rejoin = threading.Event()
-        self._in_group = False
         self._hb_stop = threading.Event()
         self._hb_thread: threading.Thread | None = None
         self._last_poll = time.monotonic()
@@ -104,9 +112,12 @@ class Consumer:
     # -- subscription ----------------------------------------------------------------------------------------
 
     def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None,
-                  on_assign: Callable | None = None, on_revoke: Callable | None = None) -> None:
+                  on_assign: Callable | None = None, on_revoke: Callable | None = None,
+                  on_lost: Callable | None = None) -> None:
         """Join group_id for these topics (or every topic matching `pattern`). on_assign/on_revoke get the list
-        of TopicPartitions given to / taken from this consumer at each rebalance."""
+        of TopicPartitions given to / taken from this consumer at each rebalance (on_revoke may still commit
+        them). on_lost (default: on_revoke) gets those it lost by falling out of the group: they may belong to
+        another member already, so they cannot be committed."""
         self._check_open()
         if self.group_id is None:
             raise InvalidGroupIdError("subscribe() needs a group_id (use assign() without one)")
@@ -116,16 +127,17 @@ class Consumer:
             topics = [topics]
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._topics = set(topics or ())
+        if self._manual:
+            self._assigned = {}                                 # hand-picked partitions are not the group's
         self._manual = False
-        self._on_assign, self._on_revoke = on_assign, on_revoke
+        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
         self._rejoin.set()
 
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Take these partitions by hand (no group membership). Positions start at the committed offset if
         there is a group_id and one, else at auto_offset_reset."""
         self._check_open()
-        if self._in_group:
-            self._leave()
+        self._leave()
         self._manual = True
         self._topics, self._pattern = set(), None
         wanted = [TopicPartition(t, p) for t, p in partitions]
@@ -133,8 +145,8 @@ class Consumer:
 
     def unsubscribe(self) -> None:
         """Leave the group (or drop the manual assignment)."""
-        if self._in_group:
-            self._leave()
+        self._leave()
+        self._rejoin.clear()
         self._assigned = {}
         self._topics, self._pattern, self._manual = set(), None, False
 
@@ -156,9 +168,9 @@ class Consumer:
         while True:
             if self._pattern is not None and time.monotonic() - self._pattern_checked >= 1.0:
                 self._pattern_checked = time.monotonic()
-                if self._in_group and set(self._wanted_topics()) != self._joined_topics:
+                if self._member_state == _STABLE and set(self._wanted_topics()) != self._joined_topics:
                     self._rejoin.set()                      # a new topic matches the pattern (or one went)
-            if self._rejoin.is_set() and not self._manual:
+            if self._rejoin.is_set() and self._subscribed():
                 self._join(deadline)
             for tp, st in self._assigned.items():       # as Kafka: every assigned partition gets a position
                 if st.position is None:
@@ -294,9 +306,11 @@ class Consumer:
     # -- offsets ----------------------------------------------------------------------------------------------
 
     def commit(self, offsets: dict | None = None) -> None:
-        """Commit `offsets` ({tp: next offset to read}) or every assigned partition's position. In a group,
-        IllegalGenerationError / UnknownMemberIdError / RebalanceInProgressError mean the group moved on:
-        the partitions may belong to another member now (the next poll rejoins)."""
+        """Commit `offsets` ({tp: next offset to read}) or every assigned partition's position. A subscribed
+        consumer commits as a member of its current generation, so only while Stable: IllegalGenerationError /
+        UnknownMemberIdError (it is not a member: it fell out, or has not joined yet; its partitions are lost)
+        and RebalanceInProgressError mean the partitions may belong to another member now (the next poll
+        rejoins). Without a subscription (assign(), or neither) it is a simple commit."""
         self._check_open()
         if self.group_id is None:
             raise InvalidGroupIdError("commit() needs a group_id")
@@ -307,15 +321,26 @@ class Consumer:
         if not request:
             return
         coord = self.node.group_coordinator
-        try:
-            if self._manual or not self._in_group:
-                errors = coord.commit_offsets(self.group_id, request)
-            else:
-                errors = coord.commit_offsets(self.group_id, request, self._generation, self._member_id,
+        if self._manual or not self._subscribed():
+            errors = coord.commit_offsets(self.group_id, request)
+        else:
+            with self._lock:
+                state, generation, member_id = self._member_state, self._generation, self._member_id
+            if state == _REBALANCING:
+                raise RebalanceInProgressError(f"consumer {self.client_id} is rebalancing group {self.group_id}: "
+                                               f"commit after poll() completed it")
+            if state != _STABLE:       # a simple commit would overwrite the offsets of the partitions' new owners
+                raise UnknownMemberIdError(f"consumer {self.client_id} is not a member of group {self.group_id} "
+                                           f"(it fell out or has not joined yet); the next poll() rejoins")
+            try:
+                errors = coord.commit_offsets(self.group_id, request, generation, member_id,
                                               group_instance_id=self.group_instance_id)
-        except (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError):
-            self._rejoin.set()
-            raise
+            except (IllegalGenerationError, UnknownMemberIdError):
+                self._fall_out(generation, member_id, "a commit")
+                raise
+            except RebalanceInProgressError:
+                self._rejoin.set()
+                raise
         failed = {tp: e for tp, e in errors.items() if e is not None}
         if failed:
             raise next(iter(failed.values()))
@@ -349,6 +374,9 @@ class Consumer:
 
     # -- group membership -------------------------------------------------------------------------------------
 
+    def _subscribed(self) -> bool:
+        return bool(self._topics) or self._pattern is not None
+
     def _wanted_topics(self) -> list[str]:
         if self._pattern is not None:
             return [t for t in self.node.topics() if self._pattern.search(t)]
@@ -356,43 +384,62 @@ class Consumer:
 
     def _join(self, deadline: float) -> None:
         """Join (or rejoin) the group and apply the assignment SyncGroup brings. Retries while the group
-        moves on under us, until the poll deadline (or the rebalance timeout) passes."""
+        moves on under us, until the poll deadline (or the rebalance timeout) passes; _rejoin stays set
+        unless a SyncGroup succeeded. What the member holds is only its own within its generation: eager
+        protocols revoke everything first (committing while still a member); with no generation (it fell
+        out, or a JoinGroup said so) everything held is lost, so no stale partition is sent as owned and
+        none keeps a position from before."""
         coord = self.node.group_coordinator
         cooperative = all(a.rebalance_protocol == "cooperative" for a in self.assignors)
-        if not cooperative and self._assigned:
+        if not cooperative and self._assigned and self._generation >= 0:
             self._revoke(list(self._assigned))              # eager: give up everything before rejoining
         limit = max(deadline, time.monotonic() + self.max_poll_interval)
-        while time.monotonic() < limit:
-            self._rejoin.clear()
-            topics = self._wanted_topics()
-            for t in topics:
-                self.node.ensure_topic(t)
-            self._joined_topics = set(topics)
-            owned = sorted(self._assigned)
-            sub = Subscription(topics, owned_partitions=owned, generation_id=self._generation)
-            protocols = [(a.name, sub.encode()) for a in self.assignors]
-            try:
-                joined = coord.join_group(self.group_id, self._member_id, "consumer", protocols,
-                                          self.session_timeout_ms, int(self.max_poll_interval * 1000),
-                                          group_instance_id=self.group_instance_id, client_id=self.client_id,
-                                          client_host="in-process").result()
-                self._member_id, self._generation = joined.member_id, joined.generation_id
-                self._protocol = joined.protocol_name
-                assignments = self._assign_as_leader(joined) if joined.is_leader else {}
-                synced = coord.sync_group(self.group_id, joined.generation_id, joined.member_id, assignments,
-                                          group_instance_id=self.group_instance_id).result()
-            except MemberIdRequiredError as e:
-                self._member_id = e.member_id
-                continue
-            except (UnknownMemberIdError, IllegalGenerationError):
-                self._member_id, self._generation = "", -1
-                continue
-            except RebalanceInProgressError:
-                continue
-            self._in_group = True
-            self._apply(Assignment.decode(synced.assignment).partitions)
-            self._start_heartbeat()
-            return
+        try:
+            while time.monotonic() < limit:
+                self._rejoin.clear()
+                with self._lock:
+                    self._member_state = _REBALANCING      # heartbeat answers are ignored until Stable
+                    lost = self._generation < 0
+                if lost and self._assigned:
+                    self._lose(list(self._assigned))
+                topics = self._wanted_topics()
+                for t in topics:
+                    self.node.ensure_topic(t)
+                self._joined_topics = set(topics)
+                owned = sorted(self._assigned)
+                sub = Subscription(topics, owned_partitions=owned, generation_id=self._generation)
+                protocols = [(a.name, sub.encode()) for a in self.assignors]
+                try:
+                    joined = coord.join_group(self.group_id, self._member_id, "consumer", protocols,
+                                              self.session_timeout_ms, int(self.max_poll_interval * 1000),
+                                              group_instance_id=self.group_instance_id, client_id=self.client_id,
+                                              client_host="in-process").result()
+                    with self._lock:
+                        self._member_id, self._generation = joined.member_id, joined.generation_id
+                    self._protocol = joined.protocol_name
+                    assignments = self._assign_as_leader(joined) if joined.is_leader else {}
+                    synced = coord.sync_group(self.group_id, joined.generation_id, joined.member_id, assignments,
+                                              group_instance_id=self.group_instance_id).result()
+                except MemberIdRequiredError as e:
+                    with self._lock:
+                        self._member_id = e.member_id
+                    continue
+                except (UnknownMemberIdError, IllegalGenerationError):
+                    with self._lock:
+                        self._member_id, self._generation = "", -1
+                    continue
+                except RebalanceInProgressError:
+                    continue
+                with self._lock:
+                    self._member_state = _STABLE
+                self._last_poll = time.monotonic()          # as Kafka: the poll timer restarts with the heartbeats
+                self._apply(Assignment.decode(synced.assignment).partitions)
+                self._start_heartbeat()
+                return
+        except BaseException:
+            self._rejoin.set()
+            raise
+        self._rejoin.set()
         raise RebalanceInProgressError(f"could not complete a rebalance of group {self.group_id} in time")
 
     def _assign_as_leader(self, joined) -> dict[str, bytes]:
@@ -421,12 +468,36 @@ class Consumer:
             self._on_assign(added)
 
     def _revoke(self, tps: list[TopicPartition]) -> None:
-        if self.enable_auto_commit and self._in_group:
+        """Give partitions up as a member: auto-commit first, on_revoke (may commit), then drop them."""
+        if self.enable_auto_commit:
             self._auto_commit()
         if self._on_revoke is not None:
             self._on_revoke(sorted(tps))
         for tp in tps:
             self._assigned.pop(tp, None)
+
+    def _lose(self, tps: list[TopicPartition]) -> None:
+        """Drop partitions held without a generation (Kafka's onPartitionsLost): nothing is committed and
+        their positions are forgotten, so they restart at the committed offsets if they come back."""
+        try:
+            callback = self._on_lost or self._on_revoke
+            if callback is not None:
+                callback(sorted(tps))
+        finally:
+            for tp in tps:
+                self._assigned.pop(tp, None)
+
+    def _fall_out(self, generation: int, member_id: str, why: str) -> None:
+        """Reset the generation after the coordinator disowned the member in `generation` (Kafka:
+        resetGenerationOnResponseError); an answer about an older generation changes nothing. The next poll
+        rejoins, losing what the member held."""
+        with self._lock:
+            if (self._generation, self._member_id) != (generation, member_id) or generation < 0:
+                return
+            self._member_state, self._member_id, self._generation = _UNJOINED, "", -1
+        log.info("consumer %s fell out of group %s (generation %d) after %s", member_id, self.group_id,
+                 generation, why)
+        self._rejoin.set()
 
     def _start_heartbeat(self) -> None:
         if self._hb_thread is None or not self._hb_thread.is_alive():
@@ -436,37 +507,50 @@ class Consumer:
             self._hb_thread.start()
 
     def _heartbeat_loop(self) -> None:
+        """Heartbeats while Stable. Each answer is judged against the generation it was sent in."""
         coord = self.node.group_coordinator
         while not self._hb_stop.wait(self.heartbeat_interval):
-            if not self._in_group:
-                continue
-            if time.monotonic() - self._last_poll > self.max_poll_interval:
+            with self._lock:
+                if self._member_state != _STABLE:
+                    continue
+                generation, member_id = self._generation, self._member_id
+                stalled = time.monotonic() - self._last_poll > self.max_poll_interval
+                if stalled:                                 # Kafka: maybeLeaveGroup from the heartbeat thread
+                    self._member_state, self._member_id, self._generation = _UNJOINED, "", -1
+            if stalled:
                 log.warning("consumer %s did not poll for %.0f s (max_poll_interval_ms): leaving group %s",
-                            self._member_id, self.max_poll_interval, self.group_id)
-                self._leave()
+                            member_id, self.max_poll_interval, self.group_id)
+                self._send_leave(member_id)
                 self._rejoin.set()
                 continue
             try:
-                coord.heartbeat(self.group_id, self._generation, self._member_id,
-                                group_instance_id=self.group_instance_id)
+                coord.heartbeat(self.group_id, generation, member_id, group_instance_id=self.group_instance_id)
             except RebalanceInProgressError:
-                self._rejoin.set()
+                with self._lock:                            # not for a rebalance this member is already in
+                    current = (self._member_state, self._generation, self._member_id) == (_STABLE, generation,
+                                                                                          member_id)
+                if current:
+                    self._rejoin.set()
             except (UnknownMemberIdError, IllegalGenerationError):
-                self._member_id, self._generation = "", -1
-                self._rejoin.set()
+                self._fall_out(generation, member_id, "a heartbeat")
             except LogClosedError:
                 return
             except Exception:
-                log.exception("heartbeat of %s failed", self._member_id)
+                log.exception("heartbeat of %s failed", member_id)
 
     def _leave(self) -> None:
-        if self._in_group and self._member_id:
-            try:
-                self.node.group_coordinator.leave_group(self.group_id, [(self._member_id, self.group_instance_id)])
-            except Exception as e:
-                log.info("leaving group %s: %s", self.group_id, e)
-        self._in_group = False
-        self._member_id, self._generation = "", -1
+        """Leave the group if it has a member id; the member is UNJOINED afterwards."""
+        with self._lock:
+            member_id = self._member_id
+            self._member_state, self._member_id, self._generation = _UNJOINED, "", -1
+        if member_id:
+            self._send_leave(member_id)
+
+    def _send_leave(self, member_id: str) -> None:
+        try:
+            self.node.group_coordinator.leave_group(self.group_id, [(member_id, self.group_instance_id)])
+        except Exception as e:
+            log.info("leaving group %s: %s", self.group_id, e)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 

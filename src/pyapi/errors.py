@@ -160,6 +160,8 @@ _define("NotEnoughReplicasAfterAppendError", 20, "NOT_ENOUGH_REPLICAS_AFTER_APPE
         doc="The write was appended, but the ISR shrank below min.insync.replicas before it was replicated.")
 _define("InvalidRequiredAcksError", 21, "INVALID_REQUIRED_ACKS", doc="acks must be -1 (all), 0 or 1.")
 _define("NotControllerError", 41, "NOT_CONTROLLER", True, doc="This broker is not the controller.")
+_define("InconsistentClusterIdError", 104, "INCONSISTENT_CLUSTER_ID",
+        doc="The data directory belongs to another cluster (its meta.properties holds another cluster.id).")
 _define("InvalidRequestError", 42, "INVALID_REQUEST", doc="The request is malformed or not valid.")
 _define("InvalidArgumentError", 42, "INVALID_REQUEST", base=(InvalidRequestError, ValueError),  # noqa: F821
         doc="A call was given an argument of the wrong type or value.")

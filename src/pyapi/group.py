@@ -37,8 +37,8 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
                      GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError,
                      InvalidConfigError, InvalidGroupIdError, InvalidSessionTimeoutError, MemberIdRequiredError,
-                     NonEmptyGroupError, OffsetMetadataTooLargeError, RebalanceInProgressError, SeglogError,
-                     UnknownMemberIdError)
+                     NonEmptyGroupError, NotCoordinatorError, OffsetMetadataTooLargeError, RebalanceInProgressError,
+                     SeglogError, UnknownMemberIdError)
 from .offsets_format import GroupMetadata, MemberMetadata, OffsetAndMetadata, TopicPartition
 
 __all__ = ["GroupState", "GroupConfig", "JoinedMember", "JoinResult", "SyncResult", "MemberDescription",
@@ -774,13 +774,16 @@ class GroupCoordinator:
                                                  f"is stale")
                 group = self._groups[group_id] = _Group(group_id)
             if not (generation_id < 0 and group.state is _EMPTY):
-                if group.state is _COMPLETING:
-                    raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance; commit after "
-                                                   f"SyncGroup")
+                # Kafka's order: member, then generation, and only then the state. A commit of the previous
+                # generation that arrives after the join completed is ILLEGAL_GENERATION, not
+                # REBALANCE_IN_PROGRESS, which is only for a member that already has the new generation.
                 member = self._current_member(group, member_id, group_instance_id)
                 if generation_id != group.generation:
                     raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s "
                                                  f"current generation {group.generation}")
+                if group.state is _COMPLETING:
+                    raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance; commit after "
+                                                   f"SyncGroup")
                 member.session_deadline = now + member.session_timeout_ms
             results: dict[TopicPartition, SeglogError | None] = {}
             accepted: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -869,6 +872,29 @@ class GroupCoordinator:
                     results[gid] = None
         self._finish(done)
         return results
+
+    # --- groups moving between coordinators (cluster mode) ----------------------------------------------------
+
+    def load_groups(self, stored: Mapping[str, GroupMetadata], names: Iterable[str]) -> None:
+        """Take over groups whose offsets partition is now led here (Kafka's onElection): each is rebuilt from
+        ``stored`` as at start-up, replacing any copy held before. Other groups are not touched."""
+        names = set(names)
+        self.unload_groups(names)
+        self._load(dict(stored), names)
+
+    def unload_groups(self, group_ids: Iterable[str]) -> None:
+        """Give up groups whose offsets partition moved away (Kafka's onResignation): they are forgotten, and
+        their waiting JoinGroup / SyncGroup fail with NotCoordinatorError. Other groups are not touched."""
+        done: _Done = []
+        with self._lock:
+            for gid in group_ids:
+                group = self._groups.pop(gid, None)
+                for m in group.members.values() if group is not None else ():
+                    for pending in (m.join_future, m.sync_future):
+                        if pending is not None:
+                            _fail(done, pending, NotCoordinatorError(f"group {gid!r} moved to another coordinator"))
+                    m.join_future = m.sync_future = None
+        _complete(done)                 # not _finish: no store write is due, none is waited for
 
     # --- timers ----------------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ This is the one core both doors use: the in-process Producer/Consumer call it di
 translates Kafka requests into the same calls. Layout::
 
     data/
-      meta.properties            cluster.id, broker.id (as Kafka writes it)
+      meta.properties            cluster.id, broker.id (as Kafka writes it; a cluster member's is the cluster's)
       topics.json                topic -> id, partition count, config overrides (atomically rewritten)
       producer-id-block          the next block of producer ids to hand out
       <topic>-<partition>/       one seglog.Log per partition (Kafka's segment files)
@@ -36,9 +36,10 @@ from typing import Any, Callable, Mapping
 
 from .checkpoints import fsync_dir, read_checkpoint, storage_errors, write_checkpoint
 from .config import BrokerConfig, LogConfig
-from .errors import (InvalidPartitionsError, InvalidReplicationFactorError, InvalidRequestError,
-                     InvalidRequiredAcksError, InvalidTopicError, LogClosedError, OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError,
-                     TopicDeletionDisabledError, UnknownTopicOrPartitionError)
+from .errors import (InconsistentClusterIdError, InvalidPartitionsError, InvalidReplicationFactorError,
+                     InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError, LogClosedError,
+                     OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
+                     UnknownTopicOrPartitionError)
 from .log import Log
 from .scheduler import default_scheduler
 
@@ -166,6 +167,7 @@ class Node:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._closed = False
         self._coordinator = None
+        self._offsets_led: set[int] = set()     # cluster mode: the __consumer_offsets partitions led here
         self.cluster_managed = False
         self.replication_waiter: Callable[[Partition, int], None] | None = None
         self._lock_fd = -1
@@ -222,7 +224,9 @@ class Node:
                 self._open_partition(info, p)
         self._write_topics()
 
-    def _meta_properties(self) -> str:
+    def _meta_properties(self) -> str | None:
+        """The cluster.id of meta.properties. A lone broker makes one up for a new directory; a broker with
+        zookeeper.connect leaves it to the cluster (``adopt_cluster_id``) and returns None until then."""
         path = os.path.join(self.path, "meta.properties")
         props = {}
         if os.path.exists(path):
@@ -231,17 +235,42 @@ class Node:
                     if "=" in line and not line.startswith("#"):
                         k, v = line.strip().split("=", 1)
                         props[k] = v
+        self._cluster_id_stored = "cluster.id" in props      # there before this process opened the directory
         if "cluster.id" not in props:
-            props = {"version": "0", "broker.id": str(self.config.broker_id),
-                     "cluster.id": base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")}
-            tmp = path + ".tmp"
-            with storage_errors("cannot write meta.properties", path):
-                with open(tmp, "w", encoding="utf-8") as f:
-                    f.write("#seglog\n" + "".join(f"{k}={v}\n" for k, v in props.items()))
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
+            if self.config.zookeeper_connect:
+                return None
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            self._write_meta_properties(cluster_id)
+            return cluster_id
         return props["cluster.id"]
+
+    def _write_meta_properties(self, cluster_id: str) -> None:
+        path = os.path.join(self.path, "meta.properties")
+        props = {"version": "0", "broker.id": str(self.config.broker_id), "cluster.id": cluster_id}
+        tmp = path + ".tmp"
+        with storage_errors("cannot write meta.properties", path):
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write("#seglog\n" + "".join(f"{k}={v}\n" for k, v in props.items()))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        fsync_dir(self.path)
+
+    def adopt_cluster_id(self, cluster_id: str) -> None:
+        """Cluster mode: this directory belongs to the cluster `cluster_id` (the id its metadata store holds),
+        recorded in meta.properties. A directory that already belonged to another cluster is refused with
+        InconsistentClusterIdError, as Kafka refuses to start (InconsistentClusterIdException)."""
+        with self._lock:
+            if self.cluster_id == cluster_id:
+                return
+            if self.cluster_id is not None and self._cluster_id_stored:
+                raise InconsistentClusterIdError(
+                    f"The Cluster ID {cluster_id} doesn't match stored clusterId {self.cluster_id} in meta.properties "
+                    f"of {self.path}. The broker is trying to join the wrong cluster. Configured zookeeper.connect "
+                    f"may be wrong.")
+            self._write_meta_properties(cluster_id)     # new directory (or an id made up by this process)
+            self._cluster_id_stored = True
+            self.cluster_id = cluster_id
 
     def _read_topics(self) -> dict[str, dict]:
         path = os.path.join(self.path, TOPICS_FILE)
@@ -319,11 +348,16 @@ class Node:
                 raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clash)}")
             info = self._topic_info(name, uuid.uuid4(), partitions, dict(config or {}))
             self._topics[name] = info
+            opened = 0
             try:
                 for p in range(partitions):
                     self._open_partition(info, p)
+                    opened = p + 1
                 self._write_topics()
             except BaseException:
+                # only the partitions tried so far can have a log or a directory: dropping them all is
+                # bounded by what was done, not by the count asked for (which may be absurd)
+                info.partitions = min(opened + 1, partitions)
                 self._drop_topic(name)
                 raise
             log.info("created topic %s with %d partitions", name, partitions)
@@ -475,13 +509,28 @@ class Node:
 
     def _leadership_changed(self, part: Partition, leader: bool) -> None:
         """Replication moved a partition's leadership here or away. Groups live on the leaders of their
-        __consumer_offsets partition: such a change reloads the group coordinator from the logs (members of
-        groups it held rejoin)."""
-        if part.topic == OFFSETS_TOPIC:
-            with self._lock:
-                coord, self._coordinator = self._coordinator, None
-            if coord is not None:
-                coord.close()
+        __consumer_offsets partition: as Kafka's GroupMetadataManager, the coordinator loads the groups of an
+        offsets partition this broker now leads and forgets those of one it no longer leads (their waiting
+        requests fail with NOT_COORDINATOR); the groups of other partitions are not touched."""
+        if part.topic != OFFSETS_TOPIC:
+            return
+        with self._lock:
+            if leader:
+                self._offsets_led.add(part.index)
+            else:
+                self._offsets_led.discard(part.index)
+            coord = self._coordinator
+        if coord is None:
+            return                                  # made later, it reads the partitions led by then
+        try:
+            if leader:
+                coord.load_groups(*coord.store.load_partition(part.index))
+            else:
+                coord.unload_groups(coord.store.unload_partition(part.index))
+        except (LogClosedError, UnknownTopicOrPartitionError) as e:     # shutting down, or the topic went away
+            log.info("groups of %s not %s: %s", part, "loaded" if leader else "unloaded", e)
+        except Exception:                           # never let it stop the replica manager applying the change
+            log.exception("groups of %s could not be %s", part, "loaded" if leader else "unloaded")
 
     def _drop_topic(self, name: str) -> None:
         info = self._topics.pop(name, None)
@@ -565,7 +614,8 @@ class Node:
                                   max_session_timeout_ms=c.group_max_session_timeout_ms,
                                   initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
                                   max_size=c.group_max_size)
-                self._coordinator = GroupCoordinator(LogOffsetStore(self), cfg)
+                led = set(self._offsets_led) if self.cluster_managed else None
+                self._coordinator = GroupCoordinator(LogOffsetStore(self, led), cfg)
             return self._coordinator
 
     # -- lifecycle ---------------------------------------------------------------------------------------------

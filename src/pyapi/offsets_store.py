@@ -37,16 +37,48 @@ def partition_for_group(group: str, partitions: int) -> int:
 class LogOffsetStore(OffsetStore):
     """OffsetStore over a Node's __consumer_offsets partitions."""
 
-    def __init__(self, node):
+    def __init__(self, node, partitions: Iterable[int] | None = None):
+        """Replays the node's __consumer_offsets partitions, or only those in `partitions` (a cluster member
+        reads the ones it leads; ``load_partition`` / ``unload_partition`` follow leadership moves)."""
         self._node = node
         info = node.topic(OFFSETS_TOPIC) if node.cluster_managed else node.ensure_topic(OFFSETS_TOPIC)
         self._partitions = info.partitions
         self._lock = threading.Lock()
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._groups: dict[str, GroupMetadata] = {}
+        wanted = None if partitions is None else set(partitions)
         for part in node.partitions(info.name):
-            for r in part.log.records():
-                self._apply(r.key, r.value)
+            if wanted is None or part.index in wanted:
+                self._replay(part)
+
+    def _replay(self, part) -> None:
+        for r in part.log.records():
+            self._apply(r.key, r.value)
+
+    def _groups_in(self, p: int) -> set[str]:
+        return {g for g in set(self._offsets) | set(self._groups) if partition_for_group(g, self._partitions) == p}
+
+    def _forget(self, groups: set[str]) -> None:
+        for g in groups:
+            self._offsets.pop(g, None)
+            self._groups.pop(g, None)
+
+    def load_partition(self, p: int) -> tuple[dict[str, GroupMetadata], set[str]]:
+        """Read offsets partition `p` again (its leadership moved here; Kafka's onElection): what it holds
+        replaces whatever was cached for its groups. Returns (group metadata, group names) of its groups."""
+        part = self._node.partition(OFFSETS_TOPIC, p)
+        with self._lock:
+            self._forget(self._groups_in(p))
+            self._replay(part)
+            names = self._groups_in(p)
+            return {g: self._groups[g] for g in names if g in self._groups}, names
+
+    def unload_partition(self, p: int) -> set[str]:
+        """Forget the groups of offsets partition `p` (its leadership moved away); returns their names."""
+        with self._lock:
+            names = self._groups_in(p)
+            self._forget(names)
+            return names
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:

@@ -17,13 +17,18 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
-from cluster_harness import (OFFSETS_TOPIC, BackgroundProducer, Cluster, ConfluentBackgroundProducer, close_producers,
-                             consume_all, raw_produce, replica_log, wait_until)
+from cluster_harness import (HOST, OFFSETS_TOPIC, BackgroundProducer, Cluster, ConfluentBackgroundProducer,
+                             close_producers, consume_all, free_port, raw_produce, replica_log, seglog_env, wait_until)
+from helpers.kafka_wire import RawConnection, fetch_body
+
+from seglog.protocol import ApiKey
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(400)]
 
@@ -115,6 +120,14 @@ def wait_failover(c: Cluster, topic: str, p: int, victim: int, epoch: int, timeo
                       details=c.describe)
 
 
+def wait_state(c: Cluster, topic: str, p: int, predicate, timeout: float, what: str) -> dict:
+    """The partition state (from ZooKeeper) once `predicate(state)` holds."""
+    def ok():
+        st = c.state(topic, p)
+        return st if st and predicate(st) else None
+    return wait_until(ok, timeout, f"{topic}-{p}: {what}", interval=0.05, details=c.describe)
+
+
 def log_lines(text: str, pattern: str) -> list[str]:
     return [line for line in text.splitlines() if re.search(pattern, line)]
 
@@ -159,20 +172,31 @@ def test_leader_killed_five_times_acks_all_idempotent_no_loss_no_duplicates(make
     assert len(failovers) == 5
     assert len({f[2] for f in failovers}) == 5, f"every failover needs a new leader epoch: {failovers}"
     converge_and_consume(c, topic, [0, 1], producers)
+    # while a killed leader was down (its session lasting SESSION_S), its followers retried with a growing
+    # backoff and said so once per outage, not on every retry (several times a second)
+    fetcher_lines = {i: len(log_lines(b.log_text(), r"fetcher for leader \d+: ")) for i, b in c.brokers.items()}
+    assert all(n <= 3 * len(failovers) for n in fetcher_lines.values()), \
+        f"fetcher failure lines per broker {fetcher_lines} for {len(failovers)} leader kills"
     print(f"failovers (victim, new leader, epoch, s to elect + 200 acks): {failovers}; "
-          f"acknowledged {kp.acked_count()} (kafka-python) + {cp.acked_count()} (confluent)")
+          f"acknowledged {kp.acked_count()} (kafka-python) + {cp.acked_count()} (confluent); "
+          f"fetcher failure log lines per broker {fetcher_lines}")
     # the epoch history every replica agrees on has one epoch per failover (plus preferred-leader moves)
     epochs = {b.leader_epoch for b in c.replica_logs(topic, 0)[0].batches}
     assert len(epochs) >= 5
 
 
-# -- 2. network partition: the isolated leader is fenced and its tail cut --------------------------------------
+# -- 2. network partition: the isolated leader is fenced and its tail cut; an isolated follower leaves the ISR --
 
-def test_isolated_leader_cannot_commit_and_its_tail_is_cut_after_healing(make_cluster):
+def test_network_cuts_of_the_leader_then_a_follower_lose_nothing_acknowledged(make_cluster):
     """A TCP proxy in front of each broker (clients and followers reach it only through that) and of ZooKeeper
-    for each broker. Cutting the leader off: acks=all produces sent to it (by a client on its side of the cut)
-    are never acknowledged; once its ZooKeeper session expired the controller elects another leader; after
-    healing, the old leader's uncommitted tail is cut by leader epoch and it re-syncs byte for byte."""
+    for each broker. Two idempotent acks=all producers (kafka-python, librdkafka) keep sending through it all.
+
+    Cutting the leader off: acks=all produces sent to it (by a client on its side of the cut) are never
+    acknowledged; once its ZooKeeper session expired the controller elects another leader and the producers
+    go on there; after healing, the old leader's uncommitted tail is cut by leader epoch and it re-syncs.
+    Cutting a follower off: it leaves the ISR, production goes on with the two others (min.insync.replicas=2),
+    and after healing it catches up and rejoins. In the end nothing acknowledged is lost or duplicated, every
+    producer's records are in order, and the replicas are byte-identical."""
     c = make_cluster(proxied=True)
     topic = "partitioned"
     c.create_topic(topic, partitions=1, rf=3, configs={"min.insync.replicas": 2})
@@ -180,56 +204,121 @@ def test_isolated_leader_cannot_commit_and_its_tail_is_cut_after_healing(make_cl
     before.send_sync(200)
     assert before.acked_count() == 200
     c.wait_converged(topic, 0, min_end=200)
-    st = c.state(topic, 0)
-    old = st["leader"]
-    others = [i for i in c.brokers if i != old]
-    old_host, old_port = "127.0.0.1", c.brokers[old].port
+    kp = BackgroundProducer(c.bootstrap, topic, [0], tag=b"k", rate=50, max_pending=200).start()
+    cp = ConfluentBackgroundProducer(c.bootstrap, topic, [0], tag=b"c", rate=50, max_pending=200).start()
+    producers = [kp, cp]
+    t_start = time.monotonic()
+    phases = []
 
-    c.isolate(old)
-    t_cut = time.monotonic()
-    # a client on the isolated side keeps writing to the old leader: appended there, never acknowledged
-    isolated_results = []
-    isolated_values = []
+    def phase(name: str) -> None:
+        phases.append(f"{name} {time.monotonic() - t_start:.1f}")
 
-    def isolated_side():
-        for i in range(20):
-            vals = [b"isolated-%d-%d" % (i, j) for j in range(10)]
-            isolated_values.extend(vals)
-            try:
-                isolated_results.append(raw_produce(old_host, old_port, topic, 0, vals, acks=-1, timeout_ms=1500))
-            except Exception as e:      # noqa: BLE001 - a dropped connection is a failure too, not an ack
-                isolated_results.append((repr(e), -1))
-            if time.monotonic() - t_cut > SESSION_S + 4:
-                break
+    def progress(n: int, timeout: float = 60.0) -> None:
+        for bp in producers:
+            bp.wait_acked(n, timeout, details=c.describe)
 
-    side = threading.Thread(target=isolated_side, daemon=True)
-    side.start()
-    new = wait_failover(c, topic, 0, old, st["leader_epoch"])
-    t_moved = time.monotonic() - t_cut
-    assert set(new["isr"]) <= set(others) and len(new["isr"]) >= 2, new
-    side.join(60)
-    assert not side.is_alive()
-    acked_isolated = [r for r in isolated_results if r[0] == 0]
-    assert not acked_isolated, f"the isolated leader acknowledged acks=all writes: {acked_isolated}"
-    tail = replica_log(c.brokers[old].partition_dir(topic, 0))
-    assert tail.end_offset > 200, f"the isolated leader appended nothing: {tail.summary()} {isolated_results}"
+    report = []
+    try:
+        progress(100)
+        st = c.state(topic, 0)
+        old = st["leader"]
+        others = [i for i in c.brokers if i != old]
+        old_host, old_port = "127.0.0.1", c.brokers[old].port
+        acked_at_cut = {bp.tag: bp.acked_count() for bp in producers}
 
-    # the majority side goes on with an idempotent librdkafka producer
-    after = ConfluentBackgroundProducer(c.bootstrap_of(others), topic, [0], tag=b"b")
-    after.send_sync(200)
-    assert after.acked_count() == 200 and not after.failed
+        # (a) the leader is cut off
+        c.isolate(old)
+        t_cut = time.monotonic()
+        # a client on the isolated side keeps writing to the old leader: appended there, never acknowledged
+        isolated_results = []
+        isolated_values = []
 
-    c.heal(old)
-    c.wait_isr(topic, 0, c.assignment(topic)[0], timeout=60)
-    final = c.wait_converged(topic, 0, min_end=400, timeout=60)
-    text = c.brokers[old].log_text()
-    assert log_lines(text, r"truncating diverged tail"), "the old leader never cut its tail:\n" + c.describe()
+        def isolated_side():
+            for i in range(20):
+                vals = [b"isolated-%d-%d" % (i, j) for j in range(10)]
+                isolated_values.extend(vals)
+                try:
+                    isolated_results.append(raw_produce(old_host, old_port, topic, 0, vals, acks=-1,
+                                                        timeout_ms=1500))
+                except Exception as e:      # noqa: BLE001 - a dropped connection is a failure too, not an ack
+                    isolated_results.append((repr(e), -1))
+                if time.monotonic() - t_cut > SESSION_S + 4:
+                    break
+
+        side = threading.Thread(target=isolated_side, daemon=True)
+        side.start()
+        new = wait_failover(c, topic, 0, old, st["leader_epoch"])
+        t_moved = time.monotonic() - t_cut
+        assert set(new["isr"]) <= set(others) and len(new["isr"]) >= 2, new
+        phase("failover")
+        progress(100)                                     # the producers found the new leader
+        phase("producing on the new leader")
+        side.join(60)
+        assert not side.is_alive()
+        acked_isolated = [r for r in isolated_results if r[0] == 0]
+        assert not acked_isolated, f"the isolated leader acknowledged acks=all writes: {acked_isolated}"
+        tail = replica_log(c.brokers[old].partition_dir(topic, 0))
+        new_start = min(b.base_offset for b in c.replica_logs(topic, 0, [new["leader"]])[new["leader"]].batches
+                        if b.leader_epoch == new["leader_epoch"])
+        assert tail.end_offset > new_start, f"the isolated leader appended nothing: {tail.summary()}"
+
+        # the majority side takes a third idempotent producer that only knows the majority's addresses
+        after = ConfluentBackgroundProducer(c.bootstrap_of(others), topic, [0], tag=b"b")
+        after.send_sync(200)
+        assert after.acked_count() == 200 and not after.failed
+        producers_all = [before, after, kp, cp]
+
+        c.heal(old)
+        c.wait_isr(topic, 0, c.assignment(topic)[0], timeout=60)
+        phase("healed leader in sync")
+        c.wait_converged(topic, 0, min_end=c.replica_logs(topic, 0, [new["leader"]])[new["leader"]].end_offset,
+                         timeout=60)
+        text = c.brokers[old].log_text()
+        assert log_lines(text, r"truncating diverged tail"), "the old leader never cut its tail:\n" + c.describe()
+        report.append(f"isolated leader {old}: {len(isolated_results)} acks=all produces, none acknowledged "
+                      f"({sorted({r[0] for r in isolated_results}, key=str)}); its tail {tail.end_offset - new_start} "
+                      f"records; leadership moved after {t_moved:.1f} s (session {SESSION_S:.0f} s); producers "
+                      f"acknowledged {sum(bp.acked_count() - acked_at_cut[bp.tag] for bp in producers)} meanwhile")
+
+        # (b) a follower is cut off: it leaves the ISR; production goes on with the two others. (First the old
+        # leader, the preferred replica, gets its leadership back, so that does not happen in the middle.)
+        leader = c.wait_leader(topic, 0, not_in=others).get("leader")
+        progress(100)                                     # the producers moved there too
+        phase("preferred leader back")
+        follower = next(i for i in c.assignment(topic)[0] if i != leader)
+        c.isolate(follower)
+        t_cut = time.monotonic()
+
+        shrunk = wait_state(c, topic, 0, lambda st: follower not in st["isr"], SESSION_S + 20,
+                            f"broker {follower} to leave the ISR")
+        t_shrunk = time.monotonic() - t_cut
+        assert shrunk["leader"] == leader and len(shrunk["isr"]) == 2, shrunk
+        during = {bp.tag: bp.acked_count() for bp in producers}
+        phase("follower out of the ISR")
+        progress(100)                                     # acks=all goes on with ISR {leader, other}
+        phase("producing without it")
+        c.heal(follower)
+        rejoined = c.wait_isr(topic, 0, c.assignment(topic)[0], timeout=60)
+        t_back = time.monotonic() - t_cut
+        assert rejoined["leader"] == leader, "healing a follower must not move leadership"
+        phase("healed follower in sync")
+        progress(100)
+        report.append(f"isolated follower {follower}: out of the ISR after {t_shrunk:.1f} s, back {t_back:.1f} s "
+                      f"after the cut; producers acknowledged "
+                      f"{sum(bp.acked_count() - during[bp.tag] for bp in producers)} while it was out")
+    finally:
+        kp.stop()
+        cp.stop()
+    phase("producers stopped")
+    assert not kp.failed and not cp.failed, f"sends failed: {(kp.failed + cp.failed)[:5]}"
+    final = c.wait_converged(topic, 0, min_end=max(o + 1 for bp in producers_all for _, o, _ in bp.acked[0]),
+                             timeout=60)
     values = {v for _, _, v in final.records()}
     assert not values & set(isolated_values), "records only the isolated leader had survived the healing"
-    converge_and_consume(c, topic, [0], [before, after])
-    print(f"isolated leader {old}: {len(isolated_results)} acks=all produces, none acknowledged "
-          f"({sorted({r[0] for r in isolated_results}, key=str)}); its tail {tail.end_offset - 200} records; "
-          f"leadership moved after {t_moved:.1f} s (session {SESSION_S:.0f} s)")
+    converge_and_consume(c, topic, [0], producers_all)
+    phase("checked")
+    print("; ".join(report) + f"; acknowledged {kp.acked_count()} (kafka-python) + {cp.acked_count()} (confluent); "
+          f"s after the producers started: {', '.join(phases)}")
 
 
 # -- 3. SIGSTOP the controller past its session ---------------------------------------------------------------
@@ -562,3 +651,228 @@ def test_group_coordinator_fails_over_without_losing_commits(make_cluster):
           f"(epoch {moved['leader_epoch']}); first commit on the new coordinator {failover_s:.1f} s after the kill, "
           f"{len(after_kill)} commits after; {len(processed)} records processed for {total}; commits failed by a "
           f"rebalance: {len(failed_commits)}")
+
+
+# -- 7. one cluster for several shorter checks -------------------------------------------------------------------
+# These share one cluster (module scope) to save start-ups; each uses topics of its own and leaves every broker
+# running and unpaused (the `shared` fixture restores that if a check fails half-way).
+
+LAG_S = 2.0              # replica.lag.time.max.ms of the shared cluster: an ISR change well within a session
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(zookeeper_server, tmp_path_factory):
+    c = Cluster(zookeeper_server.connect_string, tmp_path_factory.mktemp("shared"), 3,
+                {"replica.lag.time.max.ms": int(LAG_S * 1000)},
+                chroot=f"/shared-{int(time.time() * 1000) % 10**8}")
+    try:
+        c.start()
+        yield c
+    finally:
+        close_producers()
+        c.close()
+
+
+@pytest.fixture
+def shared(shared_cluster):
+    c = shared_cluster
+    yield c
+    close_producers()
+    for b in c.brokers.values():
+        if b.paused:
+            b.resume()
+        if not b.alive:
+            b.start()
+    wait_until(lambda: set(c.live_ids()) == set(c.brokers), 30, "every broker registered again", details=c.describe)
+
+
+def metadata(port: int, topics=None) -> dict:
+    """A Metadata v8 request straight to one broker."""
+    with RawConnection((HOST, port)) as conn:
+        return conn.request(ApiKey.METADATA, 8, {"topics": [{"name": t} for t in topics or []],
+                                                 "allow_auto_topic_creation": False})
+
+
+def partition_metadata(port: int, topic: str, p: int = 0) -> dict:
+    t = next(t for t in metadata(port, [topic])["topics"] if t["name"] == topic)
+    return next(x for x in t["partitions"] if x["partition_index"] == p)
+
+
+def test_every_broker_reports_the_one_cluster_id_and_a_foreign_data_dir_is_refused(shared):
+    """The first broker stores the cluster id in ZooKeeper (/cluster/id); every broker records it in its
+    meta.properties and answers it in Metadata (librdkafka warns about brokers reporting different ones). A
+    broker whose data dir belongs to another cluster refuses to start, with Kafka's message."""
+    c = shared
+    cluster_id = c.cluster_id()
+    assert cluster_id and len(cluster_id) == 22
+    for i, b in c.brokers.items():
+        assert metadata(b.port)["cluster_id"] == cluster_id, f"broker {i}"
+        assert b.meta_properties()["cluster.id"] == cluster_id, f"broker {i}"
+
+    foreign = c.work_dir / "foreign"
+    foreign.mkdir()
+    meta = "#seglog\nversion=0\nbroker.id=3\ncluster.id=AnotherClustersIdXXXXX\n"
+    (foreign / "meta.properties").write_text(meta)
+    args = [sys.executable, "-m", "seglog", "broker", "--broker-id", "3", "--host", HOST, "--port",
+            str(free_port()), "--zookeeper", c.zk_base + c.chroot, "--data-dir", str(foreign)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60, env=seglog_env(), stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert (f"seglog broker: error: The Cluster ID {cluster_id} doesn't match stored clusterId "
+            f"AnotherClustersIdXXXXX in meta.properties") in r.stderr, r.stderr[-2000:]
+    assert "listening on" not in r.stdout + r.stderr
+    assert (foreign / "meta.properties").read_text() == meta
+    assert c.live_ids() == [0, 1, 2] and c.cluster_id() == cluster_id
+
+
+def test_preferred_leader_returns_and_stale_or_future_leader_epochs_are_fenced(shared):
+    """The preferred replica's broker restarts: leadership moves away (new epoch), and once it is back in the
+    ISR, auto.leader.rebalance.enable gives it back (another epoch). Then raw Fetch requests to the leader
+    carrying the epoch before (FENCED_LEADER_EPOCH, 74) or after (UNKNOWN_LEADER_EPOCH, 75) the current one
+    are refused; the current one, or none, is served."""
+    c = shared
+    topic = "preferred"
+    c.create_topic(topic, partitions=1, rf=3)
+    preferred = c.assignment(topic)[0][0]
+    first = c.wait_leader(topic, 0)
+    assert first["leader"] == preferred
+    bp = BackgroundProducer(c.bootstrap, topic, [0], tag=b"p")
+    bp.send_sync(100)
+    t0 = time.monotonic()
+    c.brokers[preferred].stop()                      # a clean shutdown: its session ends, leadership moves now
+    moved = c.wait_leader(topic, 0, not_in=[preferred], min_epoch=first["leader_epoch"] + 1)
+    bp.send_sync(100)                                # written by the interim leader
+    c.brokers[preferred].start()
+    others = [i for i in c.brokers if i != preferred]
+    back = c.wait_leader(topic, 0, not_in=others, min_epoch=moved["leader_epoch"] + 1, timeout=40)
+    t_back = time.monotonic() - t0
+    assert set(back["isr"]) == set(c.brokers), back
+    bp.send_sync(100)
+    bp.close()
+    assert not bp.failed, bp.failed[:5]
+    c.wait_converged(topic, 0, min_end=300)
+    assert metadata(c.brokers[preferred].port)["cluster_id"] == c.cluster_id(), "a restart keeps the cluster id"
+
+    epoch = back["leader_epoch"]
+    with RawConnection((HOST, c.brokers[preferred].port)) as conn:
+        def fetch(current_leader_epoch: int) -> dict:
+            body = fetch_body(topic, 0, 0)
+            body["topics"][0]["partitions"][0]["current_leader_epoch"] = current_leader_epoch
+            return conn.request(ApiKey.FETCH, 11, body)["responses"][0]["partitions"][0]
+
+        wait_until(lambda: fetch(epoch)["error_code"] == 0, 10, f"the leader to serve epoch {epoch}")
+        assert len(fetch(epoch)["records"]) > 0
+        assert fetch(epoch - 1)["error_code"] == 74          # FENCED_LEADER_EPOCH: a client behind
+        assert fetch(epoch + 1)["error_code"] == 75          # UNKNOWN_LEADER_EPOCH: a client ahead
+        assert fetch(-1)["error_code"] == 0                  # no epoch: not checked
+    print(f"preferred leader {preferred}: epochs {first['leader_epoch']} -> {moved['leader_epoch']} (broker "
+          f"{moved['leader']}) -> {back['leader_epoch']} (back), {t_back:.1f} s after its shutdown")
+
+
+def test_paused_followers_leave_the_isr_and_min_insync_replicas_refuses_acks_all(shared):
+    """(a) A follower SIGSTOPped (for less than its ZooKeeper session, so it stays registered) leaves the ISR
+    after replica.lag.time.max.ms; acks=all still succeeds with two in-sync replicas; after SIGCONT it catches
+    up and rejoins. (b) Both followers stopped, min.insync.replicas=2: an acks=all produce in the window before
+    the ISR shrank times out (REQUEST_TIMED_OUT) or ends NOT_ENOUGH_REPLICAS_AFTER_APPEND; once the ISR is the
+    leader alone it is refused at once with NOT_ENOUGH_REPLICAS and nothing is appended; acks=1 still works."""
+    c = shared
+    topic = "isr"
+    c.create_topic(topic, partitions=1, rf=3, configs={"min.insync.replicas": 2})
+    leader = c.wait_leader(topic, 0)["leader"]
+    f1, f2 = [i for i in c.assignment(topic)[0] if i != leader]
+    port = c.brokers[leader].port
+    assert raw_produce(HOST, port, topic, 0, [b"warm"], acks=-1)[0] == 0
+
+    def isr_is(members, timeout):
+        return wait_state(c, topic, 0, lambda st: set(st["isr"]) == set(members), timeout, f"ISR {sorted(members)}")
+
+    # (a)
+    c.brokers[f1].pause()
+    t0 = time.monotonic()
+    try:
+        isr_is([leader, f2], SESSION_S - 1)          # resumed before its session could expire
+        t_shrink = time.monotonic() - t0
+        assert f1 in c.live_ids(), "the paused follower must still be registered"
+        assert raw_produce(HOST, port, topic, 0, [b"two-in-sync"], acks=-1)[0] == 0
+    finally:
+        c.brokers[f1].resume()
+    assert t_shrink >= LAG_S - 0.5, f"the ISR shrank {t_shrink:.1f} s after the pause, before the lag limit"
+    isr_is([leader, f1, f2], 20)
+    t_grow = time.monotonic() - t0
+
+    # (b)
+    c.brokers[f1].pause()
+    c.brokers[f2].pause()
+    t0 = time.monotonic()
+    try:
+        early, _ = raw_produce(HOST, port, topic, 0, [b"early"], acks=-1, timeout_ms=1000)
+        assert early in (7, 20), f"acks=all with both followers stopped answered {early}"
+        isr_is([leader], SESSION_S - 1 - (time.monotonic() - t0))
+        t_alone = time.monotonic() - t0
+        end = replica_log(c.brokers[leader].partition_dir(topic, 0)).end_offset
+        refused, _ = raw_produce(HOST, port, topic, 0, [b"refused"], acks=-1)
+        assert refused == 19, f"acks=all with ISR [{leader}] < min.insync.replicas=2 answered {refused}"
+        assert replica_log(c.brokers[leader].partition_dir(topic, 0)).end_offset == end, "it was appended"
+        ok, offset = raw_produce(HOST, port, topic, 0, [b"acks-1"], acks=1)
+        assert (ok, offset) == (0, end)
+    finally:
+        c.brokers[f1].resume()
+        c.brokers[f2].resume()
+    isr_is([leader, f1, f2], 20)
+    final = c.wait_converged(topic, 0, min_end=end + 1)
+    values = [v for _, _, v in final.records()]
+    assert values == [b"warm", b"two-in-sync", b"early", b"acks-1"], values
+    print(f"(a) ISR shrank {t_shrink:.1f} s after SIGSTOP (lag limit {LAG_S:.0f} s), full again {t_grow:.1f} s "
+          f"after; (b) early acks=all -> {early}, ISR [{leader}] after {t_alone:.1f} s, then acks=all -> 19, "
+          f"acks=1 -> 0")
+
+
+def test_unclean_leader_election_is_off_by_default_and_a_config_switch(shared):
+    """RF=2, min.insync.replicas=1. The follower stops; the leader alone acknowledges more records; the leader
+    stops too; the stale follower restarts alone. By default the partition stays leaderless (Metadata: leader
+    -1, LEADER_NOT_AVAILABLE): the only in-sync replica is down. With unclean.leader.election.enable=true on the
+    topic the stale replica is elected and the records only the old leader had are gone (the documented price);
+    the old leader, back, cuts them by leader epoch and ends identical to the new one."""
+    c = shared
+    topic = "unclean"
+    c.create_topic(topic, partitions=1, rf=2, configs={"min.insync.replicas": 1})
+    leader, follower = c.assignment(topic)[0]
+    first = c.wait_leader(topic, 0)
+    assert first["leader"] == leader
+    both = [b"both-%d" % i for i in range(10)]
+    assert raw_produce(HOST, c.brokers[leader].port, topic, 0, both, acks=-1)[0] == 0
+    c.wait_converged(topic, 0, min_end=10)
+
+    c.brokers[follower].stop()
+    c.wait_isr(topic, 0, [leader])
+    only = [b"leader-only-%d" % i for i in range(5)]
+    assert raw_produce(HOST, c.brokers[leader].port, topic, 0, only, acks=-1)[0] == 0
+    c.brokers[leader].stop()
+    wait_state(c, topic, 0, lambda st: st["leader"] == -1 and st["isr"] == [leader], 20,
+               "no leader, the last in-sync replica kept in the ISR")
+    c.brokers[follower].start()
+    wait_until(lambda: follower in c.live_ids(), 20, f"broker {follower} registered", details=c.describe)
+
+    deadline = time.monotonic() + 2 * c.overrides["leader.imbalance.check.interval.seconds"] + 1
+    while time.monotonic() < deadline:               # controller passes on the registration, then periodic ones
+        st = c.state(topic, 0)
+        assert st["leader"] == -1, f"an out-of-sync replica was elected with unclean election off: {st}"
+        time.sleep(0.2)
+    md = partition_metadata(c.brokers[follower].port, topic)
+    assert (md["error_code"], md["leader_id"]) == (5, -1), md        # LEADER_NOT_AVAILABLE
+
+    leaderless = c.state(topic, 0)
+    c.set_topic_config(topic, {"unclean.leader.election.enable": True})
+    elected = c.wait_leader(topic, 0, min_epoch=leaderless["leader_epoch"] + 1, timeout=15)
+    assert (elected["leader"], elected["isr"]) == (follower, [follower]), elected
+    wait_until(lambda: partition_metadata(c.brokers[follower].port, topic)["leader_id"] == follower, 10,
+               "Metadata to show the new leader")
+    stored = [v for _, _, v in replica_log(c.brokers[follower].partition_dir(topic, 0)).records()]
+    assert stored == both, "the unclean leader has exactly what it had replicated"
+
+    after = [b"after-%d" % i for i in range(5)]
+    assert raw_produce(HOST, c.brokers[follower].port, topic, 0, after, acks=-1)[0] == 0
+    c.brokers[leader].start()
+    c.wait_isr(topic, 0, [leader, follower], timeout=30)
+    final = c.wait_converged(topic, 0, min_end=15)
+    assert [v for _, _, v in final.records()] == both + after
+    assert log_lines(c.brokers[leader].log_since_start(), r"truncating diverged tail"), c.describe()

@@ -23,8 +23,9 @@ import pytest
 
 import seglog
 from seglog.assignors import Assignment
-from seglog.errors import (IllegalGenerationError, InvalidArgumentError, NoOffsetForPartitionError,
-                           OffsetOutOfRangeError, RebalanceInProgressError, UnknownMemberIdError)
+from seglog.errors import (CoordinatorNotAvailableError, IllegalGenerationError, InvalidArgumentError,
+                           NoOffsetForPartitionError, OffsetOutOfRangeError, RebalanceInProgressError,
+                           UnknownMemberIdError)
 
 NODE_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
                "offsets.topic.num.partitions": "3"}
@@ -421,16 +422,7 @@ def test_stalled_member_loses_its_partitions_then_rejoins(node, members):
     tracker.check_exactly_once(expected)
 
 
-@pytest.mark.parametrize("strategy", [
-    RANGE,
-    pytest.param(COOPERATIVE, marks=pytest.mark.xfail(strict=True, reason=(
-        "BUG: a member that fell out of the group (max_poll_interval exceeded; also a heartbeat answered "
-        "UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION) keeps Consumer._assigned with its old positions. With "
-        "cooperative-sticky _join does not revoke first, the stale partitions are sent as owned, and _apply "
-        "only resets partitions new to _assigned: it resumes at its old positions and re-delivers records "
-        "another member processed and committed. Kafka drops them (onPartitionsLost) and re-reads the "
-        "committed offsets. src/pyapi/consumer.py _heartbeat_loop/_leave, _join, _apply")))],
-    ids=["range", "cooperative-sticky"])
+@pytest.mark.parametrize("strategy", [RANGE, COOPERATIVE], ids=["range", "cooperative-sticky"])
 def test_member_returning_after_falling_out_resumes_at_the_committed_offsets(node, members, strategy):
     node.create_topic("orders", 2)
     parts = {("orders", 0), ("orders", 1)}
@@ -459,12 +451,6 @@ def test_member_returning_after_falling_out_resumes_at_the_committed_offsets(nod
     wait_settled(node, "g", tracker, {"a"}, parts, "a came back")      # and on_assign told a what it holds
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: rebalance storm. Consumer._join clears _rejoin before JoinGroup; while the member waits for the others "
-    "to rejoin, its own heartbeat thread gets REBALANCE_IN_PROGRESS for that very rebalance and sets _rejoin "
-    "again (_heartbeat_loop), so right after SyncGroup it rejoins, which starts another rebalance, and so on "
-    "for as long as some member's heartbeat lands in its join wait. Kafka only requests a rejoin from a "
-    "heartbeat when the member is Stable. src/pyapi/consumer.py _join / _heartbeat_loop"))
 def test_a_settled_group_stops_rebalancing(node, members):
     node.create_topic("t", 6)
     parts = {("t", p) for p in range(6)}
@@ -504,6 +490,140 @@ def test_commit_from_a_member_that_fell_out_is_rejected(node, members):
             zombie.commit({("t", 0): 0, ("t", 1): 0})
         assert node.group_coordinator.fetch_offsets("g", [("t", 0), ("t", 1)]) == before
         assert {om.offset for om in before.values()} == {5}
+
+
+def test_a_member_that_fell_out_commits_nothing_into_the_emptied_group(node, members):
+    """Once the new owner left too, the group is Empty and would take a simple commit: the member that fell out
+    must not commit its stale positions that way (commit() nor close()), and on rejoining it loses (on_lost)
+    rather than revokes what it held, then reads on from the committed offsets."""
+    node.create_topic("t", 2)
+    produce(node, "t", 10)
+    parts = {("t", 0), ("t", 1)}
+    tracker = Tracker()
+    calls = []
+    zombie = seglog.Consumer(node, group_id="g", client_id="z", auto_offset_reset="earliest",
+                             enable_auto_commit=True, auto_commit_interval_ms=60_000, session_timeout_ms=1000,
+                             heartbeat_interval_ms=50, max_poll_interval_ms=500, partition_assignment_strategy=RANGE)
+    try:
+        zombie.subscribe(["t"], on_revoke=lambda tps: calls.append(("revoke", tps)),
+                         on_lost=lambda tps: calls.append(("lost", tps)))
+        got = []
+        wait_for(lambda: got.extend(zombie.poll(0.05, max_records=3)) or got, what="z read some")
+        assert len(got) == 3 and zombie.assignment() == parts
+        wait_for(lambda: coordinator_view(node, "g")[0] == "Empty", what="z fell out")   # z does not poll
+        other = Member(node, "o", "g", ["t"], tracker, RANGE)
+        members.append(other)
+        wait_for(lambda: len(tracker.delivered_set()) == 10, what="o read everything")
+        other.close()
+        wait_for(lambda: coordinator_view(node, "g")[0] == "Empty", what="o left")
+        committed = {tp: om.offset for tp, om in node.group_coordinator.fetch_offsets("g", sorted(parts)).items()}
+        assert committed == {("t", 0): 5, ("t", 1): 5}
+        with pytest.raises(UnknownMemberIdError):
+            zombie.commit()
+        assert not zombie.poll(0.5)                     # rejoins: starts at the committed offsets
+        assert calls == [("lost", sorted(parts))]
+        assert zombie.assignment() == parts and {zombie.position(tp) for tp in parts} == {5}
+    finally:
+        zombie.close()
+    assert {tp: om.offset for tp, om in node.group_coordinator.fetch_offsets("g", sorted(parts)).items()} == committed
+
+
+def test_close_of_a_member_that_fell_out_does_not_auto_commit(node):
+    node.create_topic("t", 1)
+    produce(node, "t", 10)
+    tp = ("t", 0)
+    with seglog.Consumer(node, group_id="g", client_id="z", auto_offset_reset="earliest", enable_auto_commit=True,
+                         auto_commit_interval_ms=60_000, session_timeout_ms=1000, heartbeat_interval_ms=50,
+                         max_poll_interval_ms=300) as zombie:
+        zombie.subscribe(["t"])
+        wait_for(lambda: zombie.poll(0.05, max_records=3), what="z read some")
+        wait_for(lambda: coordinator_view(node, "g")[0] == "Empty", what="z fell out")
+        node.group_coordinator.commit_offsets("g", {tp: 8})      # say, a standalone tool moved the offset
+    assert node.group_coordinator.fetch_offsets("g", [tp])[tp].offset == 8
+
+
+class _HeldHeartbeats:
+    """A node whose group coordinator holds the next heartbeat of the member until released."""
+
+    def __init__(self, node):
+        self._node, self.armed, self.entered, self.released = node, False, threading.Event(), threading.Event()
+        self.joins = 0
+
+    def __getattr__(self, name):
+        return getattr(self._node, name)
+
+    @property
+    def group_coordinator(self):
+        outer, coord = self, self._node.group_coordinator
+
+        class Coord:
+            def __getattr__(self, name):
+                return getattr(coord, name)
+
+            def heartbeat(self, *args, **kwargs):
+                if outer.armed:
+                    outer.armed = False
+                    outer.entered.set()
+                    outer.released.wait(10)
+                return coord.heartbeat(*args, **kwargs)
+
+            def join_group(self, *args, **kwargs):
+                outer.joins += 1
+                return coord.join_group(*args, **kwargs)
+        return Coord()
+
+
+def test_a_heartbeat_answered_for_an_older_generation_is_ignored(node, members):
+    node.create_topic("t", 2)
+    tracker = Tracker()
+    held = _HeldHeartbeats(node)
+    lost = []
+    with seglog.Consumer(held, group_id="g", client_id="a", enable_auto_commit=False, session_timeout_ms=3000,
+                         heartbeat_interval_ms=50, partition_assignment_strategy=RANGE) as a:
+        a.subscribe(["t"], on_lost=lost.append)
+        wait_for(lambda: a.poll(0.05) or a.assignment() == {("t", 0), ("t", 1)}, what="a joined")
+        held.armed = True
+        assert held.entered.wait(5)                     # a heartbeat of generation N is on its way ...
+        members.append(Member(node, "b", "g", ["t"], tracker, RANGE))
+        a.subscribe(["t"], on_lost=lost.append)         # ... a rejoins (for another reason) into generation N+1
+        wait_for(lambda: a.poll(0.05) or len(a.assignment()) == 1, what="a rejoined with b")
+        joins = held.joins
+        held.released.set()                             # ... and then it is answered ILLEGAL_GENERATION
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            a.poll(0.05)
+        assert held.joins == joins and not lost
+        assert coordinator_view(node, "g")[0] == "Stable" and len(a.assignment()) == 1
+
+
+def test_a_failed_join_is_retried_by_the_next_poll(node):
+    node.create_topic("t", 2)
+    failing = {"left": 1}
+    coord = node.group_coordinator
+
+    class Flaky:
+        def __getattr__(self, name):
+            return getattr(node, name)
+
+        @property
+        def group_coordinator(self):
+            class Coord:
+                def __getattr__(self, name):
+                    return getattr(coord, name)
+
+                def join_group(self, *args, **kwargs):
+                    if failing["left"]:
+                        failing["left"] -= 1
+                        raise CoordinatorNotAvailableError("the coordinator moved")
+                    return coord.join_group(*args, **kwargs)
+            return Coord()
+
+    with seglog.Consumer(Flaky(), group_id="g", enable_auto_commit=False, session_timeout_ms=1000,
+                         heartbeat_interval_ms=50) as c:
+        c.subscribe(["t"])
+        with pytest.raises(CoordinatorNotAvailableError):
+            c.poll(0.1)
+        wait_for(lambda: c.poll(0.05) or c.assignment() == {("t", 0), ("t", 1)}, timeout=5, what="a rejoin")
 
 
 # --- assignment shapes ---------------------------------------------------------------------------------------

@@ -146,6 +146,31 @@ def test_session_expiry_removes_registration_and_the_listener_reregisters(namesp
     assert back[1].host == "host1"
 
 
+# --- cluster id ---------------------------------------------------------------------------------------------
+
+def test_the_first_proposed_cluster_id_is_the_clusters_for_every_session(namespace):
+    stores = [namespace.store() for _ in range(4)]
+    got = []
+    lock = threading.Lock()
+
+    def ask(store, proposal):
+        cluster_id = store.get_or_create_cluster_id(proposal)
+        with lock:
+            got.append(cluster_id)
+    threads = [threading.Thread(target=ask, args=(s, f"proposal-{i}")) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and len(set(got)) == 1 and got[0].startswith("proposal-"), got
+    later = namespace.store()                                    # a broker joining later, another session
+    assert later.get_or_create_cluster_id("another") == got[0]
+    stores[0].close()                                            # it outlives the session that created it
+    assert later.get_or_create_cluster_id("yet-another") == got[0]
+    with pytest.raises(InvalidArgumentError):
+        later.get_or_create_cluster_id("")
+
+
 # --- controller election ----------------------------------------------------------------------------------
 
 def test_controller_election_increments_the_epoch_and_notifies_candidates(namespace):
@@ -400,6 +425,8 @@ def test_zookeeper_layout_matches_kafkas(zookeeper_server):
             "version": 1, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "controller_epoch": lease.epoch}
         assert read("/config/topics/orders") == {"version": 1, "config": {"retention.ms": "1000"}}
         assert raw.exists("/admin/delete_topics/orders") is not None
+        assert store.get_or_create_cluster_id("A1b2C3d4E5f6G7h8I9j0Kw") == "A1b2C3d4E5f6G7h8I9j0Kw"
+        assert read("/cluster/id") == {"version": "1", "id": "A1b2C3d4E5f6G7h8I9j0Kw"}
     finally:
         raw.stop()
         raw.close()

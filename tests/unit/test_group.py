@@ -468,6 +468,23 @@ def test_offset_commit_validation(make, clock):
     assert coord.describe_groups(["standalone"])[0].state is GroupState.EMPTY
 
 
+def test_offset_commit_during_completing_rebalance_checks_generation_first(make, clock):
+    """Kafka's order: a commit of the previous generation arriving after the join completed (the member has
+    not read its JoinGroup answer yet) is ILLEGAL_GENERATION; REBALANCE_IN_PROGRESS is for the new one."""
+    coord = make()
+    (a, b), _ = form(coord, clock, 2)
+    rejoined = settle(coord, clock, [join(coord, a.member_id), join(coord, b.member_id)])
+    assert state(coord) is GroupState.COMPLETING_REBALANCE and rejoined[0].generation_id == 2
+    with pytest.raises(IllegalGenerationError):
+        coord.commit_offsets("g", {("t", 0): 1}, 1, a.member_id)
+    with pytest.raises(RebalanceInProgressError):
+        coord.commit_offsets("g", {("t", 0): 1}, 2, a.member_id)
+    with pytest.raises(UnknownMemberIdError):
+        coord.commit_offsets("g", {("t", 0): 1}, 2, "stranger")
+    assign_and_sync(coord, rejoined)
+    assert coord.commit_offsets("g", {("t", 0): 1}, 2, a.member_id) == {("t", 0): None}
+
+
 def test_commit_counts_as_heartbeat(make, clock):
     coord = make()
     joined, _ = form(coord, clock, 1)

@@ -99,6 +99,27 @@ def test_bad_partition_counts(node, partitions):
     assert node.topics() == []
 
 
+def test_a_create_that_fails_midway_undoes_only_what_it_did(node, data_dir, monkeypatch):
+    """Opening partition 3 of a billion fails (as EMFILE would): the three opened ones are dropped, and the
+    clean-up is bounded by them, not by the count asked for (it used to stat a billion directories while holding
+    the node lock, so closing the node hung)."""
+    real = type(node)._open_partition
+
+    def open_partition(self, info, p):
+        if p == 3:
+            raise StorageError("cannot open segment: Too many open files", str(data_dir / f"{info.name}-3"), 24)
+        return real(self, info, p)
+    monkeypatch.setattr(type(node), "_open_partition", open_partition)
+    t = time.monotonic()
+    with pytest.raises(StorageError):
+        node.create_topic("huge", 1_000_000_000)
+    assert time.monotonic() - t < 5
+    assert node.topics() == []
+    assert not [d for d in os.listdir(data_dir) if d.startswith("huge-") and not d.endswith("-delete")]
+    monkeypatch.undo()
+    assert node.create_topic("huge", 2).partitions == 2
+
+
 def test_replication_factor_on_a_single_node(node):
     with pytest.raises(InvalidReplicationFactorError, match="Replication factor: 4 larger than available brokers: 1"):
         node.create_topic("t", 1, replication_factor=4)

@@ -27,6 +27,11 @@ log = logging.getLogger("seglog.broker")
 LATEST, EARLIEST = -1, -2
 TRANSACTIONS_UNSUPPORTED = 53         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, clear message
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+# Kafka's controller refuses an admin request that would write more metadata records than this (a record per
+# topic and per partition; QuorumController.MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION for every topic of
+# the request. Here it also keeps one request (a typo, a flipped bit) from opening logs without bound.
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_DEFAULT = 1, 4, 5
 
 
@@ -367,6 +372,13 @@ class Handlers:
     # -- admin ------------------------------------------------------------------------------------------------
 
     async def handle_create_topics(self, header, body):
+        records = 0
+        for t in body["topics"]:
+            n = self.config.num_partitions if t["num_partitions"] == -1 else t["num_partitions"]
+            records += 1 + max(n, 0)
+        if records > MAX_RECORDS_PER_USER_OP:
+            return {"topics": [{"name": t["name"], "error_code": errors.PolicyViolationError.code,
+                                "error_message": EXCESSIVE_BATCH} for t in body["topics"]]}
         results = []
         for t in body["topics"]:
             name = t["name"]
@@ -394,6 +406,15 @@ class Handlers:
         return {"responses": out}
 
     async def handle_create_partitions(self, header, body):
+        records = 0
+        for t in body["topics"]:
+            try:
+                records += max(t["count"] - self.broker.view.topic_partitions(t["name"])[0], 0)
+            except SeglogError:
+                pass                                     # answered per topic below
+        if records > MAX_RECORDS_PER_USER_OP:
+            return {"results": [{"name": t["name"], "error_code": errors.PolicyViolationError.code,
+                                 "error_message": EXCESSIVE_BATCH} for t in body["topics"]]}
         out = []
         for t in body["topics"]:
             try:

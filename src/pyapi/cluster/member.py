@@ -19,20 +19,23 @@ import logging
 import threading
 import time
 
-from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InvalidPartitionsError, InvalidTopicError,
+from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
+                      InvalidPartitionsError, InvalidTopicError,
                       LeaderNotAvailableError, NotCoordinatorError, RequestTimedOutError, TopicAlreadyExistsError,
                       TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
 from ..node import OFFSETS_TOPIC, validate_topic_name
 from ..offsets_store import partition_for_group
 from ..replication.manager import ReplicaManager
 from .controller import Controller
-from .metastore import NO_LEADER, BrokerInfo, PartitionState, SessionEvent, TopicAssignment
+from .metastore import NO_LEADER, BrokerInfo, PartitionState, SessionEvent, TopicAssignment, new_cluster_id
 from .placement import assign_replicas
 
 log = logging.getLogger("seglog.cluster")
 
 PRODUCER_ID_BLOCK = 1000
 CREATE_WAIT_S = 10.0
+OFFSETS_WARNING_INTERVAL_S = 60.0
+"""While __consumer_offsets cannot be created (too few live brokers), the warning is logged once per this."""
 
 
 class ClusterMember:
@@ -60,10 +63,22 @@ class ClusterMember:
     # -- lifecycle --------------------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._adopt_cluster_id()
         self.store.add_session_listener(self._on_session)
         self._register()
         self._subs = [self.store.watch_brokers(self._on_brokers), self.store.watch_topics(self._on_topics),
                       self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions"))]
+
+    def _adopt_cluster_id(self) -> None:
+        """Every broker of a cluster reports the cluster's one id: the store's (made by the first broker to ask),
+        recorded in this data directory. A directory of another cluster stops the start-up here."""
+        cluster_id = self.store.get_or_create_cluster_id(new_cluster_id())
+        try:
+            self.node.adopt_cluster_id(cluster_id)
+        except InconsistentClusterIdError as e:
+            log.error("broker %d cannot join the cluster: %s", self.broker_id, e)
+            self.close()
+            raise
 
     def _register(self) -> None:
         info = BrokerInfo(self.broker_id, self.host, self.port)
@@ -164,10 +179,13 @@ class ClusterMember:
         if config is None:
             return
         with self._lock:
+            changed = self.configs.get(topic) != config
             self.configs[topic] = dict(config)
             assignment = self.assignments.get(topic)
         if assignment is not None:
             self._apply_local(topic, assignment)
+        if changed:
+            self._poke_controller("topic config changed")   # e.g. unclean.leader.election.enable turned on
 
     def _on_assignment(self, topic: str, assignment: TopicAssignment | None) -> None:
         if assignment is None:
@@ -234,6 +252,7 @@ class ClusterView:
 
     def __init__(self, member: ClusterMember):
         self.m = member
+        self._offsets_warned_until = 0.0
 
     @property
     def broker_id(self) -> int:
@@ -329,8 +348,12 @@ class ClusterView:
     def _create_offsets_topic(self) -> None:
         rf = self.m.config.offsets_topic_replication_factor
         if len(self.m.brokers) < rf:
-            log.warning("cannot create %s yet: %d live brokers, offsets.topic.replication.factor=%d",
-                        OFFSETS_TOPIC, len(self.m.brokers), rf)
+            now = time.monotonic()
+            if now >= self._offsets_warned_until:
+                self._offsets_warned_until = now + OFFSETS_WARNING_INTERVAL_S
+                log.warning("cannot create %s yet: %d live brokers, offsets.topic.replication.factor=%d "
+                            "(clients get COORDINATOR_NOT_AVAILABLE until then)", OFFSETS_TOPIC,
+                            len(self.m.brokers), rf)
             return
         try:
             self.create_topic(OFFSETS_TOPIC, self.m.config.offsets_topic_num_partitions,

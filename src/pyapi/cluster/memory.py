@@ -24,8 +24,8 @@ __all__ = ["MemoryCluster", "MemoryMetadataStore"]
 
 
 class MemoryCluster:
-    """The shared state: brokers (with owning session), controller claim, controller epoch record, topics,
-    configs, deletion marks and partition states. Guarded by ``lock``; stores change it directly."""
+    """The shared state: cluster id, brokers (with owning session), controller claim, controller epoch record,
+    topics, configs, deletion marks and partition states. Guarded by ``lock``; stores change it directly."""
 
     def __init__(self):
         self.lock = threading.RLock()
@@ -39,6 +39,7 @@ class MemoryCluster:
         self.deletions: set[str] = set()
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.next_producer_id = 0
+        self.cluster_id: str | None = None
         self._zxid = itertools.count(1)
         self._session_ids = itertools.count(1)
 
@@ -151,6 +152,18 @@ class MemoryMetadataStore(MetadataStore):
             self._events.submit(watch.refresh)
         if self._candidacy is not None:
             self._events.submit(self._candidacy.refresh)
+
+    # --- cluster id ---------------------------------------------------------------------------------------
+
+    def get_or_create_cluster_id(self, proposed: str) -> str:
+        if not isinstance(proposed, str) or not proposed:
+            raise InvalidArgumentError("A cluster id must be a non-empty string")
+        with self._cluster.lock:
+            self._check_open()
+            if self._cluster.cluster_id is None:
+                self._cluster.cluster_id = proposed
+                self._cluster.changed()
+            return self._cluster.cluster_id
 
     # --- brokers -------------------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ Invariants every implementation keeps:
 
 from __future__ import annotations
 
+import base64
 import re
 import uuid
 from abc import ABC, abstractmethod
@@ -44,7 +45,7 @@ from .events import Subscription
 __all__ = ["BrokerInfo", "TopicAssignment", "PartitionState", "ControllerEpoch", "ControllerChange",
            "SessionEvent", "MetadataStore", "InvalidUpdateVersionError", "Subscription", "NO_LEADER",
            "validate_topic_name", "validate_new_partitions", "validate_partition_state", "validate_isr_update",
-           "topic_config"]
+           "topic_config", "new_cluster_id"]
 
 NO_LEADER = -1
 """``PartitionState.leader`` when the partition has no leader (all ISR members offline)."""
@@ -158,6 +159,11 @@ def validate_partition_state(state: PartitionState, *, conditional: bool = False
         raise InvalidArgumentError(f"Leader {state.leader} is not in the ISR {list(state.isr)}")
 
 
+def new_cluster_id() -> str:
+    """A fresh cluster id as Kafka makes one: a random UUID in URL-safe base64 without padding (22 chars)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
 def topic_config(config: Mapping[str, object] | None) -> dict[str, str]:
     """A topic config as stored: names and values as strings (Kafka keeps them as strings too)."""
     return {str(name): str(value) for name, value in (config or {}).items()}
@@ -191,6 +197,14 @@ class MetadataStore(ABC):
     def close(self) -> None:
         """End the session: its ephemerals are deleted, callbacks stop. Idempotent; later calls raise
         LogClosedError."""
+
+    # --- cluster id ---------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def get_or_create_cluster_id(self, proposed: str) -> str:
+        """The cluster's id: the stored one, else ``proposed``, stored now (the first broker of a cluster creates
+        it; Kafka's ``/cluster/id``). Create-if-absent is atomic: concurrent callers all get the same id, and it
+        never changes afterwards."""
 
     # --- brokers -------------------------------------------------------------------------------------------
 

@@ -243,6 +243,22 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._client.close()
         self._events.stop()
 
+    # --- cluster id ---------------------------------------------------------------------------------------
+
+    def get_or_create_cluster_id(self, proposed: str) -> str:
+        if not isinstance(proposed, str) or not proposed:
+            raise InvalidArgumentError("A cluster id must be a non-empty string")
+        while True:
+            node = self._get_or_none(layout.CLUSTER_ID)
+            if node is not None:
+                return layout.decode_cluster_id(node[0])
+            try:
+                self._do(self._client.create_async, layout.CLUSTER_ID, layout.encode_cluster_id(proposed),
+                         makepath=True)
+                return proposed
+            except NodeExistsError:
+                continue                              # another broker created it first: read theirs
+
     # --- brokers -------------------------------------------------------------------------------------------
 
     def register_broker(self, info: BrokerInfo) -> BrokerInfo:

@@ -9,6 +9,7 @@
 /config/topics/<topic>                     persistent {"version":1,"config":{...}}
 /admin/delete_topics/<topic>               persistent, empty: the topic is queued for deletion
 /latest_producer_id_block                  persistent {"version":1,"broker","block_start","block_end"}
+/cluster/id                                persistent {"version":"1","id":"<cluster id>"}, created by the first broker
 ```
 Topic ids are written as Kafka prints them: URL-safe base64 of the 16 bytes, without padding.
 """
@@ -30,6 +31,7 @@ CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CLUSTER_ID = "/cluster/id"
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS)
 """Created at connect (Kafka's top-level paths); ``/controller_epoch`` is created by the first election."""
 
@@ -148,3 +150,11 @@ def decode_producer_id_block_end(data: bytes) -> int:
     if not data:
         return -1
     return int(json.loads(data)["block_end"])
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _json({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(json.loads(data)["id"])

@@ -3,17 +3,25 @@ broker follows from it, with the Fetch API (replica_id = this broker), as Kafka'
 
 Before fetching a partition for a new leader epoch the follower truncates any diverged tail, by leader
 epoch (KIP-101/279): it asks the leader (OffsetForLeaderEpoch) where its own latest epoch ended on the
-leader, and cuts its log there (or at its own end of the epoch the leader knows, if the leader never had the
-latest one). A follower behind the leader's log start restarts empty at the leader's log start. Batches are
-appended as they came (offsets, epochs, CRCs kept), and the follower's high watermark follows the leader's,
-never past its own log end.
+leader, and cuts its log where the two agree (``truncation_offset``, Kafka's decision: the leader's end of
+that epoch, or the end of the older epoch the leader answered with; a follower that never had the epoch the
+leader answered with cuts back to its own older epochs and asks again). A follower behind the leader's log
+start restarts empty at the leader's log start. Batches are appended as they came (offsets, epochs, CRCs
+kept), and the follower's high watermark follows the leader's, never past its own log end.
+
+While the leader cannot be reached (or answers with an error) the fetcher backs off exponentially from
+``RETRY_BACKOFF_S`` up to replica.fetch.backoff.ms, and logs the first failure of a streak, then one line
+every ``FAILURE_LOG_INTERVAL_S`` while it lasts, and one when fetching works again.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
+import time
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from ..client import BrokerConnection
 from ..errors import NetworkError, OffsetOutOfRangeError, SeglogError, for_code
@@ -21,7 +29,78 @@ from ..protocol import ApiKey
 
 log = logging.getLogger("seglog.replication")
 
-BACKOFF_S = 0.2
+BACKOFF_S = 0.2                 # idle wait, and after a partition-level fetch error
+RETRY_BACKOFF_S = 0.1           # first wait after a failed round trip; doubles up to replica.fetch.backoff.ms
+FAILURE_LOG_INTERVAL_S = 30.0   # while failing, one log line per this many seconds
+MAX_TRUNCATION_ROUNDS = 100     # each non-final round drops at least one local epoch
+
+
+# -- the truncation decision (pure) ---------------------------------------------------------------------------
+
+def end_offset_for_epoch(epochs: Sequence[tuple[int, int]], epoch: int, log_end: int) -> tuple[int, int]:
+    """(largest epoch <= `epoch` in `epochs`, the offset where it ends: the next epoch's start, or `log_end` for
+    the latest); (-1, -1) when every epoch is newer. `epochs`: (epoch, start offset) pairs, both increasing."""
+    i = bisect.bisect_right([e for e, _ in epochs], epoch)
+    if i == 0:
+        return -1, -1
+    return epochs[i - 1][0], (epochs[i][1] if i < len(epochs) else log_end)
+
+
+def truncation_offset(epochs: Sequence[tuple[int, int]], log_end: int, high_watermark: int,
+                      leader_epoch: int, leader_end: int) -> tuple[int, bool]:
+    """Where a follower cuts its log, given its leader epoch cache `epochs` ((epoch, start offset) pairs), its
+    log end and high watermark, and the leader's OffsetForLeaderEpoch answer (`leader_epoch`, `leader_end`) for
+    the follower's latest epoch. Returns (offset, final): keep everything below `offset` (>= log_end: nothing to
+    cut); `final` False means ask the leader again about the (new) latest epoch after cutting. Kafka's rules
+    (AbstractFetcherThread.getOffsetTruncationState):
+
+    - the leader has no epoch that old (end offset -1): fall back to the high watermark;
+    - the follower has the epoch the leader answered with: cut at the smaller of the two ends of that epoch
+      (when it is the epoch asked about, the follower's end is its log end);
+    - the follower never had that epoch: cut back to the end of its largest older epoch, not final;
+    - the follower has no epoch that old at all: cut at the leader's end.
+    Never past the log end."""
+    if leader_end < 0:
+        return min(high_watermark, log_end), True
+    if leader_epoch < 0:                                    # an answer without an epoch (OffsetForLeaderEpoch v0)
+        return min(leader_end, log_end), True
+    own_epoch, own_end = end_offset_for_epoch(epochs, leader_epoch, log_end)
+    if own_epoch < 0:
+        return min(leader_end, log_end), True
+    if own_epoch != leader_epoch:
+        return min(own_end, log_end), False
+    return min(own_end, leader_end, log_end), True
+
+
+class RetryBackoff:
+    """Exponential backoff (``initial`` doubling up to ``maximum`` seconds) for one failing activity, and when to
+    log about it: the first failure of a streak, then at most once per ``log_interval`` seconds."""
+
+    def __init__(self, initial: float, maximum: float, log_interval: float,
+                 clock: Callable[[], float] = time.monotonic):
+        self.initial, self.maximum, self.log_interval = initial, max(maximum, initial), log_interval
+        self.clock = clock
+        self.failures = 0
+        self.since = 0.0
+        self._next_log = 0.0
+
+    def failed(self) -> tuple[float, bool]:
+        """Count a failure: (seconds to wait before the next attempt, whether to log this one)."""
+        now = self.clock()
+        if self.failures == 0:
+            self.since = now
+            self._next_log = now
+        self.failures += 1
+        delay = min(self.initial * 2 ** min(self.failures - 1, 30), self.maximum)
+        log_it = now >= self._next_log
+        if log_it:
+            self._next_log = now + self.log_interval
+        return delay, log_it
+
+    def succeeded(self) -> int:
+        """The activity works again: reset; returns how many failures the streak had."""
+        failures, self.failures = self.failures, 0
+        return failures
 
 
 @dataclass
@@ -43,6 +122,8 @@ class LeaderFetcher(threading.Thread):
         self._stop_event = threading.Event()
         self._conn: BrokerConnection | None = None
         self._address: tuple[str, int] | None = None
+        self.backoff = RetryBackoff(RETRY_BACKOFF_S, manager.config.replica_fetch_backoff_ms / 1000,
+                                    FAILURE_LOG_INTERVAL_S)
 
     def add(self, partition, leader_epoch: int) -> None:
         with self._lock:
@@ -77,15 +158,32 @@ class LeaderFetcher(threading.Thread):
                     if not f.truncated:
                         self._truncate(conn, f)
                 self._fetch(conn, [f for f in work if f.truncated])
-            except (NetworkError, OSError) as e:
-                log.info("fetcher for leader %d: %s", self.leader_id, e)
-                self._drop_connection()
-                self._stop_event.wait(BACKOFF_S)
-            except Exception:
-                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
-                self._drop_connection()
-                self._stop_event.wait(BACKOFF_S)
+            except (SeglogError, OSError) as e:          # unreachable, or an error answer: retry later
+                self._failed(e, unexpected=False)
+            except Exception as e:
+                self._failed(e, unexpected=True)
+            else:
+                failures = self.backoff.succeeded()
+                if failures:
+                    log.info("fetcher for leader %d: fetching again after %d failed attempts", self.leader_id,
+                             failures)
         self._drop_connection()
+
+    def _failed(self, error: BaseException, unexpected: bool) -> None:
+        """Drop the connection, log (rate-limited), back off."""
+        self._drop_connection()
+        delay, log_it = self.backoff.failed()
+        if log_it:
+            streak = self.backoff.failures
+            note = "" if streak == 1 else (f" (failing for {self.backoff.clock() - self.backoff.since:.0f} s, "
+                                           f"{streak} attempts)")
+            if unexpected:
+                log.exception("fetcher for leader %d failed%s; retrying", self.leader_id, note)
+            else:
+                log.info("fetcher for leader %d: %s%s; retrying with backoff", self.leader_id, error, note)
+        else:
+            log.debug("fetcher for leader %d: %r", self.leader_id, error)
+        self._stop_event.wait(delay)
 
     def _connection(self) -> BrokerConnection:
         address = self.manager.broker_address(self.leader_id)
@@ -108,33 +206,34 @@ class LeaderFetcher(threading.Thread):
     def _truncate(self, conn: BrokerConnection, f: _Followed) -> None:
         part = f.partition
         lg = part.log
-        epochs = lg.leader_epochs
-        if not epochs:                          # no epoch history: keep only what was known committed
-            if lg.high_watermark < lg.end_offset:
-                log.info("%s: no leader epochs; truncating to the high watermark %d", part, lg.high_watermark)
-                lg.truncate_to(lg.high_watermark)
-            f.truncated = True
-            return
-        latest = epochs[-1][0]
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            epochs = lg.leader_epochs
+            if not epochs:                      # no epoch history: keep only what was known committed
+                target, final, why = min(lg.high_watermark, lg.end_offset), True, "no leader epochs"
+            else:
+                latest = epochs[-1][0]
+                leader_epoch, end = self._leader_end_offset(conn, f, latest)
+                target, final = truncation_offset(epochs, lg.end_offset, lg.high_watermark, leader_epoch, end)
+                why = (f"asked for epoch {latest}, broker {self.leader_id} answered epoch {leader_epoch} ending "
+                       f"at {end}")
+            if target < lg.end_offset:
+                log.info("%s: truncating diverged tail %d..%d (%s)", part, target, lg.end_offset, why)
+                lg.truncate_to(target)
+            if final:
+                f.truncated = True
+                return
+        raise SeglogError(f"{part}: no truncation point found after {MAX_TRUNCATION_ROUNDS} rounds")
+
+    def _leader_end_offset(self, conn: BrokerConnection, f: _Followed, epoch: int) -> tuple[int, int]:
+        """The leader's OffsetForLeaderEpoch answer for `epoch`: (largest epoch <= it, where that one ends)."""
+        part = f.partition
         body = {"replica_id": self.manager.broker_id, "topics": [{"topic": part.topic, "partitions": [
-            {"partition": part.index, "current_leader_epoch": f.leader_epoch, "leader_epoch": latest}]}]}
+            {"partition": part.index, "current_leader_epoch": f.leader_epoch, "leader_epoch": epoch}]}]}
         resp = conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)
         r = resp["topics"][0]["partitions"][0]
         if r["error_code"]:
             raise _retry_later(r["error_code"], f"OffsetForLeaderEpoch of {part}")
-        leader_epoch, end = r["leader_epoch"], r["end_offset"]
-        if leader_epoch < 0 or end < 0:
-            target = lg.high_watermark             # the leader knows none of our epochs: keep what was committed
-        elif leader_epoch == latest:
-            target = min(end, lg.end_offset)
-        else:
-            own_end = lg.end_offset_for_epoch(leader_epoch)[1]
-            target = min(end, own_end if own_end >= 0 else end, lg.end_offset)
-        if target < lg.end_offset:
-            log.info("%s: truncating diverged tail %d..%d (leader epoch %d ended at %d on broker %d)", part,
-                     target, lg.end_offset, leader_epoch, end, self.leader_id)
-            lg.truncate_to(target)
-        f.truncated = True
+        return r["leader_epoch"], r["end_offset"]
 
     # -- fetching ---------------------------------------------------------------------------------------------
 

@@ -43,6 +43,8 @@ class ReplicaManager:
         self._fetchers: dict[int, LeaderFetcher] = {}
         self._following: dict[tuple[str, int], int] = {}
         self._isr_queue: queue.Queue = queue.Queue()
+        self._isr_pending: set[tuple[str, int, int]] = set()    # queued ISR checks (one per partition and epoch)
+        self._isr_pending_lock = threading.Lock()     # not self._lock: follower fetches on the event loop take it
         self._fenced = False
         self._stopped = threading.Event()
         node.add_listener(self._on_append)
@@ -88,10 +90,10 @@ class ReplicaManager:
         part.log.leader_epoch = state.leader_epoch          # the epoch cache records where this epoch starts
         ls = LeaderState(part, self.broker_id, state.leader_epoch, replicas, state.isr,
                          part.log.config.min_insync_replicas)
+        self.node._leadership_changed(part, True)           # before requests see the leadership (group loads)
         self._leaders[key] = ls
         ls.update_high_watermark()
         log.info("%s: leader for epoch %d, ISR %s", part, state.leader_epoch, list(state.isr))
-        self.node._leadership_changed(part, True)
 
     def _resign(self, key) -> None:
         ls = self._leaders.pop(key, None)
@@ -169,7 +171,7 @@ class ReplicaManager:
     def follower_fetched(self, topic: str, index: int, replica_id: int, fetch_offset: int) -> None:
         ls = self.leader_state(topic, index)
         if ls.follower_fetched(replica_id, fetch_offset):
-            self._isr_queue.put((topic, index, ls.leader_epoch))
+            self._queue_isr_check(topic, index, ls.leader_epoch)
 
     # -- ISR maintenance ----------------------------------------------------------------------------------------
 
@@ -181,9 +183,19 @@ class ReplicaManager:
                 leaders = list(self._leaders.items())
             for (topic, index), ls in leaders:
                 if ls.lagging(now, self.config.replica_lag_time_max_ms):
-                    self._isr_queue.put((topic, index, ls.leader_epoch))
+                    self._queue_isr_check(topic, index, ls.leader_epoch)
                 else:
                     ls.update_high_watermark()
+
+    def _queue_isr_check(self, topic: str, index: int, epoch: int) -> None:
+        """Have the worker decide the partition's ISR again, unless that is queued already (while the store is
+        unreachable each check waits for a timeout: the checker must not pile up duplicates meanwhile)."""
+        key = (topic, index, epoch)
+        with self._isr_pending_lock:
+            if key in self._isr_pending:
+                return
+            self._isr_pending.add(key)
+        self._isr_queue.put(key)
 
     def _isr_worker(self) -> None:
         while not self._stopped.is_set():
@@ -191,6 +203,8 @@ class ReplicaManager:
                 topic, index, epoch = self._isr_queue.get(timeout=0.5)
             except queue.Empty:
                 continue
+            with self._isr_pending_lock:
+                self._isr_pending.discard((topic, index, epoch))
             try:
                 self._update_isr(topic, index, epoch)
             except SeglogError as e:

@@ -1,0 +1,98 @@
+"""A broker joining a cluster (ClusterMember on the in-memory metadata store): it takes the cluster's one id
+(Kafka's /cluster/id) into its data directory and refuses a directory of another cluster, as Kafka does
+(InconsistentClusterIdException); and while __consumer_offsets cannot be created yet, clients get
+COORDINATOR_NOT_AVAILABLE without the broker logging a warning on every request."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from seglog.cluster.member import ClusterMember, ClusterView
+from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
+from seglog.cluster.metastore import BrokerInfo
+from seglog.config import BrokerConfig
+from seglog.errors import CoordinatorNotAvailableError, InconsistentClusterIdError
+from seglog.node import Node
+
+
+def meta_properties(path) -> dict[str, str]:
+    lines = (path / "meta.properties").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+@pytest.fixture
+def members():
+    """start(cluster, data_dir, broker_id) -> a started ClusterMember; all are closed at the end."""
+    started = []
+
+    def start(cluster, data_dir, broker_id, **props):
+        config = BrokerConfig.from_properties({"broker.id": broker_id, **props})
+        node = Node(data_dir, config)
+        member = ClusterMember(node, config, MemoryMetadataStore(cluster), "127.0.0.1", 9000 + broker_id)
+        try:
+            member.start()
+        except BaseException:
+            node.close()                  # as the broker does when it cannot start
+            raise
+        started.append((member, node))
+        return member
+
+    yield start
+    for member, node in started:
+        member.close()
+        node.close()
+
+
+def test_every_broker_reports_the_clusters_id(tmp_path, members):
+    cluster = MemoryCluster()
+    a = members(cluster, tmp_path / "a", 0)
+    b = members(cluster, tmp_path / "b", 1)
+    assert cluster.cluster_id is not None and len(cluster.cluster_id) == 22
+    assert a.node.cluster_id == b.node.cluster_id == cluster.cluster_id
+    assert meta_properties(tmp_path / "a")["cluster.id"] == meta_properties(tmp_path / "b")["cluster.id"] \
+        == cluster.cluster_id
+
+
+def test_a_directory_of_another_cluster_is_refused(tmp_path, members):
+    first = MemoryCluster()
+    stopped = members(first, tmp_path / "a", 0)
+    stopped.close()
+    stopped.node.close()
+    old_id = first.cluster_id
+    other = MemoryCluster()
+    members(other, tmp_path / "b", 1)
+    with pytest.raises(InconsistentClusterIdError) as e:
+        members(other, tmp_path / "a", 0)
+    assert f"The Cluster ID {other.cluster_id} doesn't match stored clusterId {old_id}" in str(e.value)
+    assert meta_properties(tmp_path / "a")["cluster.id"] == old_id, "the directory is left as it was"
+    assert set(other.brokers) == {1}, "the refused broker must not register"
+    # the same directory back in its own cluster is welcome
+    assert members(first, tmp_path / "a", 0).node.cluster_id == old_id
+
+
+def test_a_zookeeper_broker_leaves_a_new_directorys_cluster_id_to_the_cluster(tmp_path):
+    with Node(tmp_path / "zk", {"zookeeper.connect": "127.0.0.1:1/seglog"}) as node:
+        assert node.cluster_id is None
+        assert not (tmp_path / "zk" / "meta.properties").exists()
+        node.adopt_cluster_id("ClusterIdFromZooKeeper")
+        assert meta_properties(tmp_path / "zk")["cluster.id"] == "ClusterIdFromZooKeeper"
+    with Node(tmp_path / "zk", {"zookeeper.connect": "127.0.0.1:1/seglog"}) as node:
+        assert node.cluster_id == "ClusterIdFromZooKeeper"
+        with pytest.raises(InconsistentClusterIdError):
+            node.adopt_cluster_id("SomeOtherCluster")
+
+
+def test_offsets_topic_not_creatable_yet_is_warned_about_once(caplog):
+    member = SimpleNamespace(assignments={}, states={}, brokers={0: BrokerInfo(0, "h", 1)}, broker_id=0,
+                             config=BrokerConfig.from_properties({"offsets.topic.replication.factor": 3}))
+    view = ClusterView(member)
+    caplog.set_level(logging.INFO, logger="seglog.cluster")
+    for _ in range(50):                   # clients retry FindCoordinator every 100 ms or so
+        with pytest.raises(CoordinatorNotAvailableError):
+            view.coordinator_for("g")
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert "1 live brokers, offsets.topic.replication.factor=3" in warnings[0].getMessage()
