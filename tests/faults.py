@@ -1,11 +1,13 @@
 """Fault injection for partition directories, in the spirit of Redpanda's storage tests: damage segment,
-index and checkpoint files the way crashes, torn writes and bad media do, then let the test reopen the log.
+index and checkpoint files the way crashes, torn writes and bad media do, then let the test reopen the log;
+or make file-system calls fail (fail_os_call).
 
 Batch boundaries are parsed here with struct (independently of the engine), and whole-file validity is
 checked with the engine's CRC-32C only (unit-tested against the check value)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
@@ -104,3 +106,15 @@ def crash_copy(src, dst) -> Path:
         if p.is_file() and p.name != ".lock":
             shutil.copyfile(p, dst / p.name)
     return dst
+
+
+def fail_os_call(monkeypatch, name: str, match: str, err: int = errno.EIO) -> None:
+    """Make os.<name> raise OSError(err) (an I/O error by default) when its first argument contains `match`;
+    other calls go through. The fault lasts until monkeypatch undoes it."""
+    real = getattr(os, name)
+
+    def failing(*args, **kwargs):
+        if args and match in os.fsdecode(args[0] if not isinstance(args[0], int) else ""):
+            raise OSError(err, os.strerror(err), os.fsdecode(args[0]))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(os, name, failing)

@@ -6,6 +6,11 @@ from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
                           INT32_MAX, INT64_MAX, INT64_MIN)
 
+# Work on at least this many bytes (CRC-32C, batch walks, copies, reads) runs with the GIL released so other
+# threads keep running; below it, releasing and retaking the GIL costs more than the work itself.
+cdef enum:
+    NOGIL_BYTES = 65536
+
 include "bigendian.pxd"
 include "varint.pxd"
 include "crc32c.pxd"
@@ -15,10 +20,10 @@ include "batch.pxd"
 cdef class MappedFile:
     cdef unsigned char *addr
     cdef readonly size_t length
-    cdef readonly Py_ssize_t views          # live SegmentViews of this mapping
     cdef readonly str path
     cdef readonly uint64_t inode            # identity of the mapped file (a truncation copy is another inode)
     cdef readonly uint64_t device
+    cdef tuple key                          # (device, inode): the file's entry in the live-view count
 
     @staticmethod
     cdef MappedFile map_fd(int fd, size_t length, str path)
@@ -59,6 +64,7 @@ cdef class BatchWriter:
     cdef public int32_t batch_records
     cdef public Py_ssize_t max_record_bytes
     cdef public str limit_name               # the setting max_record_bytes comes from, for error messages
+    cdef public bint require_keys            # refuse records without a key (a compacted topic's)
     cdef public int32_t leader_epoch
     cdef public int64_t producer_id
     cdef public int16_t producer_epoch
@@ -69,8 +75,8 @@ cdef class BatchWriter:
     cdef int _reserve(self, size_t need) except -1
     cdef int _open(self) except -1
     cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
-                            int64_t vlen, object headers, int64_t timestamp) except -1
-    cpdef int64_t add(self, object value, object key=*, object headers=*, object timestamp=*) except -1
+                            int64_t vlen, object headers, int64_t timestamp) except? -1
+    cpdef int64_t add(self, object value, object key=*, object headers=*, object timestamp=*) except? -1
     cdef Py_ssize_t _add_values(self, list values, Py_ssize_t i, Py_ssize_t stop_bytes, int64_t ts) except -1
     cpdef int finish(self) except -1
     cpdef int clear(self) except -1
@@ -114,6 +120,7 @@ cdef class IndexFile:
     cdef bint _is_blank(self, Py_ssize_t i)
     cdef int32_t _rel(self, Py_ssize_t i) noexcept nogil
     cdef int _write_entry(self, Py_ssize_t i, const unsigned char *entry) except -1
+    cdef int _append_entries(self, const unsigned char *data, Py_ssize_t n) except -1
     cdef int _resize(self, size_t nbytes) except -1
     cdef int _require_writable(self) except -1
     cpdef int truncate_entries(self, Py_ssize_t n) except -1

@@ -50,13 +50,23 @@ cdef int raise_storage_error(str what, str path) except -1:
     raise _errors.StorageError(f"{what}: {os.strerror(e)}", path, e)
 
 
+cdef ssize_t pread_big(int fd, void *buf, size_t n, off_t at) noexcept:
+    """pread, without the GIL for NOGIL_BYTES and more."""
+    cdef ssize_t r
+    if n >= NOGIL_BYTES:
+        with nogil:
+            r = pread(fd, buf, n, at)
+        return r
+    return pread(fd, buf, n, at)
+
+
 cdef bytes _read_whole(int fd, str path):
     cdef stat_t st
     cdef bytes out
     if fstat(fd, &st) != 0:
         raise_storage_error("cannot stat", path)
     out = PyBytes_FromStringAndSize(NULL, st.st_size)
-    if st.st_size and pread(fd, PyBytes_AS_STRING(out), st.st_size, 0) != st.st_size:
+    if st.st_size and pread_big(fd, PyBytes_AS_STRING(out), st.st_size, 0) != st.st_size:
         raise_storage_error("cannot read", path)
     return out
 

@@ -122,3 +122,35 @@ cdef inline BatchCheck check_batch(const unsigned char *p, int64_t avail, bint v
     if verify_crc and seglog_crc32c(0, p + CRC_START, <size_t>(length + LOG_OVERHEAD - CRC_START)) != get_be32(p + OFF_CRC):
         return CHECK_BAD_CRC
     return CHECK_OK
+
+
+cdef enum:
+    SCAN_WINDOW = 4194304         # scan_batches checks this much ahead of the objects built from it (stays in cache)
+
+
+cdef inline int64_t scan_batches(const unsigned char *p, int64_t n, int64_t start, bint verify_crc,
+                                 BatchCheck *c) noexcept nogil:
+    """check_batch over the batches of p[0:n] from `start` until SCAN_WINDOW bytes are checked, the end, or the
+    first that fails. Returns where it stopped: the end of the last good batch, at the failing one (*c gets
+    its check; CHECK_OK when none failed). Callers alternate it (without the GIL for large CRC-checked
+    windows) with building Python objects from the batches it passed, window by window, so the headers they
+    read back are still in cache."""
+    cdef int64_t pos = start, limit = start + SCAN_WINDOW
+    c[0] = CHECK_OK
+    while pos < n and pos < limit:
+        c[0] = check_batch(p + pos, n - pos, verify_crc)
+        if c[0] != CHECK_OK:
+            return pos
+        pos += batch_size_at(p + pos)
+    return pos
+
+
+cdef inline int64_t scan_batches_gil(const unsigned char *p, int64_t n, int64_t start, bint verify_crc,
+                                     BatchCheck *c) noexcept:
+    """scan_batches, with the GIL released when it checks CRCs over NOGIL_BYTES or more."""
+    cdef int64_t stop
+    if verify_crc and n - start >= NOGIL_BYTES:
+        with nogil:
+            stop = scan_batches(p, n, start, verify_crc, c)
+        return stop
+    return scan_batches(p, n, start, verify_crc, c)

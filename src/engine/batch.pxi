@@ -33,16 +33,18 @@ cdef class BatchWriter:
     while an export is alive the writer refuses to grow, clear or rewrite its memory (BufferError), so a
     consumer of the bytes never sees them move. ``full`` turns true once the open batch reaches
     ``batch_bytes`` (uncompressed) or ``batch_records``, or a batch was finished because the next record
-    would not fit in ``batch_bytes`` (a batch exceeds it only when a single record does). Not thread-safe:
-    its owner serializes use.
+    would not fit in ``batch_bytes`` (a batch exceeds it only when a single record does). ``require_keys``
+    refuses records without a key (InvalidRecordError), as a compacted topic must. Not thread-safe: its owner
+    serializes use.
     """
 
     def __cinit__(self, int64_t next_offset=0, compression=None, bint log_append_time=False,
                   Py_ssize_t batch_bytes=16384, int32_t batch_records=INT32_MAX,
                   Py_ssize_t max_record_bytes=1048576, int32_t leader_epoch=0, int64_t producer_id=-1,
-                  int16_t producer_epoch=-1, int32_t next_sequence=-1):
+                  int16_t producer_epoch=-1, int32_t next_sequence=-1, bint require_keys=False):
         if batch_bytes < 1 or batch_records < 1:
             raise _errors.InvalidArgumentError("batch_bytes and batch_records must be positive")
+        _check_next_offset(next_offset)
         self.buf = NULL
         self.cap = 0
         self.used = 0
@@ -61,6 +63,7 @@ cdef class BatchWriter:
         self.producer_epoch = producer_epoch
         self.next_sequence = next_sequence
         self.limit_name = "max.message.bytes"
+        self.require_keys = require_keys
         self.full = False
         self.batches = 0
         self._reserve(4096)
@@ -113,10 +116,14 @@ cdef class BatchWriter:
         return 0
 
     cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
-                            int64_t vlen, object headers, int64_t timestamp) except -1:
-        """Encode one record (klen/vlen -1 = null) at the end of the open batch; returns its offset."""
+                            int64_t vlen, object headers, int64_t timestamp) except? -1:
+        """Encode one record (klen/vlen -1 = null) at the end of the open batch; returns its offset (any int64:
+        hence `except? -1`, an error is told apart by the exception set)."""
         cdef int64_t hsize = 0, body, total, ts_delta, hcount = 0
         cdef unsigned char *w
+        if klen < 0 and self.require_keys:
+            raise _errors.InvalidRecordError("a compacted topic (cleanup.policy=compact) cannot accept a record "
+                                             "without a key")
         if not self.is_open:
             self._open()
         ts_delta = timestamp - self.base_ts if self.count else 0
@@ -168,15 +175,17 @@ cdef class BatchWriter:
             self.full = True
         return self.next_offset - 1
 
-    cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except -1:
+    cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except? -1:
         """Append one record to the open batch; returns the offset it will have. Raises TypeError for a
-        value or key that is not bytes-like or None, RecordTooLargeError for a record over max_record_bytes."""
+        value or key that is not bytes-like or None (or a timestamp that is not an int), RecordTooLargeError
+        for a record over max_record_bytes, InvalidTimestampError for a timestamp outside int64,
+        InvalidRecordError for a record without a key when require_keys."""
         cdef Py_buffer kb, vb
         cdef const unsigned char *kp = NULL
         cdef const unsigned char *vp = NULL
         cdef int64_t kl = -1, vl = -1, ts
         cdef bint kbuf = False, vbuf = False
-        ts = now_ms() if timestamp is None else timestamp
+        ts = now_ms() if timestamp is None else _timestamp_arg(timestamp)
         try:
             if value is None:
                 pass
@@ -338,9 +347,10 @@ cdef class BatchWriter:
         return 0
 
     cpdef int reset(self, int64_t next_offset) except -1:
-        """Discard everything (finished and open) and continue numbering at next_offset."""
+        """Discard everything (finished and open) and continue numbering at next_offset (>= 0)."""
         if self.exports > 0:
             raise BufferError("cannot reset a BatchWriter while views of its bytes are alive")
+        _check_next_offset(next_offset)
         self.used = 0
         self.pos = 0
         self.is_open = False
@@ -355,6 +365,21 @@ cdef class BatchWriter:
         out = PyBytes_FromStringAndSize(<const char *>self.buf, <Py_ssize_t>self.used)
         self.clear()
         return out
+
+
+cdef int _check_next_offset(int64_t next_offset) except -1:
+    if next_offset < 0:
+        raise _errors.InvalidArgumentError(f"offsets are never negative: next_offset {next_offset}")
+    return 0
+
+
+cdef int64_t _timestamp_arg(object timestamp) except? -1:
+    """A record timestamp (ms) as int64; InvalidTimestampError when it does not fit (TypeError if not an int)."""
+    try:
+        return timestamp
+    except OverflowError:
+        raise _errors.InvalidTimestampError(
+            f"timestamp {timestamp} does not fit in a record (int64 milliseconds since the epoch)") from None
 
 
 cdef int _get_bytes_like(object obj, Py_buffer *b, str what) except -1:
@@ -487,30 +512,32 @@ def batches(data, bint verify_crc=True, path=None):
     cdef Py_buffer buf
     cdef list out = []
     cdef const unsigned char *p
-    cdef int64_t pos = 0, n
+    cdef int64_t pos = 0, n, stop
     cdef BatchHeader h
     cdef BatchCheck c
     PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
     try:
         p = <const unsigned char *>buf.buf
         n = buf.len
-        while pos < n:
-            c = check_batch(p + pos, n - pos, verify_crc)
-            if c == CHECK_SHORT_HEADER or c == CHECK_INCOMPLETE:
+        while True:
+            stop = scan_batches_gil(p, n, pos, verify_crc, &c)
+            if c != CHECK_OK and c != CHECK_SHORT_HEADER and c != CHECK_INCOMPLETE:
+                raise_check(c, path, stop, p + stop, n - stop)
+            while pos < stop:
+                read_header(p + pos, &h)
+                out.append(make_info(&h, pos))
+                pos += LOG_OVERHEAD + h.length
+            if c != CHECK_OK or pos >= n:
                 break
-            if c != CHECK_OK:
-                raise_check(c, path, pos, p + pos, n - pos)
-            read_header(p + pos, &h)
-            out.append(make_info(&h, pos))
-            pos += LOG_OVERHEAD + h.length
     finally:
         PyBuffer_Release(&buf)
     return out
 
 
 cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, BatchHeader *h,
-                       int64_t *min_ts, int64_t *max_ts) noexcept nogil:
-    """Walk the records of a batch checking lengths and offset deltas 0..n-1; 0 if well-formed."""
+                       int64_t *min_ts, int64_t *max_ts, bint require_keys) noexcept nogil:
+    """Walk the records of a batch checking lengths and offset deltas 0..n-1 (and with require_keys, that
+    every record has a key); 0 if well-formed, 2 for a bad offset delta, 3 for a missing key, 1 otherwise."""
     cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hk, hv, j
     cdef const unsigned char *rec_end
     cdef int32_t i
@@ -529,6 +556,8 @@ cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, Batch
         rp = get_varint(rp, rec_end, &klen)
         if rp == NULL or klen < -1 or klen > rec_end - rp:
             return 1
+        if klen < 0 and require_keys:
+            return 3
         if klen > 0:
             rp += klen
         rp = get_varint(rp, rec_end, &vlen)
@@ -560,13 +589,16 @@ cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, Batch
     return 0
 
 
-def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verify_records=True):
+def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verify_records=True,
+                          bint require_keys=False):
     """Validate one record batch as a Kafka client sends it (a produce request's records for one partition).
 
     Checks, as Kafka's broker does: exactly one whole batch, size <= max_message_bytes, magic 2, CRC-32C,
     not a control batch, recordsCount == lastOffsetDelta + 1 > 0, a producer id implies a base sequence,
     known codec and, with ``verify_records``, that the records parse with offset deltas 0..n-1 (decompressing
-    if needed). Returns the BatchInfo plus the smallest and largest record timestamps as (info, min_ts, max_ts).
+    if needed); with ``require_keys`` (a compacted topic), that every record has a key (the records are then
+    parsed whatever verify_records says). Returns the BatchInfo plus the smallest and largest record
+    timestamps as (info, min_ts, max_ts).
     Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError, UnsupportedForMessageFormatError or
     UnsupportedCompressionTypeError.
     """
@@ -586,7 +618,11 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
         if n >= OFF_MAGIC + 1 and p[OFF_MAGIC] != 2:
             raise _errors.UnsupportedForMessageFormatError(
                 f"record batch magic {<int8_t>p[OFF_MAGIC]} is not supported: only magic 2 (Kafka 0.11+)")
-        c = check_batch(p, n, True)
+        if n >= NOGIL_BYTES:
+            with nogil:
+                c = check_batch(p, n, True)
+        else:
+            c = check_batch(p, n, True)
         if c != CHECK_OK:
             raise_check(c, None, 0, p, n)
         read_header(p, &h)
@@ -602,18 +638,20 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
         codec = h.attributes & ATTR_CODEC_MASK
         if codec > CODEC_ZSTD:
             raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
-        if verify_records:
+        if verify_records or require_keys:
             if codec == CODEC_NONE:
                 with nogil:
-                    bad = _scan_records(p + BATCH_HEADER_SIZE, p + n, &h, &min_ts, &max_ts)
+                    bad = _scan_records(p + BATCH_HEADER_SIZE, p + n, &h, &min_ts, &max_ts, require_keys)
             else:
                 inflated = decompress(codec, PyMemoryView_FromMemory(<char *>(p + BATCH_HEADER_SIZE),
                                                                       n - BATCH_HEADER_SIZE, PyBUF_READ))
                 bad = _scan_records(<const unsigned char *>PyBytes_AS_STRING(inflated),
                                     <const unsigned char *>PyBytes_AS_STRING(inflated) + PyBytes_GET_SIZE(inflated),
-                                    &h, &min_ts, &max_ts)
+                                    &h, &min_ts, &max_ts, require_keys)
             if bad == 2:
                 raise _errors.InvalidRecordError("record offset deltas must be 0, 1, ... recordsCount - 1")
+            if bad == 3:
+                raise _errors.InvalidRecordError("a compacted topic cannot accept a record without a key")
             if bad:
                 raise _errors.CorruptRecordError("records do not parse as recordsCount well-formed records",
                                                  offset=h.base_offset)

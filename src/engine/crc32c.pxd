@@ -6,14 +6,10 @@ cdef extern from "crc32c_impl.h" nogil:
     uint32_t seglog_crc32c_sw(uint32_t crc, const void *buf, size_t len)
     int seglog_crc32c_hw_available()
 
-# Buffers at least this large are checksummed with the GIL released.
-cdef enum:
-    CRC_NOGIL_BYTES = 65536
-
 cdef inline uint32_t crc32c_buf(const unsigned char *p, size_t n) noexcept:
-    """CRC-32C of p[0:n]; releases the GIL for large buffers (the caller must hold it)."""
+    """CRC-32C of p[0:n]; releases the GIL for NOGIL_BYTES and more (the caller must hold it)."""
     cdef uint32_t c
-    if n >= CRC_NOGIL_BYTES:
+    if n >= NOGIL_BYTES:
         with nogil:
             c = seglog_crc32c(0, p, n)
         return c

@@ -2,12 +2,12 @@
 
 def crc32c(data, uint32_t value=0):
     """CRC-32C of a bytes-like object, continuing from ``value`` (0 to start). The GIL is released for
-    buffers of 64 KiB and more. crc32c(b"123456789") == 0xE3069283."""
+    buffers of NOGIL_BYTES (64 KiB) and more. crc32c(b"123456789") == 0xE3069283."""
     cdef Py_buffer b
     cdef uint32_t c
     PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
     try:
-        if b.len >= CRC_NOGIL_BYTES:
+        if b.len >= NOGIL_BYTES:
             with nogil:
                 c = seglog_crc32c(value, b.buf, <size_t>b.len)
             return c

@@ -118,6 +118,28 @@ cdef class IndexFile:
             raise_storage_error("cannot write index entry", self.path)
         return 0
 
+    cdef int _append_entries(self, const unsigned char *data, Py_ssize_t n) except -1:
+        """Write n encoded entries after the last one in one pwrite: Segment.recover() builds them in order,
+        checked as append() / maybe_append() check, and within max_entries."""
+        cdef size_t nbytes = <size_t>n * self.entry_size
+        cdef size_t need = <size_t>(self.entries + n) * self.entry_size
+        cdef off_t at = <off_t>self.entries * self.entry_size
+        cdef ssize_t w
+        if n == 0:
+            return 0
+        self._require_writable()
+        if need > self.map_len:
+            self._resize(need)
+        if nbytes >= NOGIL_BYTES:
+            with nogil:
+                w = pwrite(self.fd, data, nbytes, at)
+        else:
+            w = pwrite(self.fd, data, nbytes, at)
+        if w != <ssize_t>nbytes:
+            raise_storage_error("cannot write index entries", self.path)
+        self.entries += n
+        return 0
+
     cdef int _resize(self, size_t nbytes) except -1:
         if ftruncate(self.fd, <off_t>nbytes) != 0:
             raise_storage_error("cannot resize index", self.path)
@@ -162,8 +184,13 @@ cdef class IndexFile:
         self._resize(<size_t>self.max_entries * self.entry_size)
 
     def flush(self):
-        if self.writable and self.fd >= 0 and fsync(self.fd) != 0:
-            raise_storage_error("cannot fsync index", self.path)
+        """fsync the file (without the GIL). Raises StorageError."""
+        cdef int rc
+        if self.writable and self.fd >= 0:
+            with nogil:
+                rc = fsync(self.fd)
+            if rc != 0:
+                raise_storage_error("cannot fsync index", self.path)
 
     def close(self):
         if self.addr != NULL and self.snapshot is None:

@@ -158,22 +158,23 @@ def decode_records(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, to
     cdef Py_buffer buf
     cdef list out = []
     cdef const unsigned char *p
-    cdef int64_t pos = 0, n
+    cdef int64_t pos = 0, n, stop
     cdef BatchHeader h
     cdef BatchCheck c
     PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
     try:
         p = <const unsigned char *>buf.buf
         n = buf.len
-        while pos < n:
-            c = check_batch(p + pos, n - pos, verify_crc)
-            if c == CHECK_SHORT_HEADER or c == CHECK_INCOMPLETE:
+        while True:
+            stop = scan_batches_gil(p, n, pos, verify_crc, &c)
+            if c != CHECK_OK and c != CHECK_SHORT_HEADER and c != CHECK_INCOMPLETE:
+                raise_check(c, path, stop, p + stop, n - stop)
+            while pos < stop:
+                read_header(p + pos, &h)
+                decode_batch(p + pos, &h, out, min_offset, max_offset, topic, partition, path)
+                pos += LOG_OVERHEAD + h.length
+            if c != CHECK_OK or pos >= n:
                 break
-            if c != CHECK_OK:
-                raise_check(c, path, pos, p + pos, n - pos)
-            read_header(p + pos, &h)
-            decode_batch(p + pos, &h, out, min_offset, max_offset, topic, partition, path)
-            pos += LOG_OVERHEAD + h.length
     finally:
         PyBuffer_Release(&buf)
     return out

@@ -13,6 +13,71 @@
 
 cdef enum:
     MAP_ALIGN = 2097152              # active segments are mapped in 2 MiB steps of virtual space
+    WALK_ENTRIES = 65536             # recover() writes index entries in steps of at most this many
+    WALK_OK = 0                      # Walk.reason: 1-5 are BatchCheck failures, then:
+    WALK_BAD_ORDER = 6
+
+
+# State of recover()'s validating walk over a mapped .log, resumed chunk by chunk.
+ctypedef struct Walk:
+    const unsigned char *base        # byte 0 of the file
+    int64_t size
+    int64_t base_offset
+    int64_t interval                 # index.interval.bytes
+    int64_t pos                      # where the walk goes on: the end of the valid batches so far
+    int64_t next_offset              # last offset + 1 of the valid batches so far
+    int64_t max_ts                   # largest maxTimestamp so far (-1 none) and the last offset of its batch
+    int64_t max_ts_offset
+    int64_t rolling_ts               # maxTimestamp of the first batch (-1 none)
+    int64_t since_index              # bytes since the last index point
+    bint has_time_entry              # the time index holds an entry (last_time_ts is its timestamp)
+    int64_t last_time_ts
+    int reason                       # WALK_OK, or why the batch at pos is invalid
+    unsigned char *oentries          # offset index entries made by this chunk (8 bytes each) ...
+    unsigned char *tentries          # ... and time index entries (12 bytes each)
+    Py_ssize_t on, tn, cap           # entries made, buffer capacity
+    Py_ssize_t olimit, tlimit        # room left in each index (<= cap): a full index takes no more entries
+
+
+cdef void _walk_log(Walk *w) noexcept nogil:
+    """Validate batches from w.pos as Segment.recover() documents, making index entries as Segment.append
+    does, until the end of the file, the first invalid batch (w.reason) or a full entry buffer (w.cap)."""
+    cdef const unsigned char *p
+    cdef int64_t bsize, first, last, ts
+    cdef BatchCheck c
+    while w.pos < w.size and w.on < w.cap and w.tn < w.cap:
+        p = w.base + w.pos
+        c = check_batch(p, w.size - w.pos, True)
+        if c != CHECK_OK:
+            w.reason = <int>c
+            return
+        bsize = batch_size_at(p)
+        first = <int64_t>get_be64(p)
+        last = last_offset_at(p)
+        if first < w.next_offset or last < first or last - w.base_offset > INT32_MAX:
+            w.reason = WALK_BAD_ORDER
+            return
+        ts = <int64_t>get_be64(p + OFF_MAX_TIMESTAMP)
+        if ts > w.max_ts:
+            w.max_ts = ts
+            w.max_ts_offset = last
+        if w.rolling_ts < 0:
+            w.rolling_ts = ts
+        if w.since_index > w.interval:
+            if w.on < w.olimit and w.pos <= INT32_MAX:
+                put_be32(w.oentries + w.on * 8, <uint32_t>(last - w.base_offset))
+                put_be32(w.oentries + w.on * 8 + 4, <uint32_t>w.pos)
+                w.on += 1
+            if w.tn < w.tlimit and (not w.has_time_entry or w.max_ts > w.last_time_ts):
+                put_be64(w.tentries + w.tn * 12, <uint64_t>w.max_ts)
+                put_be32(w.tentries + w.tn * 12 + 8, <uint32_t>(w.max_ts_offset - w.base_offset))
+                w.tn += 1
+                w.has_time_entry = True
+                w.last_time_ts = w.max_ts
+            w.since_index = 0
+        w.since_index += bsize
+        w.next_offset = last + 1
+        w.pos += bsize
 
 
 cdef class Segment:
@@ -403,7 +468,7 @@ cdef class Segment:
                 end, next_offset = good, last_offset_at(m.addr + self._last_batch_before(m.addr, position, good)) + 1
             return m.view(position, end), end, next_offset
         copy = PyBytes_FromStringAndSize(NULL, end - position)
-        if pread(self.fd, PyBytes_AS_STRING(copy), end - position, position) != end - position:
+        if pread_big(self.fd, PyBytes_AS_STRING(copy), end - position, position) != end - position:
             raise_storage_error("cannot read segment", self.log_path)
         base = <const unsigned char *>PyBytes_AS_STRING(copy) - position
         good = self._verify(base, position, end)
@@ -420,27 +485,23 @@ cdef class Segment:
         return last
 
     cdef int64_t _verify(self, const unsigned char *base, int64_t start, int64_t end) except -1:
-        """CRC-check the batches of [start, end) that lie past the verified prefix (base = byte 0 of the file).
-        Returns where the first invalid batch starts (end if none); raises CorruptRecordError if it is the
-        first batch of the range, so a read returns the good batches before a corrupt one and never it."""
-        cdef int64_t pos = start
-        cdef BatchCheck c
-        if end <= self.verified_end:
+        """CRC-check the batches of [start, end) that lie past the verified prefix (base = byte 0 of the file),
+        without the GIL for NOGIL_BYTES and more. Returns where the first invalid batch starts (end if none);
+        raises CorruptRecordError if it is the first batch of the range, so a read returns the good batches
+        before a corrupt one and never it."""
+        cdef int64_t bad, verified = self.verified_end
+        cdef BatchCheck c = CHECK_OK
+        if end <= verified:
             return end
-        while pos < end:
-            if pos >= self.verified_end:
-                c = check_batch(base + pos, end - pos, False)
-                if c == CHECK_OK and crc32c_buf(base + pos + CRC_START, batch_size_at(base + pos) - CRC_START) \
-                        != get_be32(base + pos + OFF_CRC):
-                    c = CHECK_BAD_CRC
-                if c != CHECK_OK:
-                    if pos == start:
-                        raise_check(c, self.log_path, pos, base + pos, end - pos)
-                    return pos
-                if pos == self.verified_end:
-                    self.verified_end = pos + batch_size_at(base + pos)
-            pos += batch_size_at(base + pos)
-        return end
+        if end - max(start, verified) >= NOGIL_BYTES:
+            with nogil:
+                bad = _check_range(base, start, end, &verified, &c)
+        else:
+            bad = _check_range(base, start, end, &verified, &c)
+        self.verified_end = verified
+        if bad == start and bad < end:
+            raise_check(c, self.log_path, bad, base + bad, end - bad)
+        return bad
 
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t start_offset):
         """(offset, timestamp) of the first record at or after start_offset whose timestamp is >= timestamp,
@@ -467,63 +528,73 @@ cdef class Segment:
 
     def recover(self):
         """Rescan the whole .log: validate every batch (length, magic, CRC, offsets increasing), rebuild both
-        indexes from scratch, and cut the file at the first invalid batch. Returns (truncated_bytes, reason),
-        reason None when the file was whole. Must not run while views of this segment are alive."""
-        cdef int64_t pos = 0, bsize, last, ts, prev_next = self.base_offset, size
-        cdef const unsigned char *base
-        cdef BatchCheck c = CHECK_OK
+        indexes from scratch, and cut the file at the first invalid batch (views of the cut bytes stay valid, see
+        truncate_to_position). Returns (truncated_bytes, reason), reason None when the file was whole.
+
+        Each index takes entries until it is full (segment.index.bytes may have been lowered since the segment
+        was written): lookups past the last entry scan the .log from there, and an active segment with a full
+        index rolls at its next append. The walk runs without the GIL (_walk_log) for segments of NOGIL_BYTES
+        and more, taking it back only to write index entries every WALK_ENTRIES of them."""
+        cdef Walk w
         cdef MappedFile m
-        reason = None
+        cdef int64_t size = self.size
+        cdef Py_ssize_t cap
         if not self.writable:
             raise _errors.ReadOnlyLogError(f"segment {self.log_path} is read-only")
         self.open_indexes()
         self.oindex.reset()
         self.tindex.reset()
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        self.rolling_ts = -1
-        self.bytes_since_index = 0
-        size = self.size
         self.mapping = None
         m = self._mapping(size)
-        base = m.addr
-        while pos < size:
-            c = check_batch(base + pos, size - pos, False)
-            if c == CHECK_OK:
-                bsize = batch_size_at(base + pos)
-                if crc32c_buf(base + pos + CRC_START, bsize - CRC_START) != get_be32(base + pos + OFF_CRC):
-                    c = CHECK_BAD_CRC
-            if c != CHECK_OK:
-                reason = _check_reason(c)
-                break
-            last = last_offset_at(base + pos)
-            if <int64_t>get_be64(base + pos) < prev_next or last < <int64_t>get_be64(base + pos) \
-                    or last - self.base_offset > INT32_MAX:
-                reason = "batch offsets out of order"
-                break
-            ts = <int64_t>get_be64(base + pos + OFF_MAX_TIMESTAMP)
-            if ts > self.max_timestamp:
-                self.max_timestamp = ts
-                self.offset_of_max_timestamp = last
-            if self.rolling_ts < 0:
-                self.rolling_ts = ts
-            if self.bytes_since_index > self.index_interval_bytes:
-                self.oindex.append(last, pos)
-                self.tindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self.bytes_since_index = 0
-            self.bytes_since_index += bsize
-            prev_next = last + 1
-            pos += bsize
+        w.base = m.addr
+        w.size = size
+        w.base_offset = self.base_offset
+        w.interval = self.index_interval_bytes
+        w.pos = 0
+        w.next_offset = self.base_offset
+        w.max_ts = -1
+        w.max_ts_offset = -1
+        w.rolling_ts = -1
+        w.since_index = 0
+        w.has_time_entry = False
+        w.last_time_ts = 0
+        w.reason = WALK_OK
+        cap = <Py_ssize_t>min(<int64_t>WALK_ENTRIES, size // max(<int64_t>w.interval, <int64_t>BATCH_HEADER_SIZE) + 1)
+        w.oentries = <unsigned char *>PyMem_Malloc(cap * 8)
+        w.tentries = <unsigned char *>PyMem_Malloc(cap * 12)
+        try:
+            if w.oentries == NULL or w.tentries == NULL:
+                raise MemoryError()
+            while True:
+                w.on = 0
+                w.tn = 0
+                w.cap = cap
+                w.olimit = min(cap, self.oindex.max_entries - self.oindex.entries)
+                w.tlimit = min(cap, self.tindex.max_entries - self.tindex.entries)
+                if size - w.pos >= NOGIL_BYTES:
+                    with nogil:
+                        _walk_log(&w)
+                else:
+                    _walk_log(&w)
+                self.oindex._append_entries(w.oentries, w.on)
+                self.tindex._append_entries(w.tentries, w.tn)
+                if w.pos >= size or w.reason != WALK_OK:
+                    break
+        finally:
+            PyMem_Free(w.oentries)
+            PyMem_Free(w.tentries)
         m = None
         self.mapping = None
-        self._next_offset = prev_next
-        truncated = size - pos
+        self.max_timestamp = w.max_ts
+        self.offset_of_max_timestamp = w.max_ts_offset
+        self.rolling_ts = w.rolling_ts
+        self.bytes_since_index = w.since_index
+        self._next_offset = w.next_offset
+        truncated = size - w.pos
         if truncated:
-            if ftruncate(self.fd, pos) != 0:
-                raise_storage_error("cannot truncate segment", self.log_path)
-            self.size = pos
-        self.verified_end = pos
-        return truncated, reason
+            self.truncate_to_position(w.pos)
+        self.verified_end = w.pos
+        return truncated, (None if w.reason == WALK_OK else _check_reason(w.reason))
 
     def truncate_to(self, int64_t offset):
         """Remove every batch holding an offset >= offset (a batch straddling offset goes whole). Returns the
@@ -545,8 +616,11 @@ cdef class Segment:
         return removed
 
     cdef int truncate_to_position(self, int64_t pos) except -1:
+        """Cut the .log to pos bytes. In place (ftruncate) unless a view of the file is alive through any
+        mapping in the process (view.pxi): then the kept prefix is copied to `<name>.log.trunc`, fsynced and
+        renamed over the .log, so the old inode stays whole for its views."""
         cdef int newfd
-        if self.mapping is not None and self.mapping.views > 0:
+        if file_has_views(self.fd, self.log_path):
             tmp = self.log_path + ".trunc"
             newfd = open_c(os.fsencode(tmp), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             if newfd < 0:
@@ -585,6 +659,7 @@ cdef class Segment:
         cdef stat_t st
         cdef int64_t pos, file_size, bsize
         cdef bytes buf
+        cdef BatchCheck c
         if fstat(self.fd, &st) != 0:
             raise_storage_error("cannot stat segment", self.log_path)
         file_size = st.st_size
@@ -605,9 +680,10 @@ cdef class Segment:
             if bsize < BATCH_HEADER_SIZE or pos + bsize > file_size:
                 break
             buf = PyBytes_FromStringAndSize(NULL, bsize)
-            if pread(self.fd, PyBytes_AS_STRING(buf), bsize, pos) != bsize:
+            if pread_big(self.fd, PyBytes_AS_STRING(buf), bsize, pos) != bsize:
                 break
-            if check_batch(<const unsigned char *>PyBytes_AS_STRING(buf), bsize, True) != CHECK_OK:
+            scan_batches_gil(<const unsigned char *>PyBytes_AS_STRING(buf), bsize, 0, True, &c)
+            if c != CHECK_OK:
                 break
             pos += bsize
             self.verified_end = pos
@@ -617,35 +693,58 @@ cdef class Segment:
         return pos
 
 
+cdef int64_t _check_range(const unsigned char *base, int64_t start, int64_t end, int64_t *verified,
+                          BatchCheck *c) noexcept nogil:
+    """Segment._verify's walk: the batches tiling [start, end) that start at or past *verified are checked
+    (CRC included). Returns where the first invalid one starts (end if none, *c its check); *verified grows
+    over the valid batches that continue it."""
+    cdef int64_t pos = start
+    while pos < end:
+        if pos >= verified[0]:
+            c[0] = check_batch(base + pos, end - pos, True)
+            if c[0] != CHECK_OK:
+                return pos
+            if pos == verified[0]:
+                verified[0] = pos + batch_size_at(base + pos)
+        pos += batch_size_at(base + pos)
+    return end
+
+
 cdef int copy_prefix(int src, int dst, int64_t n, str path) except -1:
     """Copy the first n bytes of src to dst in the kernel (copy_file_range), or through a buffer where the
-    file system cannot."""
+    file system cannot; without the GIL."""
     cdef loff_t inoff = 0, outoff = 0
-    cdef ssize_t r
+    cdef ssize_t r = 0
     cdef char *buf
-    while inoff < n:
-        r = copy_file_range(src, &inoff, dst, &outoff, <size_t>(n - inoff), 0)
-        if r <= 0:
-            break
+    with nogil:
+        while inoff < n:
+            r = copy_file_range(src, &inoff, dst, &outoff, <size_t>(n - inoff), 0)
+            if r <= 0:
+                break
     if inoff >= n:
         return 0
     buf = <char *>PyMem_Malloc(1 << 20)
     if buf == NULL:
         raise MemoryError()
     try:
-        while inoff < n:
-            r = pread(src, buf, <size_t>min(<int64_t>(1 << 20), n - inoff), inoff)
-            if r <= 0 or pwrite(dst, buf, <size_t>r, inoff) != r:
-                raise_storage_error("cannot copy segment prefix", path)
-            inoff += r
+        with nogil:
+            while inoff < n:
+                r = pread(src, buf, <size_t>min(<int64_t>(1 << 20), n - inoff), inoff)
+                if r <= 0 or pwrite(dst, buf, <size_t>r, inoff) != r:
+                    r = -1
+                    break
+                inoff += r
+        if r < 0:
+            raise_storage_error("cannot copy segment prefix", path)
     finally:
         PyMem_Free(buf)
     return 0
 
 
-cdef str _check_reason(BatchCheck c):
+cdef str _check_reason(int c):
+    """Why a batch is invalid: a BatchCheck failure or WALK_BAD_ORDER."""
     return ("", "truncated batch header", "invalid batch length", "batch runs past the end of the file",
-            "invalid magic byte", "CRC-32C mismatch")[<int>c]
+            "invalid magic byte", "CRC-32C mismatch", "batch offsets out of order")[c]
 
 
 def segment_name(int64_t base_offset):

@@ -3,24 +3,49 @@
 # A MappedFile is one read-only MAP_SHARED mapping of [0, length) of a file. A SegmentView exports a slice of
 # it through the buffer protocol and holds a reference to it, so the mapping outlives every view: closing,
 # truncating or deleting a segment never unmaps memory a reader still sees (the mapping goes when its last
-# reference does). `views` counts live SegmentViews; a segment that must shrink its file while views exist
-# copies the kept prefix to a new file instead (see Segment.truncate_to_position), because shrinking the
-# mapped file in place would turn reads of the cut pages into SIGBUS.
+# reference does).
+#
+# Shrinking a file under a live view would turn reads of the cut pages into SIGBUS, and one file can have
+# several mappings at once: a segment maps its file anew when it outgrows the old mapping, and a Log closes
+# segments (open-segment cache, close()) and reopens them while views of the old Segment object live on. So
+# live views are counted per file, not per mapping: `_file_views` maps (st_dev, st_ino) to the number of live
+# SegmentViews over any mapping of that file in this process. Before cutting a file, a segment asks
+# file_has_views(fd); if true it copies the kept prefix to a new file that takes the old one's name instead (see
+# Segment.truncate_to_position), and the old inode lives on, never shrunk, until its last mapping goes. A key
+# cannot be reused by another file while counted: the mappings keep the inode allocated until after the count
+# drops to zero. (Other processes read segments with pread, never through a mapping: see segment.pxi.)
 #
 # The mapping may be longer than the file (the active segment is mapped at its maximum size once, so a
 # growing file needs no remap); only bytes below the file's written size are ever exported.
+
+cdef dict _file_views = {}
+
+
+cdef bint file_has_views(int fd, str path) except -1:
+    """True while a view of the file open as fd, through any mapping, is alive. Raises StorageError."""
+    cdef stat_t st
+    if fstat(fd, &st) != 0:
+        raise_storage_error("cannot stat", path)
+    return (<uint64_t>st.st_dev, <uint64_t>st.st_ino) in _file_views
+
 
 cdef class MappedFile:
 
     def __cinit__(self):
         self.addr = NULL
         self.length = 0
-        self.views = 0
 
     def __dealloc__(self):
-        if self.addr != NULL:
-            munmap(self.addr, self.length)
-            self.addr = NULL
+        cdef void *addr = self.addr
+        cdef size_t length = self.length
+        if addr == NULL:
+            return
+        self.addr = NULL
+        if length >= NOGIL_BYTES:                 # tearing down a large mapping's page tables takes a while
+            with nogil:
+                munmap(addr, length)
+        else:
+            munmap(addr, length)
 
     @staticmethod
     cdef MappedFile map_fd(int fd, size_t length, str path):
@@ -33,6 +58,7 @@ cdef class MappedFile:
             raise_storage_error("cannot stat", path)
         m.inode = st.st_ino
         m.device = st.st_dev
+        m.key = (m.device, m.inode)
         if length == 0:
             return m
         addr = mmap(NULL, length, PROT_READ, MAP_SHARED, fd, 0)
@@ -58,7 +84,7 @@ cdef class MappedFile:
         v.owner = self
         v.ptr = self.addr + start
         v.size = <Py_ssize_t>(stop - start)
-        self.views += 1
+        _file_views[self.key] = _file_views.get(self.key, 0) + 1
         return memoryview(v)
 
 
@@ -66,8 +92,14 @@ cdef class SegmentView:
     """Buffer exporter for one slice of a MappedFile (wrapped in a memoryview by MappedFile.view)."""
 
     def __dealloc__(self):
-        if self.owner is not None:
-            self.owner.views -= 1
+        cdef Py_ssize_t n
+        if self.owner is None or _file_views is None:      # None: the module is being torn down
+            return
+        n = _file_views.get(self.owner.key, 1) - 1
+        if n:
+            _file_views[self.owner.key] = n
+        else:
+            _file_views.pop(self.owner.key, None)
 
     def __getbuffer__(self, Py_buffer *buf, int flags):
         if flags & PyBUF_WRITABLE:

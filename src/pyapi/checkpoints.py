@@ -1,12 +1,16 @@
-"""Small text checkpoint files in Kafka's layout: a version line, a count line, then one entry per line.
+"""Small text checkpoint files in Kafka's layout: a version line, a count line, then one entry per line; and
+the file-system helpers the storage modules share (``fsync_dir``, ``storage_errors``).
 
 Writes are atomic: the new content goes to ``<name>.tmp``, is fsynced, renamed over the old file, and the
 directory is fsynced, so a crash leaves either the old or the new file, never a torn one. A file that does
-not parse raises CorruptCheckpointError (its owner decides how to fall back).
+not parse raises CorruptCheckpointError (its owner decides how to fall back). File-system failures raise
+StorageError, never a bare OSError.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 
 from .errors import CorruptRecordError, StorageError
@@ -21,19 +25,21 @@ class CorruptCheckpointError(CorruptRecordError):
 def write_checkpoint(path: str, entries: list[tuple], version: int = VERSION) -> None:
     """Atomically replace ``path`` with the entries (each a tuple of fields joined by spaces)."""
     lines = [str(version), str(len(entries))] + [" ".join(str(f) for f in e) for e in entries]
-    data = ("\n".join(lines) + "\n").encode()
+    data = memoryview(("\n".join(lines) + "\n").encode())
     tmp = path + ".tmp"
-    try:
+    with storage_errors("cannot write checkpoint", path):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            os.write(fd, data)
+            while data:                          # a write may take only part of the data
+                n = os.write(fd, data)
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
+                data = data[n:]
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        fsync_dir(os.path.dirname(path) or ".")
-    except OSError as e:
-        raise StorageError(f"cannot write checkpoint: {e.strerror}", path, e.errno) from None
+    fsync_dir(os.path.dirname(path) or ".")
 
 
 def read_checkpoint(path: str, fields: int, version: int = VERSION) -> list[list[str]] | None:
@@ -59,9 +65,22 @@ def read_checkpoint(path: str, fields: int, version: int = VERSION) -> list[list
 
 
 def fsync_dir(path: str) -> None:
-    """fsync a directory so a rename or unlink inside it is durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """fsync a directory so a rename or unlink inside it is durable. Raises StorageError."""
+    with storage_errors("cannot fsync directory", path):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def storage_errors(what: str, path: str, missing_ok: bool = False):
+    """Turn an OSError raised in the block into StorageError("<what>: <reason>") naming the file that failed
+    (``path`` when the error names none) and carrying its errno. missing_ok: a FileNotFoundError ends the
+    block quietly instead."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        yield
+    except OSError as e:
+        if not (missing_ok and isinstance(e, FileNotFoundError)):
+            raise StorageError(f"{what}: {e.strerror or e}", e.filename or path, e.errno) from None

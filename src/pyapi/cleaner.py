@@ -27,9 +27,9 @@ What a pass does
      (record timestamp deltas are rewritten relative to it, so every record keeps its timestamp); a later
      pass at or after that time drops the tombstone. The horizon therefore travels with the batch (copies,
      replicas) and does not depend on file times;
-   - records without a key are **kept**. Kafka's cleaner discards them as invalid, but Kafka also rejects
-     them at produce time for compacted topics; seglog's Log accepts them, so dropping them here would
-     silently lose accepted data;
+   - a record without a key below ``map_end`` is dropped (counted in ``keyless_dropped``), as Kafka's cleaner
+     discards it as invalid. A compacted Log refuses such records (InvalidRecordError, as Kafka's produce
+     path does), so they only come from before the topic turned compacted or from replicas of such data;
    - control batches are copied as they are (seglog has no transactions; a replica of a Kafka log may carry
      markers, which are not interpreted). Transactional data batches are filtered like any other;
    - a batch whose records all stay, and that needs no new delete horizon, is copied byte for byte. One that
@@ -142,6 +142,7 @@ class CleanResult:
     records_read: int = 0
     records_kept: int = 0
     tombstones_dropped: int = 0
+    keyless_dropped: int = 0
     empty_batches_kept: int = 0
     keys_mapped: int = 0
     capped: bool = False
@@ -610,7 +611,10 @@ class _BatchFilter:
             tombstones = False
             for r in recs:
                 k = r.key
-                if k is not None and r.offset < map_end:
+                if r.offset < map_end:
+                    if k is None:
+                        res.keyless_dropped += 1
+                        continue                                   # invalid in a compacted log
                     if r.offset < get(k, -1):
                         continue                                   # a later record has this key
                     if r.value is None and horizon is not None and now >= horizon:

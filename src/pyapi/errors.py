@@ -38,7 +38,8 @@ def _define(name: str, code: int, kafka_name: str, retriable: bool = False, base
 # --- storage ---------------------------------------------------------------------------------------------
 
 class CorruptRecordError(SeglogError):
-    """A batch failed validation (CRC, length, magic, offsets). ``path`` and ``offset``/``position`` locate it."""
+    """A batch failed validation (CRC, length, magic, offsets). ``reason`` says what is wrong; ``path`` and
+    ``offset``/``position`` locate it."""
 
     code = 2
     kafka_name = "CORRUPT_MESSAGE"
@@ -54,6 +55,7 @@ class CorruptRecordError(SeglogError):
         if position is not None:
             where.append(f"position {position}")
         super().__init__(message + (f" ({', '.join(where)})" if where else ""))
+        self.reason = message
         self.path = path
         self.offset = offset
         self.position = position

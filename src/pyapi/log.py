@@ -23,7 +23,9 @@ import bisect
 import dataclasses
 import fcntl
 import logging
+import operator
 import os
+import random
 import re
 import threading
 import time
@@ -33,7 +35,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 from . import _engine
 from . import cleaner as _cleaner
-from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, write_checkpoint
+from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, storage_errors, write_checkpoint
 from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidArgumentError, InvalidRecordError, InvalidTimestampError,
                      LogClosedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError, StorageError)
@@ -94,8 +96,6 @@ class Log:
                  scheduler: Scheduler | None = None):
         self.path = os.fspath(path)
         self.config = config or LogConfig()
-        if not isinstance(self.config, LogConfig):
-            raise InvalidArgumentError(f"config must be a LogConfig, not {type(self.config).__name__}")
         if max_open_segments < 1:
             raise InvalidArgumentError("max_open_segments must be at least 1")
         m = _PARTITION_DIR_RE.match(os.path.basename(os.path.normpath(self.path)))
@@ -118,6 +118,8 @@ class Log:
         self._marker_kept = False          # the clean-shutdown marker stays until the first change
         self._dirty = False                # something to checkpoint at close
         self._batch_writers: dict = {}
+        self._jitter_for = None            # the segment the roll jitter was drawn for (see _roll_ms)
+        self._jitter_ms = 0
         self._open(create)
         self._closed = False
         if not readonly:
@@ -135,6 +137,21 @@ class Log:
                 if owner is not None:
                     owner._maintain_quietly()
             self._tasks.append(sched.schedule(tick, interval, interval, f"maintain {self.path}"))
+
+    @property
+    def config(self) -> LogConfig:
+        """The log's settings. Assigning another LogConfig (a topic's config altered) applies it from the next
+        call on."""
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        if not isinstance(config, LogConfig):
+            raise InvalidArgumentError(f"config must be a LogConfig, not {type(config).__name__}")
+        self._config = config
+        for w in [getattr(self, "_writer", None), *getattr(self, "_batch_writers", {}).values()]:
+            if w is not None:
+                w.require_keys = config.compact
 
     # ------------------------------------------------------------------------------------------ opening
 
@@ -173,13 +190,13 @@ class Log:
             self._lock_fd = -1
 
     def _load(self) -> None:
-        names = os.listdir(self.path)
+        with storage_errors("cannot list log directory", self.path):
+            names = os.listdir(self.path)
         if not self.readonly:
-            for name in names:
-                if name.endswith(_TEMP_SUFFIXES):
-                    os.unlink(os.path.join(self.path, name))
+            _unlink_all([os.path.join(self.path, name) for name in names if name.endswith(_TEMP_SUFFIXES)])
             if self._complete_interrupted_swaps(names):       # log compaction: a swap a crash cut short
-                names = os.listdir(self.path)
+                with storage_errors("cannot list log directory", self.path):
+                    names = os.listdir(self.path)
         self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
         state = self._read_state()
         self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
@@ -384,11 +401,9 @@ class Log:
             self._bases.remove(base)
             stem = os.path.join(self.path, _engine.segment_name(base))
             for suffix in (".log", ".index", ".timeindex"):
-                try:
+                with storage_errors("cannot delete segment file", stem + suffix, missing_ok=True):
                     os.rename(stem + suffix, stem + suffix + ".deleted")
                     renamed.append(stem + suffix + ".deleted")
-                except FileNotFoundError:
-                    pass
         if not renamed:
             return
         wait = self.config.file_delete_delay_ms / 1000 if delay else 0
@@ -450,8 +465,11 @@ class Log:
             seg = self._open_segments.get(base)
             if base == self._active.base_offset:
                 seg = self._active
-            total += seg.size if seg is not None else os.stat(
-                os.path.join(self.path, _engine.segment_name(base) + ".log")).st_size
+            if seg is not None:
+                total += seg.size
+                continue
+            with storage_errors("cannot stat segment", self.path):
+                total += os.stat(os.path.join(self.path, _engine.segment_name(base) + ".log")).st_size
         return total
 
     @property
@@ -498,7 +516,7 @@ class Log:
         if self.readonly:
             raise ReadOnlyLogError(f"log {self.path} is open read-only")
         if self._marker_kept:
-            os.unlink(os.path.join(self.path, CLEAN_SHUTDOWN_FILE))
+            _unlink_all([os.path.join(self.path, CLEAN_SHUTDOWN_FILE)])
             fsync_dir(self.path)
             self._marker_kept = False
         self._dirty = True
@@ -512,12 +530,14 @@ class Log:
         return _engine.BatchWriter(next_offset=next_offset, compression=compression,
                                    log_append_time=cfg.log_append_time, batch_bytes=budget,
                                    batch_records=min(records, 2 ** 31 - 1), max_record_bytes=cfg.max_message_bytes,
-                                   leader_epoch=self._leader_epoch)
+                                   leader_epoch=self._leader_epoch, require_keys=cfg.compact)
 
     def append(self, value, key=None, headers=None, timestamp: int | None = None) -> int:
-        """Append one record; returns its offset. value/key: bytes-like or None; headers: (str, bytes|None)
-        pairs; timestamp: ms since the epoch (now if None). Buffered into a batch (see the module docstring).
-        Raises TypeError, RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError, StorageError."""
+        """Append one record; returns its offset. value/key: bytes-like or None (a compacted log requires a
+        key); headers: (str, bytes|None) pairs; timestamp: ms since the epoch (now if None). Buffered into a
+        batch (see the module docstring). Raises TypeError, InvalidRecordError (no key on a compacted log),
+        InvalidTimestampError, RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError,
+        StorageError."""
         with self._lock:
             w = self._writer
             if w is None or self._closed or self._marker_kept:
@@ -529,9 +549,21 @@ class Log:
 
     def append_batch(self, values: Sequence, keys: Sequence | None = None, headers: Sequence | None = None,
                      timestamps: Sequence[int] | None = None, compression: str | None = None) -> tuple[int, int]:
-        """Append records given as parallel sequences, encoded into batches of ~64 KiB (compressed with
-        `compression`: none, gzip, snappy, lz4 or zstd). Returns (first offset, last offset). All records are
-        checked before any is written: a bad one raises and nothing is appended."""
+        """Append records given as parallel sequences (keys, headers, timestamps: None for no keys, no headers,
+        now), encoded into batches of ~64 KiB (compressed with `compression`: none, gzip, snappy, lz4 or zstd).
+        Returns (first offset, last offset) of the records, which get consecutive offsets.
+
+        All or nothing: records are encoded and written ~4 MiB at a time, and if one is rejected (TypeError,
+        RecordTooLargeError, InvalidTimestampError) or a write fails (StorageError), the batches already
+        written are truncated away before the error is raised. The log's lock is held throughout, so reads
+        through this Log object (read(), records(), end_offset, offset_for_timestamp()) never see records of a
+        call before it returns. A process reading the directory with readonly=True may see such batches
+        before they go (as it sees any data a truncation removes), and a crash during the call may leave a
+        prefix of whole batches (unflushed records carry no promise).
+        Raises InvalidArgumentError for no values (there is no range to return) or sequences of different
+        lengths, InvalidRecordError for a record without a key on a compacted log."""
+        if not len(values):
+            raise InvalidArgumentError("append_batch needs at least one record")
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -565,12 +597,14 @@ class Log:
         append time (LogAppendTime topics stamp it; timestamps are checked against it).
 
         Validated as Kafka's broker does (see _engine.validate_client_batch; timestamps against
-        message.timestamp.before/after.max.ms), then stored as it came: only base offset and leader epoch are
-        stamped (and, for LogAppendTime topics, the append time, with a new CRC). A topic whose
+        message.timestamp.before/after.max.ms; on a compacted log every record needs a key), then stored as
+        it came: only base offset and leader epoch are stamped (and, for LogAppendTime topics, the append
+        time, with a new CRC). A topic whose
         compression.type names a codec gets the batch recompressed to it. Raises CorruptRecordError,
         InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
         cfg = self.config
-        info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records)
+        info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records,
+                                                             cfg.compact)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         if not cfg.log_append_time and (min_ts < now - cfg.message_timestamp_before_max_ms
                                         or max_ts > now + cfg.message_timestamp_after_max_ms):
@@ -646,15 +680,25 @@ class Log:
                 raise
             w.clear()
 
+    def _roll_ms(self) -> int:
+        """How long after its first batch the active segment rolls: segment.ms less a jitter drawn once per
+        segment in [0, min(segment.jitter.ms, segment.ms)), as Kafka's rollJitterMs, so that logs created
+        together do not all roll at once."""
+        cfg = self.config
+        if self._jitter_for is not self._active:
+            jitter = min(cfg.segment_jitter_ms, cfg.segment_ms)
+            self._jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+            self._jitter_for = self._active
+        return cfg.segment_ms - self._jitter_ms
+
     def _write(self, buf, records: int) -> None:
         """Write whole batches (final offsets) to the active segment, rolling as needed; apply flush policy."""
         cfg = self.config
-        roll_ms = cfg.segment_ms - cfg.segment_jitter_ms
         n = buf.finished if isinstance(buf, _engine.BatchWriter) else len(buf)
         pos = 0
         while pos < n:
             seg = self._active
-            end = seg.fits(buf, pos, cfg.segment_bytes, roll_ms)
+            end = seg.fits(buf, pos, cfg.segment_bytes, self._roll_ms())
             if end == pos:
                 self._roll()
                 continue
@@ -716,7 +760,10 @@ class Log:
             offset = next_offset
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none."""
+        """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none.
+        Raises InvalidTimestampError for a timestamp outside int64."""
+        if not -_INT64_MAX - 1 <= timestamp <= _INT64_MAX:
+            raise InvalidTimestampError(f"timestamp {timestamp} does not fit in int64 milliseconds")
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
@@ -734,7 +781,10 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Remove every record at or after `offset` (replication truncates diverged tails this way). Batches are
         never split: one holding `offset` goes whole, so end_offset may end below `offset`. Below start_offset
-        the log is emptied and restarts at `offset`. Views of removed data stay valid."""
+        the log is emptied and restarts at `offset`; at or past end_offset nothing changes (as Kafka's
+        truncateTo). Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or
+        one that is not an int."""
+        offset = _offset_arg(offset, "truncation offset")
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -762,7 +812,9 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at `offset` (a replica whose log no longer overlaps
-        its leader's). Views of removed data stay valid."""
+        its leader's). Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or
+        one that is not an int."""
+        offset = _offset_arg(offset, "new start offset")
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -975,7 +1027,8 @@ class Log:
                     _unlink_all([other + ".log", other + ".index", other + ".timeindex"])
             for kind in ("index", "timeindex", "log"):
                 if kind in kinds:
-                    os.rename(stem + "." + kind + ".swap", stem + "." + kind)
+                    with storage_errors("cannot complete a segment swap", stem + "." + kind + ".swap"):
+                        os.rename(stem + "." + kind + ".swap", stem + "." + kind)
             log.warning("%s: completed an interrupted segment swap: segment %d replaces offsets [%d, %d)",
                         self.path, base, base, end)
         fsync_dir(self.path)
@@ -988,7 +1041,8 @@ class Log:
         with self._lock:
             if not self.readonly:
                 return
-            names = os.listdir(self.path)
+            with storage_errors("cannot list log directory", self.path):
+                names = os.listdir(self.path)
             bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
             if not bases:
                 raise StorageError("log directory has no segments any more", self.path)
@@ -1027,7 +1081,8 @@ class Log:
                     self._recovery_point = self.end_offset
                     self._producers.write_snapshot(self.end_offset)
                     self._write_state()
-                    with open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                    marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+                    with storage_errors("cannot write the clean-shutdown marker", marker), open(marker, "wb") as f:
                         os.fsync(f.fileno())
                     fsync_dir(self.path)
             finally:
@@ -1045,9 +1100,20 @@ class Log:
         self.close()
 
 
+def _offset_arg(value, what: str) -> int:
+    """`value` as an offset: an int (or integer-like, e.g. numpy.int64) in 0..2**63-1. bool and float are
+    refused rather than truncated. Raises InvalidArgumentError."""
+    if type(value) is not int:
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise InvalidArgumentError(f"{what} must be an integer offset, not {type(value).__name__} {value!r}")
+        value = operator.index(value)
+    if not 0 <= value <= _INT64_MAX:
+        raise InvalidArgumentError(f"{what} {value} is not a valid offset: offsets are 0..{_INT64_MAX}")
+    return value
+
+
 def _unlink_all(paths: list[str]) -> None:
+    """Unlink each path that exists. Raises StorageError."""
     for p in paths:
-        try:
+        with storage_errors("cannot delete", p, missing_ok=True):
             os.unlink(p)
-        except FileNotFoundError:
-            pass

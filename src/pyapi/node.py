@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint
+from .checkpoints import fsync_dir, read_checkpoint, storage_errors, write_checkpoint
 from .config import BrokerConfig, LogConfig
 from .errors import (InconsistentClusterIdError, InvalidPartitionsError, InvalidReplicationFactorError,
                      InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError, LogClosedError,
@@ -186,7 +186,8 @@ class Node:
     # -- loading --------------------------------------------------------------------------------------------
 
     def _take_lock(self) -> None:
-        fd = os.open(os.path.join(self.path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        with storage_errors("cannot open lock file", self.path):
+            fd = os.open(os.path.join(self.path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -229,7 +230,7 @@ class Node:
         path = os.path.join(self.path, "meta.properties")
         props = {}
         if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
+            with storage_errors("cannot read meta.properties", path), open(path, encoding="utf-8") as f:
                 for line in f:
                     if "=" in line and not line.startswith("#"):
                         k, v = line.strip().split("=", 1)
@@ -247,11 +248,12 @@ class Node:
         path = os.path.join(self.path, "meta.properties")
         props = {"version": "0", "broker.id": str(self.config.broker_id), "cluster.id": cluster_id}
         tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("#seglog\n" + "".join(f"{k}={v}\n" for k, v in props.items()))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with storage_errors("cannot write meta.properties", path):
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write("#seglog\n" + "".join(f"{k}={v}\n" for k, v in props.items()))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
         fsync_dir(self.path)
 
     def adopt_cluster_id(self, cluster_id: str) -> None:
@@ -499,7 +501,8 @@ class Node:
         src = os.path.join(self.path, f"{name}-{p}")
         if os.path.isdir(src):
             dst = f"{src}.{uuid.uuid4().hex}-delete"
-            os.rename(src, dst)
+            with storage_errors("cannot delete partition directory", src):
+                os.rename(src, dst)
             fsync_dir(self.path)
             default_scheduler().schedule(lambda: shutil.rmtree(dst, ignore_errors=True), 0.0,
                                          name=f"delete {name}-{p}")
@@ -541,7 +544,8 @@ class Node:
             src = os.path.join(self.path, f"{name}-{p}")
             if os.path.isdir(src):
                 dst = f"{src}.{uuid.uuid4().hex}-delete"
-                os.rename(src, dst)
+                with storage_errors("cannot delete partition directory", src):
+                    os.rename(src, dst)
                 doomed.append(dst)
         if doomed:
             fsync_dir(self.path)

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import _engine
-from .checkpoints import fsync_dir
+from .checkpoints import fsync_dir, storage_errors
 from .errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError, StorageError
 
 MAX_BATCHES_PER_PRODUCER = 5
@@ -131,7 +131,8 @@ class ProducerStateManager:
 
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshot files in the directory, ascending."""
-        names = os.listdir(self.directory)
+        with storage_errors("cannot list producer snapshots", self.directory):
+            names = os.listdir(self.directory)
         return sorted(int(m.group(1)) for m in map(_SNAPSHOT_RE.match, names) if m)
 
     def _path(self, offset: int) -> str:
@@ -160,7 +161,7 @@ class ProducerStateManager:
     def load_snapshot(self, offset: int) -> None:
         """Replace the state with the snapshot at `offset`. Raises CorruptRecordError if it does not parse."""
         path = self._path(offset)
-        with open(path, "rb") as f:
+        with storage_errors("cannot read producer snapshot", path), open(path, "rb") as f:
             data = f.read()
         try:
             version, crc = _HEADER.unpack_from(data)
@@ -187,7 +188,5 @@ class ProducerStateManager:
         """Delete snapshot files with offset < below or > above."""
         for off in self.snapshot_offsets():
             if (below is not None and off < below) or (above is not None and off > above):
-                try:
+                with storage_errors("cannot delete producer snapshot", self._path(off), missing_ok=True):
                     os.unlink(self._path(off))
-                except FileNotFoundError:
-                    pass

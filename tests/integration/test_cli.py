@@ -361,6 +361,79 @@ def test_bootstrap_server_without_a_broker_client(free_port):
         assert "--bootstrap-server is not available yet" in lines[0]
 
 
+def test_dump_log(data, capsys):
+    """dump-log prints every batch and every record (kafka-dump-log.sh's lines), payloads on request, the entries
+    of index files, and reports damage with a line and exit status 2 instead of a traceback."""
+    path = data / "d-0"
+    with seglog.Log(path, seglog.LogConfig(index_interval_bytes=100)) as log:
+        for i in range(30):
+            log.append_batch([b"v%d-%d" % (i, j) for j in range(3)], keys=[b"k%d" % i, None, b""],
+                             headers=[[("h", b"x")], None, [("n", None)]], timestamps=[1000 + i] * 3,
+                             compression="lz4" if i % 2 else None)
+    seg = path / "00000000000000000000.log"
+    out = ok("dump-log", seg).splitlines()
+    assert out[0] == f"Dumping {seg}"
+    batches = [line for line in out if line.startswith("baseOffset: ")]
+    records = [line for line in out if line.startswith("| offset: ")]
+    assert len(batches) == 30 and all(line.endswith("isvalid: true") for line in batches)
+    assert batches[1].startswith("baseOffset: 3 lastOffset: 5 count: 3 ") and "compresscodec: LZ4" in batches[1]
+    assert [int(r.split()[2]) for r in records] == list(range(90))
+    assert records[0] == "| offset: 0 CreateTime: 1000 keySize: 2 valueSize: 4 sequence: -1 headerKeys: [h]"
+    assert records[1] == "| offset: 1 CreateTime: 1000 keySize: -1 valueSize: 4 sequence: -1 headerKeys: []"
+    assert out == ok("dump-log", "--deep-iteration", seg).splitlines()
+    for window in (97, 300, 1000):                   # reading in windows, some smaller than one batch: the same
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("seglog.cli.dumplog.WINDOW", window)
+            assert main(["dump-log", str(seg)]) == 0
+        assert capsys.readouterr().out.splitlines() == out
+    payload = [line for line in ok("dump-log", "--print-payload", seg).splitlines() if line.startswith("| ")]
+    assert payload[0] == records[0] + " key: k0 payload: v0-0 headers: [h:x]"
+    assert payload[2] == records[2] + " key:  payload: v0-2 headers: [n:null]"
+
+    index = ok("dump-log", seg.with_suffix(".index"), "--files", seg.with_suffix(".timeindex")).splitlines()
+    offsets = [line for line in index if line.startswith("offset: ")]
+    times = [line for line in index if line.startswith("timestamp: ")]
+    assert offsets and times and len(index) == len(offsets) + len(times) + 2
+    fields = [b.split() for b in batches]
+    by_offset = {int(f[3]): int(f[f.index("position:") + 1]) for f in fields}     # last offset -> position
+    for line in offsets:                               # each entry: a batch's last offset -> that batch's position
+        _, off, _, pos = line.split()
+        assert by_offset[int(off)] == int(pos)
+    assert all(re.fullmatch(r"timestamp: 10\d\d offset: \d+", line) for line in times)
+
+    data_bytes = seg.read_bytes()
+    bad = data / "bad.log"
+    second = int(batches[1].split("position: ")[1].split()[0])
+    bad.write_bytes(data_bytes[:second + 70] + bytes([data_bytes[second + 70] ^ 1]) + data_bytes[second + 71:])
+    r = run("dump-log", bad)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[5].startswith("baseOffset: 3 ") and lines[5].endswith("isvalid: false")   # its records: not shown
+    assert lines[6].startswith(f"corrupt batch at position {second}: CRC-32C mismatch") and lines[7].startswith("base")
+    assert len([line for line in lines if line.startswith("baseOffset: ")]) == 30     # the dump goes on
+    bad.write_bytes(data_bytes[:second + 8] + b"\x00\x00\x00\x05" + data_bytes[second + 12:] + b"tail")
+    lines = run("dump-log", bad).stdout.splitlines()
+    assert lines[-1] == f"corrupt batch at position {second}: batch length 5 is smaller than a batch header"
+    assert len([line for line in lines if line.startswith("baseOffset: ")]) == 1
+    bad.write_bytes(data_bytes + data_bytes[:100])
+    r = run("dump-log", bad)
+    assert r.returncode == 2
+    assert r.stdout.splitlines()[-1] == f"100 bytes at position {len(data_bytes)} do not form a whole batch"
+    w = seglog._engine.BatchWriter()
+    w.add_many([b"a", b"b"])
+    batch = bytearray(w.take())
+    batch[61] = 0x7F                                  # the first record's length: past the batch
+    batch[17:21] = seglog._engine.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    bad.write_bytes(bytes(batch))
+    r = run("dump-log", bad)
+    assert r.returncode == 2 and r.stdout.splitlines()[1].endswith("isvalid: true"), r
+    assert r.stdout.splitlines()[2].startswith("corrupt batch at position 0: corrupt records in batch: ")
+    (data / "nameless.index").write_bytes(bytes(16))
+    r = run("dump-log", data / "missing.log", data / "nameless.index", bad)
+    assert r.returncode == 1 and r.stdout.count("Dumping") == 3, r
+    assert "missing.log: No such file" in r.stderr and "cannot tell this one's base offset" in r.stderr
+
+
 def test_help_of_every_command():
     top = ok("--help")
     for command in ("topics", "produce", "consume", "groups", "demo", "dump-log"):

@@ -1,7 +1,9 @@
 """Damaged partition directories: torn and garbage tails, flipped bytes, zeroed pages, missing or garbage indexes,
 corrupt checkpoints, stray temporary files. After each fault the log opens, never serves a corrupt batch, and
-everything written and flushed before the fault point is intact."""
+everything written and flushed before the fault point is intact. File-system calls that fail surface as
+StorageError naming the file, and the log works again once they succeed."""
 
+import errno
 import os
 import struct
 import subprocess
@@ -10,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from faults import (HEADER, Span, append_bytes, batch_spans, crash_copy, flip_byte, garbage, invalid_batches,
-                    segment_files, segment_path, truncate_at, zero_range)
+from faults import (HEADER, Span, append_bytes, batch_spans, crash_copy, fail_os_call, flip_byte, garbage,
+                    invalid_batches, segment_files, segment_path, truncate_at, zero_range)
 from helpers.content import append_many, append_one, check_records, timestamp_for
 from seglog import Log, LogConfig
-from seglog.errors import CorruptRecordError
+from seglog.checkpoints import read_checkpoint, write_checkpoint
+from seglog.errors import CorruptRecordError, StorageError
 
 RECORDS = 600
 
@@ -228,6 +231,27 @@ def test_rebuilt_index_of_a_sealed_segment_is_the_one_written_at_roll(tmp_path):
     assert [p.read_bytes() for p in paths] == original
 
 
+def test_rebuild_fills_an_index_lowered_since_the_segments_were_written(tmp_path):
+    """segment.index.bytes was lowered after the segments were written, then an unclean open rebuilds every
+    index (it used to fail: "offset index is full"). Each index takes entries until it is full; lookups past
+    its last entry scan the .log from there."""
+    d = build(tmp_path, crash=True, segment_bytes=8192)
+    (d / "log-state-checkpoint").unlink()                     # no recovery point: every segment is rebuilt
+    sealed = lambda suffix: [f.stat().st_size for f in segment_files(d, suffix)[:-1]]   # noqa: E731
+    assert min(sealed(".index")) > 48
+    small = config(8192).replace(segment_index_bytes=48)      # 6 offset entries, 4 time entries
+    with Log(d, small) as log:
+        assert log.recovery.segments_scanned == log.segment_count > 1
+        check_lookups(log)
+        check_intact(log, RECORDS)
+    assert set(sealed(".index")) == {48}
+    assert max(sealed(".timeindex")) <= 60                    # + the final entry written when a segment seals
+    with Log(d, small) as log:
+        assert log.recovery.clean_shutdown
+        check_lookups(log)
+        check_records(log.records(), 0, RECORDS + 1)
+
+
 def plausible_bad_index(d: Path, length_field: str) -> None:
     """Give the active segment an offset index whose one entry passes the sanity check (increasing, inside the
     file) but points inside a batch, where the batch-length field reads negative, too small or too large."""
@@ -307,3 +331,58 @@ def test_stray_temporary_files_are_removed_on_open(tmp_path):
     with Log(d, config()) as log:
         assert not any((d / name).exists() for name in strays)
         check_intact(log, RECORDS)
+
+
+# -------------------------------------------------------------------------------------------- file-system errors
+
+def test_failing_directory_listing_is_a_storage_error(tmp_path, monkeypatch):
+    d = build(tmp_path, crash=False)
+    fail_os_call(monkeypatch, "listdir", str(d))
+    with pytest.raises(StorageError, match="cannot list log directory") as e:
+        Log(d, config())
+    assert (e.value.path, e.value.errno) == (str(d), errno.EIO)
+    monkeypatch.undo()
+    with Log(d, config()) as log:
+        check_intact(log, RECORDS)
+
+
+def test_failing_marker_removal_refuses_the_write_until_it_works(tmp_path, monkeypatch):
+    d = build(tmp_path, crash=False)
+    with Log(d, config()) as log:
+        fail_os_call(monkeypatch, "unlink", ".clean-shutdown")
+        with pytest.raises(StorageError, match="cannot delete") as e:
+            append_one(log)
+        assert e.value.path == str(d / ".clean-shutdown") and (d / ".clean-shutdown").exists()
+        monkeypatch.undo()
+        check_intact(log, RECORDS)                              # the same write goes through now
+        assert not (d / ".clean-shutdown").exists()
+
+
+def test_failing_segment_deletion_is_a_storage_error(tmp_path, monkeypatch):
+    d = build(tmp_path, crash=False)
+    with Log(d, config()) as log:
+        first = segment_path(d, 0)
+        log.delete_records_before(log.segment_bases[2])
+        fail_os_call(monkeypatch, "rename", first.name)
+        with pytest.raises(StorageError, match="cannot delete segment file") as e:
+            log.enforce_retention()
+        assert e.value.path == str(first) and first.exists()
+
+
+def test_failing_snapshot_deletion_is_a_storage_error(tmp_path, monkeypatch):
+    d = build(tmp_path, crash=False)
+    snapshots = sorted(p for p in d.iterdir() if p.name.endswith(".snapshot"))
+    assert snapshots
+    with Log(d, config()) as log:
+        fail_os_call(monkeypatch, "unlink", snapshots[0].name)
+        with pytest.raises(StorageError, match="producer snapshot"):
+            log.truncate_to(0)
+
+
+def test_checkpoint_written_whole_through_partial_writes(tmp_path, monkeypatch):
+    """os.write may take part of the data (signals, quotas): the checkpoint is still written whole."""
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data)[:5]))
+    entries = [("recovery-point", 123456789), ("log-start-offset", 42), ("high-watermark", 987654321)]
+    write_checkpoint(str(tmp_path / "cp"), entries)
+    assert read_checkpoint(str(tmp_path / "cp"), 2) == [[k, str(v)] for k, v in entries]

@@ -1,5 +1,6 @@
-"""Concurrent readers: threads reading one Log while a thread appends, a read-only process following a writing
-one, a second writing process refused, and zero-copy views outliving truncation, retention and close."""
+"""Readers: threads reading one Log while a thread appends, a read-only process following a writing one, a second
+writing process refused, zero-copy views outliving truncation, retention and close, and kafka-python's
+independent reader parsing every segment file of a directory."""
 
 import json
 import os
@@ -8,8 +9,10 @@ import shutil
 import struct
 import subprocess
 import sys
+import textwrap
 import threading
 import time
+import types
 from pathlib import Path
 
 from helpers.content import append_many, append_one, check_records, mismatch
@@ -183,3 +186,149 @@ def test_view_outlives_close_and_the_directory(tmp_path):
     assert not os.path.exists(path)
     for view, copy in views:
         assert bytes(view) == copy
+
+
+# Views across Segment objects and mappings: each scenario runs in a child process, so a SIGBUS (the symptom of a
+# file shrunk under a live view) fails the test instead of killing pytest.
+
+def run_child(code: str, *args) -> str:
+    res = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, f"child exited {res.returncode} (-7: SIGBUS)\n{res.stdout}{res.stderr[-3000:]}"
+    return res.stdout
+
+
+def test_view_outlives_truncation_after_its_segment_left_the_open_segment_cache(tmp_path):
+    """The view's segment is closed by the open-segment cache; truncation reopens it as a new Segment object
+    that never mapped the file itself."""
+    assert run_child("""
+        import sys
+        from seglog import Log, LogConfig
+        with Log(sys.argv[1], LogConfig(segment_bytes=8192, retention_ms=-1), max_open_segments=1) as log:
+            for i in range(400):
+                log.append(b"%05d" % i * 40)
+            log.flush()
+            bases = log.segment_bases
+            assert len(bases) > 4
+            view = log.read(0, 1 << 20)
+            copy = bytes(view)
+            for base in bases[1:3]:
+                log.read(base)                  # segment 0 leaves the cache (closed; the view keeps its mapping)
+            log.truncate_to(0)                  # reopens segment 0 and empties it
+            log.append(b"after")
+            assert bytes(view) == copy
+        print("ok")
+        """, tmp_path / "v-0") == "ok\n"
+
+
+def test_view_outlives_a_second_truncation_after_its_mapping_was_replaced(tmp_path):
+    """Truncation makes a sealed segment active again; the view is served from the segment's old, short mapping,
+    appends outgrow it (a new mapping replaces it), and a second truncation must still not shrink the file."""
+    assert run_child("""
+        import sys
+        from seglog import Log, LogConfig
+        path, cfg = sys.argv[1], LogConfig(segment_bytes=1 << 20, retention_ms=-1)
+        with Log(path, cfg) as log:
+            for i in range(400):
+                log.append(b"a" * 200)          # 16 KiB batches of ~80 records
+            log.roll()
+            for i in range(100):
+                log.append(b"b" * 200)
+        with Log(path, cfg) as log:
+            log.read(0)                         # sealed segment 0 is mapped at its size; no view kept
+            log.truncate_to(300)                # segment 0 active again, cut in place (no view yet)
+            view = log.read(0, 1 << 20)         # served from the old mapping
+            copy = bytes(view)
+            for i in range(300):
+                log.append(b"c" * 200)
+            log.read(log.end_offset - 1)        # past the old mapping: a new one replaces it
+            log.truncate_to(0)
+            assert bytes(view) == copy
+        print("ok")
+        """, tmp_path / "v-0") == "ok\n"
+
+
+def test_view_outlives_recovery_cutting_its_file(tmp_path):
+    """A view from an earlier Log object of the same process; the file is damaged inside the view's range and the
+    next open's recovery cuts it there. The view keeps showing the (damaged) bytes instead of faulting."""
+    assert run_child("""
+        import os, sys
+        from seglog import Log, LogConfig
+        path, cfg = sys.argv[1], LogConfig(retention_ms=-1)
+        with Log(path, cfg) as log:
+            for i in range(40):
+                log.append_batch([b"%04d" % i * 100] * 10)
+        with Log(path, cfg) as log:
+            view = log.read(0, 1 << 20)
+        seg = os.path.join(path, "%020d.log" % 0)
+        with open(seg, "r+b") as f:            # damage a batch early in the file, inside the view
+            f.seek(5000)
+            f.write(b"\\xff")
+        os.remove(os.path.join(path, ".clean-shutdown"))
+        copy = bytes(view)
+        with Log(path, cfg) as log:
+            assert log.recovery.bytes_truncated > 0 and log.end_offset < 400
+        assert bytes(view) == copy
+        print("ok")
+        """, tmp_path / "v-0") == "ok\n"
+
+
+# ------------------------------------------------------------------------------------------ independent reader
+
+class ManualScheduler:
+    """Never runs the log's periodic work: the test compacts when it chooses."""
+
+    def schedule(self, fn, delay, period=None, name=""):
+        return types.SimpleNamespace(cancel=lambda: None)
+
+
+def test_kafka_python_reads_every_segment_file(tmp_path):
+    """A directory written by Log through appends of every kind and codec, rolls, a truncation into a sealed
+    segment and a compaction pass is parsed .log by .log with kafka-python's reader (MemoryRecords,
+    DefaultRecordBatch.validate_crc()): every batch's CRC holds, every file is whole batches from its base
+    offset on, and every record equals what the Log returns."""
+    from kafka.record.default_records import DefaultRecordBatch
+    from kafka.record.memory_records import MemoryRecords
+
+    path, rng = tmp_path / "k-0", random.Random(11)
+    cfg = LogConfig(segment_bytes=8192, cleanup_policy=("compact", "delete"), retention_ms=-1,
+                    file_delete_delay_ms=0, delete_retention_ms=1000)
+    codecs = [None, "gzip", "snappy", "lz4", "zstd"]
+
+    def fill(log, n):
+        for i in range(n):
+            keys = [b"key-%d" % rng.randrange(1500) for _ in range(rng.randint(1, 30))]
+            values = [None if rng.random() < 0.1 else b"v%d-" % log.end_offset * rng.randint(1, 20) for _ in keys]
+            if i % 3 == 0:
+                for k, v in zip(keys, values):
+                    log.append(v, key=k, headers=[("i", b"%d" % i), ("none", None)], timestamp=1000 + log.end_offset)
+            else:
+                log.append_batch(values, keys=keys, timestamps=[1000 + log.end_offset + j for j in range(len(keys))],
+                                 headers=[[("h", k)] for k in keys], compression=codecs[i % 5])
+
+    with Log(path, cfg, scheduler=ManualScheduler()) as log:
+        fill(log, 60)
+        bases = log.segment_bases
+        assert len(bases) > 4
+        log.truncate_to(bases[3] + 7)                        # into a sealed segment: later ones go
+        fill(log, 60)
+        log.roll()
+        result = log.compact(now_ms=10_000)
+        assert result.groups > 0 and result.records_kept < result.records_read
+        want = [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in log.records()]
+        files = sorted(path.glob("*.log"))
+        assert [int(f.name[:20]) for f in files] == log.segment_bases
+
+    got, previous = [], -1
+    for f in files:
+        data = f.read_bytes()
+        mr, size = MemoryRecords(data), 0
+        while mr.has_next():
+            batch = mr.next_batch()
+            assert isinstance(batch, DefaultRecordBatch) and batch.validate_crc(), f"{f.name}: bad batch at {size}"
+            assert batch.base_offset > previous and batch.base_offset >= int(f.name[:20])
+            previous = batch.base_offset + batch.last_offset_delta
+            size += batch.size_in_bytes
+            got += [(r.offset, r.key, r.value, tuple(r.headers), r.timestamp) for r in batch]
+        assert size == len(data), f"{f.name}: {len(data) - size} bytes after the last whole batch"
+    assert got == want and len(want) > 500

@@ -1,10 +1,12 @@
 """Scale: thousands of segments open fast and keep file descriptors bounded, scanning memory does not grow
-with the log, and offset lookups stay exact with a million index entries."""
+with the log, offset lookups stay exact with a million index entries, and long loops over a large segment let
+other threads run."""
 
 import os
 import random
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -131,3 +133,61 @@ def test_offset_lookups_with_a_million_index_entries(tmp_path):
     with Log(path, cfg) as log:                             # rebuilt from the .log
         check(log)
         assert log.recovery.indexes_rebuilt == 1
+
+
+class Spinner(threading.Thread):
+    """Spins in Python, noting every stretch of time it could not run (it needs the GIL to run at all)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.running = True
+        self.stalls: list[tuple[float, float]] = []
+
+    def run(self):
+        clock, last = time.perf_counter, time.perf_counter()
+        while self.running:
+            now = clock()
+            if now - last > 0.002:
+                self.stalls.append((last, now))
+            last = now
+
+    def longest_stall(self, fn) -> tuple[float, float]:
+        """(the longest time the spinner could not run during fn(), fn's duration)."""
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        time.sleep(0.02)                                   # the spinner notes the stall fn may have left open
+        return max([min(b, t1) - max(a, t0) for a, b in self.stalls] + [0.0]), t1 - t0
+
+
+@pytest.mark.slow
+def test_long_storage_loops_let_other_threads_run(tmp_path):
+    """Recovery of a 192 MiB segment, CRC-checked walks of it (batches(), decode_records()) and a read-only read
+    of it release the GIL: a spinning thread is never kept waiting for much of the call (holding the GIL, the
+    call would stall it throughout). Batches are 16 KiB, below the size at which one CRC call releases the GIL
+    by itself. A call that looks stalled is retried twice: the machine may be busy."""
+    path, record = tmp_path / "gil-0", b"r" * 1000
+    with Log(path, LogConfig(segment_bytes=1 << 30, retention_ms=-1)) as log:
+        for _ in range(192 << 10):
+            log.append(record)
+    with open(path / "00000000000000000000.log", "rb") as f:
+        data = f.read()
+    writable, readonly = _engine.Segment(str(path), 0), _engine.Segment(str(path), 0, writable=False)
+    calls = {"recover": writable.recover, "batches": lambda: _engine.batches(data),
+             "decode_records": lambda: _engine.decode_records(data, max_offset=0),
+             "read-only read": lambda: readonly.read(0, len(data))}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    spinner = Spinner()
+    spinner.start()
+    try:
+        for name, call in calls.items():
+            tries = [spinner.longest_stall(call) for _ in range(3)]
+            assert any(stall < 0.5 * took for stall, took in tries), f"{name} kept the other thread waiting: " + \
+                ", ".join(f"{s * 1e3:.0f} of {t * 1e3:.0f} ms" for s, t in tries)
+    finally:
+        spinner.running = False
+        spinner.join()
+        sys.setswitchinterval(interval)
+        writable.close()
+        readonly.close()

@@ -18,13 +18,14 @@ import struct
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from faults import batch_spans, crash_copy, segment_files
 from seglog import Log, LogConfig, _engine
-from seglog.errors import OffsetOutOfRangeError
+from seglog.errors import InvalidArgumentError, OffsetOutOfRangeError
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 # crashes are simulated by copying files, so fsync buys nothing here: a tmpfs makes the many rolls cheap
@@ -154,7 +155,14 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def truncate_to(self, data):
-        k = data.draw(st.integers(0, self.end), label="offset")
+        k = data.draw(st.integers(-3, self.end + 3), label="offset")
+        if k < 0:
+            with pytest.raises(InvalidArgumentError):   # nothing changes (was: a segment named "-000...3.log")
+                self.log.truncate_to(k)
+            return
+        if k >= self.end:
+            self.log.truncate_to(k)                     # at or past the end: nothing happens
+            return
         if k < self.start:
             self.log.truncate_to(k)                     # below the log start: emptied, restarts at k
             self.model, self.start, self.end, self.flushed = [], k, k, min(self.flushed, k)
@@ -163,6 +171,16 @@ class LogMachine(RuleBasedStateMachine):
         self.log.truncate_to(k)
         self.cut(expected)
         self.start = min(self.start, expected)          # the batch holding the start offset may go whole
+
+    @rule(data=st.data())
+    def truncate_fully_and_start_at(self, data):
+        k = data.draw(st.integers(-3, self.end + 50), label="offset")
+        if k < 0:
+            with pytest.raises(InvalidArgumentError):
+                self.log.truncate_fully_and_start_at(k)
+            return
+        self.log.truncate_fully_and_start_at(k)
+        self.model, self.start, self.end, self.flushed = [], k, k, min(self.flushed, k)
 
     @rule(data=st.data())
     def delete_records_before(self, data):

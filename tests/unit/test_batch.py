@@ -9,8 +9,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from seglog import _engine
-from seglog.errors import (CorruptRecordError, InvalidRecordError, RecordTooLargeError,
-                           UnsupportedCompressionTypeError, UnsupportedForMessageFormatError)
+from seglog.errors import (CorruptRecordError, InvalidArgumentError, InvalidRecordError, InvalidTimestampError,
+                           RecordTooLargeError, UnsupportedCompressionTypeError, UnsupportedForMessageFormatError)
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 KP_CODEC = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -165,6 +165,17 @@ def test_bad_arguments():
         w.add(b"v", None, [(1, b"x")])
     with pytest.raises(UnsupportedCompressionTypeError):
         _engine.BatchWriter(compression="brotli")
+    with pytest.raises(InvalidArgumentError, match="negative"):
+        _engine.BatchWriter(next_offset=-1)
+    with pytest.raises(InvalidArgumentError, match="negative"):
+        w.reset(-1)                                     # was accepted: the next add() then failed with SystemError
+    assert w.add(b"v") == 0
+    for ts in (1 << 63, -(1 << 63) - 1):
+        with pytest.raises(InvalidTimestampError, match="int64"):
+            w.add(b"v", timestamp=ts)
+    with pytest.raises(InvalidTimestampError):
+        w.add_many([b"a", b"b"], timestamps=[0, 1 << 64])
+    assert w.add(b"w", timestamp=-1) == 1               # -1 (no timestamp) is a timestamp like any other
 
 
 def one_batch(n=3, codec="none", **kw):

@@ -13,7 +13,7 @@ import pytest
 
 from seglog import _engine, cleaner
 from seglog.config import LogConfig
-from seglog.errors import InvalidArgumentError
+from seglog.errors import InvalidArgumentError, InvalidRecordError
 from seglog.log import Log
 from seglog.scheduler import Task
 
@@ -55,7 +55,7 @@ def rows(log, start=None, end=None):
 
 def compacted(model, below, drop_tombstones=False):
     """The model's records after a full pass whose offset map covers [.., below): the latest record of each key
-    below `below` (tombstones too, unless dropped), keyless records, and everything at or past `below`."""
+    below `below` (tombstones too, unless dropped; keyless records go) and everything at or past `below`."""
     latest = {}
     for off, key, value, ts, hdrs in model:
         if off < below and key is not None:
@@ -63,9 +63,8 @@ def compacted(model, below, drop_tombstones=False):
     out = []
     for rec in model:
         off, key, value = rec[0], rec[1], rec[2]
-        if off < below and key is not None:
-            if latest[key] != off or (value is None and drop_tombstones):
-                continue
+        if off < below and (key is None or latest[key] != off or (value is None and drop_tombstones)):
+            continue
         out.append(rec)
     return out
 
@@ -279,18 +278,35 @@ def test_reencoded_batches_keep_offsets_codec_and_last_offset_delta(tmp_path, sc
         assert sum(base in original for base, _, _ in batches) >= 2
 
 
-def test_keyless_records_and_headers_survive(tmp_path, sched):
-    with open_log(tmp_path / "t-0", sched) as log:
+def test_keyless_records_are_refused_then_dropped_headers_survive(tmp_path, sched):
+    """A compacted log refuses records without a key (Kafka's INVALID_RECORD); ones written while the topic was
+    cleanup.policy=delete are dropped by the first pass after it turned compact, as Kafka's cleaner does."""
+    with Log(str(tmp_path / "t-0"), compact_config(cleanup_policy=("delete",)), scheduler=sched) as log:
         model = []
         for i in range(300):
             key = None if i % 7 == 0 else b"k%d" % (i % 5)
             hdrs = (("trace", b"%d" % i), ("empty", None)) if i % 2 else ()
             off = log.append(b"v%d" % i, key=key, headers=list(hdrs) or None, timestamp=T0 + i)
             model.append((off, key, b"v%d" % i, T0 + i, hdrs))
+        log.config = compact_config()
+        end = log.end_offset
+        with pytest.raises(InvalidRecordError, match="without a key") as e:
+            log.append(b"no key")
+        assert e.value.code == 87
+        with pytest.raises(InvalidRecordError):
+            log.append_batch([b"a", b"b"], keys=[b"k", None])
+        with pytest.raises(InvalidRecordError):
+            log.append_batch([b"a"])
+        w = _engine.BatchWriter()
+        w.add_many([b"a", b"b"], keys=[b"k", None])
+        with pytest.raises(InvalidRecordError):
+            log.append_raw(w.take())
+        assert log.end_offset == end                      # nothing written
         log.roll()
-        log.compact(now_ms=T0)
+        res = log.compact(now_ms=T0)
         assert rows(log) == compacted(model, log.segment_bases[-1])
-        assert sum(1 for r in rows(log) if r[1] is None) == len([m for m in model if m[1] is None])
+        assert res.keyless_dropped == len([m for m in model if m[1] is None]) > 0
+        assert not any(r[1] is None for r in rows(log))
 
 
 def test_log_append_time_batches(tmp_path, sched):

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from seglog import Log, LogConfig, _engine
+from seglog.scheduler import Scheduler, Task
 from seglog.errors import (CorruptRecordError, InvalidArgumentError, InvalidRecordError, InvalidTimestampError,
                            LogClosedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError,
                            StorageError)
@@ -79,6 +80,27 @@ def test_rolls_by_age_of_message_timestamps(tmp_path):
         assert log.segment_count == 2
 
 
+def test_segment_jitter_is_drawn_once_per_segment(tmp_path):
+    """segment.jitter.ms: a segment rolls segment.ms minus its own random jitter in [0, jitter) after its first
+    batch, as Kafka's rollJitterMs (was: segment.ms minus the whole jitter, i.e. a roll at every batch here)."""
+    with Log(tmp_path / "j-0", LogConfig(segment_ms=1000, segment_jitter_ms=5000)) as log:
+        rolled, t = [], 10_000
+        for _ in range(40):                            # each trial starts a new segment with a batch at t
+            log.append(b"first", timestamp=t)
+            log.flush()
+            n = log.segment_count
+            log.append(b"+500", timestamp=t + 500)     # rolls iff this segment's jitter exceeds 500
+            log.flush()
+            rolled.append(log.segment_count > n)
+            if not rolled[-1]:
+                log.append(b"+500 again", timestamp=t + 500)
+                log.flush()
+                assert log.segment_count == n, "the jitter changed within a segment"
+                log.roll()
+            t += 10_000
+        assert 5 < sum(rolled) < 35, f"{sum(rolled)} of 40 segments rolled 500 ms after their first batch"
+
+
 def test_append_batch_is_all_or_nothing_across_chunks(tmp_path, monkeypatch):
     import seglog.log as logmod
     monkeypatch.setattr(logmod, "APPEND_CHUNK_BYTES", 2000)       # several chunks reach the disk first
@@ -90,6 +112,40 @@ def test_append_batch_is_all_or_nothing_across_chunks(tmp_path, monkeypatch):
         with pytest.raises(RecordTooLargeError):
             log.append_batch([b"a", b"b" * (2 << 20)])
         assert log.append(b"next") == 3
+
+
+def test_readers_never_see_part_of_a_failing_append_batch(tmp_path, monkeypatch):
+    import threading
+
+    import seglog.log as logmod
+    monkeypatch.setattr(logmod, "APPEND_CHUNK_BYTES", 2000)       # ~50 chunks, ~35 rolls before the bad record
+    seen, stop = set(), threading.Event()
+    with Log(tmp_path / "t-0", LogConfig(segment_bytes=3000)) as log:
+        log.append_batch([b"keep"] * 3)
+
+        def read():
+            while not stop.is_set():
+                seen.add(log.end_offset)
+                seen.update(r.offset for r in log.records())
+                if log.offset_for_timestamp(0) is not None:
+                    seen.add(log.offset_for_timestamp(0).offset)
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            with pytest.raises(TypeError):
+                log.append_batch([b"z" * 100] * 1000 + ["not bytes"])
+        finally:
+            stop.set()
+            reader.join()
+        assert max(seen) <= 3 and log.end_offset == 3
+
+
+def test_append_batch_of_nothing_is_an_error(log):
+    log.append_batch([b"a"])
+    for values in ([], ()):
+        with pytest.raises(InvalidArgumentError, match="at least one record"):
+            log.append_batch(values)                  # was (end, end - 1): a range naming the last record
+    assert log.append_batch([b"b"]) == (1, 1)
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -182,6 +238,30 @@ def test_truncate_fully_and_start_elsewhere(log):
     assert log.append(b"b") == 500
 
 
+@pytest.mark.parametrize("bad", [-1, -3, -(1 << 63), 1 << 63, True, 2.0, "5", None])
+def test_truncation_refuses_what_is_not_an_offset(log, bad):
+    log.append_batch([b"a", b"b", b"c"])
+    for call in (log.truncate_to, log.truncate_fully_and_start_at):
+        with pytest.raises(InvalidArgumentError, match="offset"):
+            call(bad)
+    assert (log.start_offset, log.end_offset, values(log)) == (0, 3, [b"a", b"b", b"c"])
+    assert not [n for n in os.listdir(log.path) if n.startswith("-")]      # was: a "-000...0003.log" segment
+    assert log.append(b"d") == 3
+    log.close()
+    with Log(log.path, log.config) as again:
+        assert values(again) == [b"a", b"b", b"c", b"d"]
+
+
+def test_truncation_takes_integer_like_offsets(log):
+    numpy = pytest.importorskip("numpy")
+    for i in range(10):
+        log.append_batch([b"%d" % i])                    # one batch per record
+    log.truncate_to(numpy.int64(4))
+    assert log.end_offset == 4
+    log.truncate_fully_and_start_at(numpy.uint32(7))
+    assert (log.start_offset, log.end_offset) == (7, 7)
+
+
 def test_delete_records_before(log):
     log.append_batch([b"%d" % i for i in range(100)])
     assert log.delete_records_before(40) == 40
@@ -225,6 +305,14 @@ def test_log_append_time_and_timestamp_limits(tmp_path):
     with Log(tmp_path / "lim-0", LogConfig(message_timestamp_before_max_ms=3_600_000)) as log:
         with pytest.raises(InvalidTimestampError):
             log.append_raw(raw)
+    with Log(tmp_path / "big-0") as log:                 # past int64: a clear error (was OverflowError)
+        with pytest.raises(InvalidTimestampError, match="int64"):
+            log.append(b"z", timestamp=1 << 63)
+        with pytest.raises(InvalidTimestampError, match="int64"):
+            log.append_batch([b"a", b"b"], timestamps=[1, -(1 << 64)])
+        assert log.end_offset == 0 and log.append(b"ok", timestamp=-1) == 0
+        with pytest.raises(InvalidTimestampError, match="int64"):
+            log.offset_for_timestamp(1 << 63)
 
 
 def test_topic_compression_type_recompresses(tmp_path):
@@ -299,6 +387,39 @@ def test_flush_messages_policy_moves_the_recovery_point(tmp_path):
         for i in range(12):
             log.append(b"x")
         assert log.recovery_point == 10
+
+
+class IdleScheduler:
+    """Takes the log's periodic task and never runs it: the test calls maintain() itself."""
+
+    def schedule(self, fn, delay, period=None, name=""):
+        return Task(fn, period, name)
+
+
+def test_flush_ms_policy_flushes_by_time_in_maintain(tmp_path):
+    with Log(tmp_path / "f-0", LogConfig(flush_ms=300), scheduler=IdleScheduler()) as log:
+        opened = time.monotonic()
+        log.append(b"x")
+        log.maintain()                                   # the batch is written, but 300 ms have not passed
+        if time.monotonic() - opened < 0.3:
+            assert log.recovery_point == 0
+        time.sleep(0.35)
+        log.maintain()
+        assert log.recovery_point == 1                   # fsynced without flush()
+
+
+def test_flush_ms_policy_runs_on_the_scheduler(tmp_path):
+    sched = Scheduler("flush-ms-test")
+    try:
+        with Log(tmp_path / "f-0", LogConfig(flush_ms=20), scheduler=sched) as log:
+            log.append(b"x")
+            log.append(b"y")                             # buffered: nothing calls flush(), read or maintain()
+            deadline = time.monotonic() + 10
+            while log.recovery_point < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert log.recovery_point == 2
+    finally:
+        sched.shutdown()
 
 
 def test_errors(tmp_path, log):

@@ -19,9 +19,9 @@ import pytest
 
 import seglog
 from seglog import Log, LogConfig
-from seglog.errors import (InvalidConfigError, InvalidPartitionsError, InvalidReplicationFactorError,
-                           InvalidRequiredAcksError, InvalidTopicError, LogClosedError, OffsetOutOfRangeError,
-                           StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
+from seglog.errors import (InvalidConfigError, InvalidPartitionsError, InvalidRecordError,
+                           InvalidReplicationFactorError, InvalidRequiredAcksError, InvalidTopicError, LogClosedError,
+                           OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                            UnknownTopicOrPartitionError)
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100"}
@@ -44,10 +44,10 @@ def values_of(node, topic):
     return {p.index: [r.value for r in p.log.records()] for p in node.partitions(topic)}
 
 
-def produce(node, topic, items, **producer_kw):
-    """Send (partition, value) pairs and return the offsets."""
+def produce(node, topic, items, keyed=False, **producer_kw):
+    """Send (partition, value) pairs (keyed: with the value as key too) and return the offsets."""
     with seglog.Producer(node, **producer_kw) as prod:
-        futs = [prod.send(topic, v, partition=p) for p, v in items]
+        futs = [prod.send(topic, v, key=v if keyed else None, partition=p) for p, v in items]
         prod.flush()
         return [f.get().offset for f in futs]
 
@@ -244,6 +244,24 @@ def test_delete_topic(node, data_dir):
     assert values_of(node, "t") == {0: [], 1: [], 2: []}
 
 
+def test_file_system_errors_are_storage_errors(data_dir, monkeypatch):
+    from faults import fail_os_call
+    fail_os_call(monkeypatch, "replace", "meta.properties")
+    with pytest.raises(StorageError, match="meta.properties") as e:
+        seglog.open(data_dir)
+    assert e.value.path.startswith(str(data_dir / "meta.properties"))   # the file that failed
+    monkeypatch.undo()
+    with seglog.open(data_dir) as node:
+        node.create_topic("t", 1)
+        fail_os_call(monkeypatch, "rename", str(data_dir / "t-0"))
+        with pytest.raises(StorageError, match="cannot delete partition directory"):
+            node.delete_topic("t")
+        monkeypatch.undo()
+    fail_os_call(monkeypatch, "open", ".lock")
+    with pytest.raises(StorageError, match="lock file"):
+        seglog.open(data_dir)
+
+
 def test_deleted_topic_stays_deleted_after_restart(data_dir):
     with seglog.open(data_dir) as node:
         node.create_topic("t", 2)
@@ -276,6 +294,30 @@ def test_internal_offsets_topic_is_hidden_and_undeletable(node):
     assert "__consumer_offsets" in node.topics(include_internal=True)
     with pytest.raises(InvalidTopicError):
         node.delete_topic("__consumer_offsets")
+
+
+def test_consumer_offsets_records_always_have_keys(node):
+    """__consumer_offsets is compacted, so every write to it (commits, group metadata, the tombstones of a
+    deleted group) carries a key: a keyless one would be refused, and Kafka's cleaner would drop it."""
+    node.create_topic("t", 2)
+    produce(node, "t", [(0, b"x"), (1, b"y")])
+    with seglog.Consumer(node, group_id="g", enable_auto_commit=False, auto_offset_reset="earliest") as c:
+        c.subscribe(["t"])
+        seen, deadline = 0, time.monotonic() + 10
+        while seen < 2 and time.monotonic() < deadline:
+            seen += len(c.poll(0.2))
+        assert seen == 2
+        c.commit()
+    coord = node.group_coordinator
+    coord.commit_offsets("simple", {("t", 0): 1})
+    assert coord.delete_groups(["simple"]) == {"simple": None}
+    offsets = node.topic("__consumer_offsets")
+    assert offsets.config.compact
+    records = [r for p in range(offsets.partitions) for r in node.partition("__consumer_offsets", p).log.records()]
+    assert any(r.value is None for r in records) and len(records) >= 4      # commits, metadata, tombstones
+    assert all(r.key is not None for r in records)
+    with pytest.raises(InvalidRecordError):
+        node.partition("__consumer_offsets", 0).log.append(b"no key")
 
 
 # --- auto-creation -------------------------------------------------------------------------------------------
@@ -313,8 +355,8 @@ def test_state_survives_a_restart(data_dir):
         b = node.create_topic("b", 1)
         node.create_partitions("b", 2)
         node.alter_topic_config("b", {"max.message.bytes": "2000"})
-        offsets = produce(node, "a", [(p, b"a%d-%d" % (p, i)) for p in range(3) for i in range(50)],
-                          compression_type="lz4")
+        offsets = produce(node, "a", [(p, b"a%d-%d" % (p, i)) for p in range(3) for i in range(50)], keyed=True,
+                          compression_type="lz4")                  # a compacted topic takes keyed records only
         assert offsets == [i for _ in range(3) for i in range(50)]
         produce(node, "b", [(1, b"b1")])
         cluster_id = node.cluster_id

@@ -5,7 +5,7 @@
     seglog consume    records -> stdout                                          (kafka-console-consumer.sh)
     seglog groups     list, describe, delete groups; reset offsets               (kafka-consumer-groups.sh)
     seglog demo       append and read back a million records; print the throughput
-    seglog dump-log   every batch and record of segment files                    (kafka-dump-log.sh)
+    seglog dump-log   every batch and record of .log files, entries of index files (kafka-dump-log.sh)
     seglog broker     run a Kafka-protocol broker (alone, or in a ZooKeeper cluster) (kafka-server-start.sh)
     seglog zookeeper  run the Debian ZooKeeper on loopback                        (zookeeper-server-start.sh)
 
@@ -22,10 +22,10 @@ import sys
 
 from .. import __version__
 from ..errors import SeglogError
-from . import console, demo, groups, servers, topics
+from . import console, demo, dumplog, groups, servers, topics
 from .common import CliError, Parser
 
-COMMANDS = (topics, console, groups, demo, servers)
+COMMANDS = (topics, console, groups, demo, dumplog, servers)
 """The modules whose register(subparsers) make up the command, in --help order."""
 
 

@@ -1,14 +1,9 @@
-"""`seglog demo` and `seglog dump-log`.
-
-    seglog demo        append and read back a million records on a local data dir; print the throughput
-    seglog dump-log    every batch and record of segment files, like kafka-dump-log.sh
-"""
+"""`seglog demo`: append and read back a million records on a local data dir; print the throughput."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 
 from .. import __version__
@@ -25,15 +20,6 @@ def register(sub) -> None:
     d.add_argument("--segment-mb", type=positive, default=1024, help="segment.bytes in MiB (default 1024)")
     d.add_argument("--keep", action="store_true", help="keep the demo partitions afterwards")
     d.set_defaults(func=cmd_demo)
-
-    dl = sub.add_parser("dump-log", help="print the batches and records of segment files",
-                        description=cmd_dump_log.__doc__)
-    dl.add_argument("files", nargs="*", metavar="FILE.log")
-    dl.add_argument("--files", dest="more_files", nargs="+", default=[], metavar="FILE.log",
-                    help="the same, spelled as kafka-dump-log.sh spells it")
-    dl.add_argument("--print-records", "--deep-iteration", action="store_true", help="print every record")
-    dl.add_argument("--print-payload", action="store_true", help="print keys and values (implies --print-records)")
-    dl.set_defaults(func=cmd_dump_log)
 
 
 def _fmt_rate(n: float, seconds: float, unit: str = "rec/s") -> str:
@@ -116,69 +102,3 @@ def cmd_demo(args) -> int:
         shutil.rmtree(base)
         shutil.rmtree(per_record)
     return 0 if ok and recovered == n else 1
-
-
-def cmd_dump_log(args) -> int:
-    """Print every batch (and with --print-records every record) of .log files, like kafka-dump-log.sh."""
-    from .. import _engine
-    if args.print_payload:
-        args.print_records = True
-    status = 0
-    paths = args.files + args.more_files
-    if not paths:
-        print("seglog dump-log: give at least one FILE.log", file=sys.stderr)
-        return 2
-    for path in paths:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            print(f"{path}: {e.strerror}", file=sys.stderr)
-            status = 1
-            continue
-        print(f"Dumping {path}")
-        pos = 0
-        while pos < len(data):
-            try:
-                infos = _engine.batches(memoryview(data)[pos:], path=path)
-            except Exception as e:                 # a corrupt batch: report it and stop this file
-                print(f"corrupt batch at position {pos}: {e}")
-                status = 2
-                break
-            if not infos:
-                if pos < len(data):
-                    print(f"{len(data) - pos} trailing bytes at position {pos} do not form a whole batch")
-                    status = 2
-                break
-            for b in infos:
-                _print_batch(b, pos + b.position, memoryview(data)[pos + b.position:pos + b.position + b.size],
-                             args, path)
-            pos += infos[-1].position + infos[-1].size
-    return status
-
-
-def _print_batch(b, position, raw, args, path) -> None:
-    from .. import _engine
-    last_seq = b.base_sequence + b.records_count - 1 if b.base_sequence >= 0 else -1
-    fields = {"baseOffset": b.base_offset, "lastOffset": b.last_offset, "count": b.records_count,
-              "baseSequence": b.base_sequence, "lastSequence": last_seq, "producerId": b.producer_id,
-              "producerEpoch": b.producer_epoch, "partitionLeaderEpoch": b.leader_epoch,
-              "isTransactional": b.is_transactional, "isControl": b.is_control, "position": position,
-              ("LogAppendTime" if b.timestamp_type else "CreateTime"): b.max_timestamp, "size": b.size,
-              "magic": b.magic, "compresscodec": b.compression.upper(), "crc": b.crc, "isvalid": True}
-    print(" ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in fields.items()))
-    if args.print_records:
-        for r in _engine.decode_records(raw, path=path):
-            line = (f"| offset: {r.offset} {'LogAppendTime' if r.timestamp_type else 'CreateTime'}: {r.timestamp} "
-                    f"keySize: {-1 if r.key is None else len(r.key)} "
-                    f"valueSize: {-1 if r.value is None else len(r.value)} "
-                    f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
-            if args.print_payload:
-                line += f" key: {_show(r.key)} payload: {_show(r.value)}"
-            print(line)
-
-
-def _show(b) -> str:
-    if b is None:
-        return "null"
-    return b.decode("utf-8", "backslashreplace")
