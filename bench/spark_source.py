@@ -419,6 +419,9 @@ def table_rows(m: dict) -> list[dict]:
     def row(figure, measured, baseline="", ratio="", target="", met=""):
         out.append({"figure": figure, "measured": measured, "baseline": baseline, "ratio": ratio, "target": target,
                     "met": met})
+        if target:
+            out[-1]["summary"] = {"figure": figure, "target": target, "met": met,
+                                  "measured": f"{ratio} ({measured.split(' (')[0]} vs {baseline.split(' (')[0]})"}
 
     def spread(key):
         v = samples[key]
@@ -498,7 +501,7 @@ def notes(m: dict) -> list[str]:
 
 
 def markdown(rows: list[dict]) -> str:
-    cols = list(rows[0])
+    cols = [c for c in rows[0] if c != "summary"]
     out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     out += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
     return "\n".join(out)
@@ -506,6 +509,14 @@ def markdown(rows: list[dict]) -> str:
 
 def run(ctx) -> list[dict]:
     """bench.suite section: 10M records (ctx.quick: 200,000), ctx.runs runs (ctx.quick: 1)."""
+    from bench import suite
+    suite.require("pyspark", "pyarrow", "pandas", hint="pip install 'seglog[spark]'")
+    import pyspark
+    m = re.match(r"(\d+)\.(\d+)", pyspark.__version__)
+    if not m or (int(m.group(1)), int(m.group(2))) < (4, 2):
+        raise suite.Skip(f"needs pyspark >= 4.2, this is pyspark {pyspark.__version__}")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        raise suite.Skip("needs java (a JDK 17+) for Spark")
     records = 200_000 if ctx.quick else 10_000_000
     runs = 1 if ctx.quick else max(ctx.runs, 3)
     m = measure(ctx.path("spark"), records, 6, runs, say=lambda s: print(s, flush=True))
