@@ -15,12 +15,22 @@ auto-commit commits positions of records already returned, so a crash may skip r
 "latest" or "none" (NoOffsetForPartitionError).
 
 Heartbeats run on a background thread; a rebalance it learns about is carried out by the next poll(), as
-Kafka's consumer does. Membership follows Kafka's member states: UNJOINED -> REBALANCING (JoinGroup and
-SyncGroup under way, in poll()) -> STABLE. Heartbeats are sent only while STABLE, and an answer only counts
-for the generation it was sent in: REBALANCE_IN_PROGRESS requests a rejoin only if the member is still Stable
-in that generation; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION (or max_poll_interval_ms passing) reset the
-generation: the member fell out of the group. Its partitions are then *lost*, not revoked: the next poll()
-drops them without committing (``on_lost``) and reads the committed offsets again once they come back.
+Kafka's consumer does. Membership follows Kafka's member states: UNJOINED -> PREPARING_REBALANCE (JoinGroup
+sent) -> COMPLETING_REBALANCE (SyncGroup sent) -> STABLE. poll(timeout) returns within its timeout even while
+the group rebalances (the first join waits group.initial.rebalance.delay.ms): it returns no records then, and
+the JoinGroup / SyncGroup it sent stays outstanding, so the next poll() goes on from its answer (never sending
+a second one meanwhile). Heartbeats are sent from the JoinGroup answer on, and an answer only counts for the
+generation it was sent in: REBALANCE_IN_PROGRESS requests a rejoin only if the member is still Stable in that
+generation; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION (or max_poll_interval_ms passing) reset the generation: the
+member fell out of the group. Its partitions are then *lost*, not revoked: the next poll() drops them without
+committing (``on_lost``) and reads the committed offsets again once they come back.
+
+Leaving as Kafka's consumer leaves: unsubscribe() and close() give up the partitions through on_revoke (which
+may still commit), or on_lost if the member is not Stable in a generation; then a dynamic member sends
+LeaveGroup. A static member (``group_instance_id``) sends none (not on close, unsubscribe, or a poll timeout
+either): the coordinator keeps its partitions until its session times out, and hands them back if the same
+instance id joins again before that. Subscribing to topics, to a pattern, and assigning partitions by hand are
+exclusive (IllegalStateError) until unsubscribe().
 A Consumer is not thread-safe: use it from one thread (``close()`` may come from any).
 """
 
@@ -30,13 +40,15 @@ import logging
 import re
 import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from . import _engine
 from .assignors import Assignment, Subscription, assignor_for
-from .errors import (IllegalGenerationError, InvalidArgumentError, InvalidGroupIdError, LogClosedError,
-                     MemberIdRequiredError, NoOffsetForPartitionError, OffsetOutOfRangeError,
+from .errors import (IllegalGenerationError, IllegalStateError, InvalidArgumentError, InvalidGroupIdError,
+                     LogClosedError, MemberIdRequiredError, NoOffsetForPartitionError, OffsetOutOfRangeError,
                      RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 from .offsets_format import OffsetAndMetadata, TopicPartition
 
@@ -44,7 +56,9 @@ __all__ = ["Consumer", "TopicPartition"]
 
 log = logging.getLogger("seglog.consumer")
 _RESETS = ("earliest", "latest", "none")
-_UNJOINED, _REBALANCING, _STABLE = "unjoined", "rebalancing", "stable"     # Kafka's MemberState
+_UNJOINED, _PREPARING, _COMPLETING, _STABLE = "unjoined", "preparing_rebalance", "completing_rebalance", "stable"
+_TOPICS, _PATTERN, _ASSIGNED = "topics", "pattern", "assigned"     # Kafka's SubscriptionType (None: none yet)
+_SUBSCRIPTION_EXCLUSIVE = "Subscription to topics, partitions and pattern are mutually exclusive"
 
 
 @dataclass
@@ -92,13 +106,15 @@ class Consumer:
         self._assigned: dict[TopicPartition, _Assigned] = {}
         self._topics: set[str] = set()
         self._pattern: re.Pattern | None = None
-        self._manual = False
+        self._mode: str | None = None           # _TOPICS, _PATTERN, _ASSIGNED, or None (neither yet)
         self._on_assign = self._on_revoke = self._on_lost = None
         self._lock = threading.Lock()          # guards the next three: the heartbeat thread resets them
         self._member_state = _UNJOINED
         self._member_id = ""
         self._generation = -1                  # -1: never joined, or fell out (what it holds is lost)
         self._protocol: str | None = None
+        self._join_future: Future | None = None     # the JoinGroup sent and not yet answered (or not yet read)
+        self._sync_future: Future | None = None     # the same for SyncGroup
         self._rejoin = threading.Event()
         self._hb_stop = threading.Event()
         self._hb_thread: threading.Thread | None = None
@@ -115,9 +131,12 @@ class Consumer:
                   on_assign: Callable | None = None, on_revoke: Callable | None = None,
                   on_lost: Callable | None = None) -> None:
         """Join group_id for these topics (or every topic matching `pattern`). on_assign/on_revoke get the list
-        of TopicPartitions given to / taken from this consumer at each rebalance (on_revoke may still commit
-        them). on_lost (default: on_revoke) gets those it lost by falling out of the group: they may belong to
-        another member already, so they cannot be committed."""
+        of TopicPartitions given to / taken from this consumer at each rebalance, and on_revoke everything it
+        holds when it leaves (unsubscribe, close; it may still commit them). on_lost (default: on_revoke) gets
+        those it lost by falling out of the group: they may belong to another member already, so they cannot
+        be committed. Subscribing again replaces the topics (or the pattern) and callbacks; switching between
+        topics, a pattern and assign() raises IllegalStateError (unsubscribe() first). An empty topic list
+        unsubscribes."""
         self._check_open()
         if self.group_id is None:
             raise InvalidGroupIdError("subscribe() needs a group_id (use assign() without one)")
@@ -125,42 +144,58 @@ class Consumer:
             raise InvalidArgumentError("give either topics or pattern")
         if isinstance(topics, str):
             topics = [topics]
-        self._pattern = re.compile(pattern) if pattern is not None else None
-        self._topics = set(topics or ())
-        if self._manual:
-            self._assigned = {}                                 # hand-picked partitions are not the group's
-        self._manual = False
+        topics = set(topics or ())
+        if pattern is None and not topics:
+            self.unsubscribe()                                   # as Kafka: subscribe([]) is unsubscribe()
+            return
+        compiled = re.compile(pattern) if pattern is not None else None
+        self._set_mode(_PATTERN if pattern is not None else _TOPICS)
+        self._pattern, self._topics = compiled, topics
         self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
         self._rejoin.set()
 
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Take these partitions by hand (no group membership). Positions start at the committed offset if
-        there is a group_id and one, else at auto_offset_reset."""
+        there is a group_id and one, else at auto_offset_reset. Assigning again replaces the partitions;
+        IllegalStateError while subscribed (unsubscribe() first). An empty list unsubscribes."""
         self._check_open()
-        self._leave()
-        self._manual = True
-        self._topics, self._pattern = set(), None
         wanted = [TopicPartition(t, p) for t, p in partitions]
+        if not wanted:
+            self.unsubscribe()                                   # as Kafka: assign([]) is unsubscribe()
+            return
+        self._set_mode(_ASSIGNED)
         self._assigned = {tp: self._assigned.get(tp) or _Assigned(self.node.partition(*tp)) for tp in wanted}
 
+    def _set_mode(self, mode: str) -> None:
+        """Kafka's SubscriptionState.setSubscriptionType: one kind of subscription until unsubscribe()."""
+        if self._mode is not None and self._mode != mode:
+            raise IllegalStateError(_SUBSCRIPTION_EXCLUSIVE)
+        self._mode = mode
+
     def unsubscribe(self) -> None:
-        """Leave the group (or drop the manual assignment)."""
-        self._leave()
-        self._rejoin.clear()
-        self._assigned = {}
-        self._topics, self._pattern, self._manual = set(), None, False
+        """Leave the group (or drop the manual assignment). A member gives its partitions up first through
+        on_revoke (on_lost if it is not Stable in a generation), as Kafka's onLeavePrepare; a dynamic member
+        then sends LeaveGroup, a static one does not (its session times out, unless it joins again)."""
+        try:
+            self._leave_prepare()
+        finally:
+            self._leave()
+            self._rejoin.clear()
+            self._assigned = {}
+            self._topics, self._pattern, self._mode = set(), None, None
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._assigned)
 
     def subscription(self) -> set[str]:
-        return set(self._wanted_topics()) if not self._manual else set()
+        return set(self._wanted_topics()) if self._subscribed() else set()
 
     # -- polling ----------------------------------------------------------------------------------------------
 
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list:
         """Records from the assigned partitions (at most max_records, default max_poll_records), waiting up to
-        `timeout` seconds for some to arrive. Carries out pending rebalances and auto-commits first."""
+        `timeout` seconds for some to arrive. Carries out pending rebalances and auto-commits first; returns
+        within `timeout` (empty) if a rebalance is still under way then: the next poll() carries on with it."""
         self._check_open()
         self._last_poll = time.monotonic()
         deadline = self._last_poll + timeout
@@ -170,8 +205,8 @@ class Consumer:
                 self._pattern_checked = time.monotonic()
                 if self._member_state == _STABLE and set(self._wanted_topics()) != self._joined_topics:
                     self._rejoin.set()                      # a new topic matches the pattern (or one went)
-            if self._rejoin.is_set() and self._subscribed():
-                self._join(deadline)
+            if self._subscribed() and (self._rejoin.is_set() or self._joining()) and not self._join(deadline):
+                return []                                   # the rebalance goes on in the next poll
             for tp, st in self._assigned.items():       # as Kafka: every assigned partition gets a position
                 if st.position is None:
                     self._reset_position(tp, st)
@@ -318,15 +353,19 @@ class Consumer:
             offsets = {tp: st.position for tp, st in self._assigned.items() if st.position is not None}
         now = int(time.time() * 1000)
         request = {TopicPartition(*tp): OffsetAndMetadata(int(o), -1, "", now) for tp, o in offsets.items()}
+        bad = sorted(tp for tp, om in request.items() if om.offset < 0)
+        if bad:                                 # Java's OffsetAndMetadata refuses them (the broker would not)
+            raise InvalidArgumentError(f"invalid negative offset {request[bad[0]].offset} for "
+                                       f"{bad[0].topic}-{bad[0].partition}")
         if not request:
             return
         coord = self.node.group_coordinator
-        if self._manual or not self._subscribed():
+        if not self._subscribed():
             errors = coord.commit_offsets(self.group_id, request)
         else:
             with self._lock:
                 state, generation, member_id = self._member_state, self._generation, self._member_id
-            if state == _REBALANCING:
+            if state in (_PREPARING, _COMPLETING):
                 raise RebalanceInProgressError(f"consumer {self.client_id} is rebalancing group {self.group_id}: "
                                                f"commit after poll() completed it")
             if state != _STABLE:       # a simple commit would overwrite the offsets of the partitions' new owners
@@ -375,72 +414,145 @@ class Consumer:
     # -- group membership -------------------------------------------------------------------------------------
 
     def _subscribed(self) -> bool:
-        return bool(self._topics) or self._pattern is not None
+        return self._mode in (_TOPICS, _PATTERN)
 
     def _wanted_topics(self) -> list[str]:
         if self._pattern is not None:
             return [t for t in self.node.topics() if self._pattern.search(t)]
         return sorted(self._topics)
 
-    def _join(self, deadline: float) -> None:
-        """Join (or rejoin) the group and apply the assignment SyncGroup brings. Retries while the group
-        moves on under us, until the poll deadline (or the rebalance timeout) passes; _rejoin stays set
-        unless a SyncGroup succeeded. What the member holds is only its own within its generation: eager
-        protocols revoke everything first (committing while still a member); with no generation (it fell
-        out, or a JoinGroup said so) everything held is lost, so no stale partition is sent as owned and
-        none keeps a position from before."""
+    def _joining(self) -> bool:
+        return self._join_future is not None or self._sync_future is not None
+
+    def _join(self, deadline: float) -> bool:
+        """Join (or rejoin) the group and apply the assignment SyncGroup brings, as far as the poll deadline
+        allows: True once Stable, False if the deadline came first. The JoinGroup or SyncGroup then under way
+        stays in _join_future / _sync_future, and the next call goes on from its answer: one request at a
+        time, none answered unread. Retries while the group moves on under us; _rejoin stays set unless a
+        SyncGroup succeeded. What the member holds is only its own within its generation: eager protocols
+        revoke everything before joining (committing while still a member); with no generation (it fell out,
+        or a JoinGroup said so) everything held is lost, so no stale partition is sent as owned and none keeps
+        a position from before."""
+        try:
+            while True:
+                if not self._joining():
+                    self._send_join()
+                if self._join_future is not None:
+                    if not self._wait(self._join_future, deadline):
+                        return False
+                    fut, self._join_future = self._join_future, None
+                    if not self._joined(fut):
+                        if time.monotonic() >= deadline:
+                            self._rejoin.set()
+                            return False
+                        continue
+                if not self._wait(self._sync_future, deadline):
+                    return False
+                fut, self._sync_future = self._sync_future, None
+                if self._synced(fut):
+                    return True
+                if time.monotonic() >= deadline:
+                    self._rejoin.set()
+                    return False
+        except BaseException:
+            self._rejoin.set()
+            raise
+
+    @staticmethod
+    def _wait(fut: Future, deadline: float) -> bool:
+        if not fut.done():
+            wait_futures([fut], timeout=max(0.0, deadline - time.monotonic()))
+        return fut.done()
+
+    def _call(self, request: Callable[[], Future]) -> Future:
+        """Send a JoinGroup / SyncGroup: the coordinator's Future. A coordinator whose calls block until
+        answered (a remote one) is called from a thread of its own, so poll() can return meanwhile."""
+        if self._delayed_operations():
+            return request()
+        out: Future = Future()
+
+        def run():
+            try:
+                inner = request()
+            except BaseException as e:
+                out.set_exception(e)
+                return
+            inner.add_done_callback(lambda f: out.set_exception(f.exception()) if f.exception() is not None
+                                    else out.set_result(f.result()))
+        threading.Thread(target=run, name=f"{self.client_id}-join", daemon=True).start()
+        return out
+
+    def _delayed_operations(self) -> bool:
+        """Whether the coordinator's join_group / sync_group return at once (their Futures complete later)."""
+        return getattr(self.node.group_coordinator, "delayed_operations", False)
+
+    def _send_join(self) -> None:
         coord = self.node.group_coordinator
         cooperative = all(a.rebalance_protocol == "cooperative" for a in self.assignors)
         if not cooperative and self._assigned and self._generation >= 0:
             self._revoke(list(self._assigned))              # eager: give up everything before rejoining
-        limit = max(deadline, time.monotonic() + self.max_poll_interval)
+        self._rejoin.clear()
+        with self._lock:
+            self._member_state = _PREPARING                 # heartbeats stop until the JoinGroup is answered
+            lost = self._generation < 0
+            member_id = self._member_id
+        if lost and self._assigned:
+            self._lose(list(self._assigned))
+        topics = self._wanted_topics()
+        for t in topics:
+            self.node.ensure_topic(t)
+        self._joined_topics = set(topics)
+        owned = sorted(self._assigned)
+        sub = Subscription(topics, owned_partitions=owned, generation_id=self._generation)
+        protocols = [(a.name, sub.encode()) for a in self.assignors]
+        self._join_future = self._call(lambda: coord.join_group(
+            self.group_id, member_id, "consumer", protocols, self.session_timeout_ms,
+            int(self.max_poll_interval * 1000), group_instance_id=self.group_instance_id,
+            client_id=self.client_id, client_host="in-process"))
+
+    def _joined(self, fut: Future) -> bool:
+        """Take a JoinGroup answer: True if it sent the SyncGroup, False to join again."""
         try:
-            while time.monotonic() < limit:
-                self._rejoin.clear()
-                with self._lock:
-                    self._member_state = _REBALANCING      # heartbeat answers are ignored until Stable
-                    lost = self._generation < 0
-                if lost and self._assigned:
-                    self._lose(list(self._assigned))
-                topics = self._wanted_topics()
-                for t in topics:
-                    self.node.ensure_topic(t)
-                self._joined_topics = set(topics)
-                owned = sorted(self._assigned)
-                sub = Subscription(topics, owned_partitions=owned, generation_id=self._generation)
-                protocols = [(a.name, sub.encode()) for a in self.assignors]
-                try:
-                    joined = coord.join_group(self.group_id, self._member_id, "consumer", protocols,
-                                              self.session_timeout_ms, int(self.max_poll_interval * 1000),
-                                              group_instance_id=self.group_instance_id, client_id=self.client_id,
-                                              client_host="in-process").result()
-                    with self._lock:
-                        self._member_id, self._generation = joined.member_id, joined.generation_id
-                    self._protocol = joined.protocol_name
-                    assignments = self._assign_as_leader(joined) if joined.is_leader else {}
-                    synced = coord.sync_group(self.group_id, joined.generation_id, joined.member_id, assignments,
-                                              group_instance_id=self.group_instance_id).result()
-                except MemberIdRequiredError as e:
-                    with self._lock:
-                        self._member_id = e.member_id
-                    continue
-                except (UnknownMemberIdError, IllegalGenerationError):
-                    with self._lock:
-                        self._member_id, self._generation = "", -1
-                    continue
-                except RebalanceInProgressError:
-                    continue
-                with self._lock:
-                    self._member_state = _STABLE
-                self._last_poll = time.monotonic()          # as Kafka: the poll timer restarts with the heartbeats
-                self._apply(Assignment.decode(synced.assignment).partitions)
-                self._start_heartbeat()
-                return
-        except BaseException:
-            self._rejoin.set()
-            raise
-        self._rejoin.set()
-        raise RebalanceInProgressError(f"could not complete a rebalance of group {self.group_id} in time")
+            joined = fut.result()
+        except MemberIdRequiredError as e:
+            with self._lock:
+                self._member_id = e.member_id
+            return False
+        except (UnknownMemberIdError, IllegalGenerationError):
+            with self._lock:
+                self._member_id, self._generation = "", -1
+            return False
+        except RebalanceInProgressError:
+            return False
+        with self._lock:
+            self._member_id, self._generation = joined.member_id, joined.generation_id
+            self._member_state = _COMPLETING                # heartbeats from here on, as Kafka's
+        self._protocol = joined.protocol_name
+        assignments = self._assign_as_leader(joined) if joined.is_leader else {}
+        coord = self.node.group_coordinator
+        self._sync_future = self._call(lambda: coord.sync_group(
+            self.group_id, joined.generation_id, joined.member_id, assignments,
+            group_instance_id=self.group_instance_id))
+        self._start_heartbeat()
+        return True
+
+    def _synced(self, fut: Future) -> bool:
+        """Take a SyncGroup answer: True once Stable with its assignment applied, False to join again."""
+        try:
+            synced = fut.result()
+        except (UnknownMemberIdError, IllegalGenerationError):
+            with self._lock:
+                self._member_id, self._generation = "", -1
+            return False
+        except RebalanceInProgressError:
+            return False
+        with self._lock:
+            if self._member_state != _COMPLETING:           # the heartbeat thread saw it fall out meanwhile
+                return False
+            self._member_state = _STABLE
+        self._last_poll = time.monotonic()                  # as Kafka: the poll timer restarts with the heartbeats
+        self._apply(Assignment.decode(synced.assignment).partitions)
+        return True
 
     def _assign_as_leader(self, joined) -> dict[str, bytes]:
         subs = {m.member_id: Subscription.decode(m.metadata, m.group_instance_id) for m in joined.members}
@@ -507,11 +619,13 @@ class Consumer:
             self._hb_thread.start()
 
     def _heartbeat_loop(self) -> None:
-        """Heartbeats while Stable. Each answer is judged against the generation it was sent in."""
+        """Heartbeats while Stable or CompletingRebalance (from the JoinGroup answer on, as Kafka's: the session
+        then lasts however late the next poll sends the SyncGroup). Each answer is judged against the
+        generation it was sent in."""
         coord = self.node.group_coordinator
         while not self._hb_stop.wait(self.heartbeat_interval):
             with self._lock:
-                if self._member_state != _STABLE:
+                if self._member_state not in (_STABLE, _COMPLETING):
                     continue
                 generation, member_id = self._generation, self._member_id
                 stalled = time.monotonic() - self._last_poll > self.max_poll_interval
@@ -538,17 +652,57 @@ class Consumer:
             except Exception:
                 log.exception("heartbeat of %s failed", member_id)
 
+    def _leave_prepare(self) -> None:
+        """Before leaving (Kafka's onLeavePrepare): a subscribed member gives up what it holds through
+        on_revoke while Stable in a generation (it may still commit), else through on_lost (default
+        on_revoke): with no generation, or in the middle of a rebalance, they may belong to another member
+        already. Hand-assigned partitions are just dropped by the caller."""
+        if not self._subscribed() or not self._assigned:
+            return
+        tps = sorted(self._assigned)
+        with self._lock:
+            current = self._member_state == _STABLE and self._generation >= 0
+        try:
+            callback = self._on_revoke if current else (self._on_lost or self._on_revoke)
+            if callback is not None:
+                callback(tps)
+        finally:
+            for tp in tps:
+                self._assigned.pop(tp, None)
+
     def _leave(self) -> None:
-        """Leave the group if it has a member id; the member is UNJOINED afterwards."""
+        """Leave the group: the member is UNJOINED afterwards. A dynamic member with a member id sends
+        LeaveGroup; a JoinGroup still unanswered then leaves once answered (its member id is in the answer).
+        Against a coordinator whose calls block until answered (a remote one), a JoinGroup / SyncGroup in
+        flight holds the coordinator's connection: the LeaveGroup waits for its answer in the background
+        rather than keep close() waiting (up to the rebalance timeout)."""
         with self._lock:
             member_id = self._member_id
             self._member_state, self._member_id, self._generation = _UNJOINED, "", -1
-        if member_id:
-            self._send_leave(member_id)
+        join, sync = self._join_future, self._sync_future
+        self._join_future = self._sync_future = None
+        pending = join or sync
+        if self.group_instance_id is not None:
+            return
+
+        def answered_id(fut: Future) -> str:
+            return fut.result().member_id if fut is join and fut.exception() is None else member_id
+
+        if pending is not None and not pending.done() and not self._delayed_operations():
+            pending.add_done_callback(lambda fut: self._send_leave(answered_id(fut)))
+            return
+        self._send_leave(member_id)
+        if pending is not None:
+            pending.add_done_callback(lambda fut: answered_id(fut) != member_id and self._send_leave(answered_id(fut)))
 
     def _send_leave(self, member_id: str) -> None:
+        """LeaveGroup, for a dynamic member only: since Kafka 2.3 a static member (group_instance_id) does not
+        leave, so that a restart within session_timeout_ms gets its partitions back without a rebalance. Nothing
+        to do without a member id."""
+        if self.group_instance_id is not None or not member_id:
+            return
         try:
-            self.node.group_coordinator.leave_group(self.group_id, [(member_id, self.group_instance_id)])
+            self.node.group_coordinator.leave_group(self.group_id, [(member_id, None)])
         except Exception as e:
             log.info("leaving group %s: %s", self.group_id, e)
 
@@ -559,12 +713,18 @@ class Consumer:
             raise LogClosedError("consumer is closed")
 
     def close(self, autocommit: bool = True) -> None:
-        """Commit (with auto-commit on and autocommit True), leave the group, stop heartbeats. Idempotent."""
+        """Commit (with auto-commit on and autocommit True), give the partitions up (on_revoke, or on_lost if
+        not Stable in a generation), leave the group (a dynamic member: a static one lets its session time
+        out), stop heartbeats. Idempotent."""
         if self._closed:
             return
         try:
-            if autocommit and self.enable_auto_commit and self._assigned and not self.node.closed:
-                self._auto_commit()
+            if not self.node.closed:
+                try:
+                    if autocommit and self.enable_auto_commit and self._assigned:
+                        self._auto_commit()
+                finally:
+                    self._leave_prepare()
         finally:
             self._hb_stop.set()
             if not self.node.closed:

@@ -114,6 +114,15 @@ class NoOffsetForPartitionError(SeglogError):
     kafka_name = "UNKNOWN_SERVER_ERROR"
 
 
+class IllegalStateError(SeglogError):
+    """A consumer call that its current state does not allow (Java's IllegalStateException), e.g. assign()
+    while subscribed to topics: subscriptions to topics, to a pattern, and hand-assigned partitions exclude
+    each other until unsubscribe()."""
+
+    code = -1
+    kafka_name = "UNKNOWN_SERVER_ERROR"
+
+
 class ReadOnlyLogError(SeglogError):
     """A write was attempted on a log opened with ``readonly=True``."""
 
@@ -210,7 +219,7 @@ _define("InvalidFetchSessionEpochError", 71, "INVALID_FETCH_SESSION_EPOCH", True
 _define("ClusterAuthorizationFailedError", 31, "CLUSTER_AUTHORIZATION_FAILED", doc="Not authorized for the cluster operation.")
 
 __all__ += ["CorruptRecordError", "OffsetOutOfRangeError", "RecordTooLargeError", "LogClosedError",
-            "StorageError", "ReadOnlyLogError", "NoOffsetForPartitionError"]
+            "StorageError", "ReadOnlyLogError", "NoOffsetForPartitionError", "IllegalStateError"]
 
 
 class UnknownServerError(SeglogError):

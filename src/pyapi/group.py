@@ -38,7 +38,7 @@ from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupI
                      GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError,
                      InvalidConfigError, InvalidGroupIdError, InvalidSessionTimeoutError, MemberIdRequiredError,
                      NonEmptyGroupError, NotCoordinatorError, OffsetMetadataTooLargeError, RebalanceInProgressError,
-                     SeglogError, UnknownMemberIdError)
+                     SeglogError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 from .offsets_format import GroupMetadata, MemberMetadata, OffsetAndMetadata, TopicPartition
 
 __all__ = ["GroupState", "GroupConfig", "JoinedMember", "JoinResult", "SyncResult", "MemberDescription",
@@ -173,11 +173,12 @@ class OffsetStore(ABC):
     """Where the coordinator keeps committed offsets and group metadata (Kafka: ``__consumer_offsets``,
     records encoded by ``seglog.offsets_format``).
 
-    Writes (commit, store_group, delete_group) come one at a time, in the order the coordinator made the
-    changes, without the coordinator's lock held, from whichever thread made the change (a request thread,
-    the broker's event loop, the timer thread): keep them short (a local append). A write that raises fails
-    the request it belongs to and is assumed not stored. Reads may run concurrently with a write.
-    ``load_groups`` and ``groups`` are read once, when a coordinator starts.
+    Writes (commit, store_group, delete_group) are started one at a time (``start_*``), in the order the
+    coordinator made the changes, without the coordinator's lock held, from whichever thread made the change
+    (a request thread, the broker's event loop, the timer thread): keep the start short (a local append) and
+    leave any waiting (replication) to the waiter it returns. A write that raises (at the start or in its
+    waiter) fails the request it belongs to and is assumed not stored. Reads may run concurrently with a
+    write. ``load_groups`` and ``groups`` are read once, when a coordinator starts.
     """
 
     @abstractmethod
@@ -204,6 +205,36 @@ class OffsetStore(ABC):
     @abstractmethod
     def delete_group(self, group: str) -> None:
         """Forget the group's metadata and all its offsets (Kafka: tombstones for every key of the group)."""
+
+    # Two-phase writes: the coordinator starts writes one at a time, in order (the start appends), and waits
+    # for each (replication) afterwards, with no lock of its own held, so a write waiting for acks does not
+    # hold up the writes of other groups, nor the coordinator's timers. A store whose writes are done when
+    # the start returns keeps these defaults. A started write must be waited for (its waiter called once),
+    # and a store that applies started writes must apply them in the order they were started.
+
+    def start_commit(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Callable[[], None]:
+        """Start :meth:`commit`; the returned callable blocks until it is stored (raises if it failed)."""
+        self.commit(group, offsets)
+        return _stored
+
+    def start_store_group(self, group: str, metadata: GroupMetadata) -> Callable[[], None]:
+        """Start :meth:`store_group` (see :meth:`start_commit`)."""
+        self.store_group(group, metadata)
+        return _stored
+
+    def start_delete_group(self, group: str) -> Callable[[], None]:
+        """Start :meth:`delete_group` (see :meth:`start_commit`)."""
+        self.delete_group(group)
+        return _stored
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        """Whether the topic partition exists (OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for one that
+        does not, as Kafka checks its metadata cache). A store that knows no topics says True."""
+        return True
+
+
+def _stored() -> None:
+    """The waiter of a write that was complete when it started."""
 
 
 class InMemoryOffsetStore(OffsetStore):
@@ -365,6 +396,10 @@ class GroupCoordinator:
     :meth:`close` every call fails with CoordinatorNotAvailableError.
     """
 
+    #: join_group / sync_group return at once (their Futures complete later): a caller needs no thread of its
+    #: own to wait for a rebalance with a timeout.
+    delayed_operations = True
+
     def __init__(self, store: OffsetStore | None = None, config: GroupConfig | None = None, *,
                  clock: Callable[[], float] = _default_clock, timer: bool = True) -> None:
         self.store = store if store is not None else InMemoryOffsetStore()
@@ -375,7 +410,7 @@ class GroupCoordinator:
         self._heap: list[tuple[float, int, str, _Group, Any]] = []
         self._seq = itertools.count()
         self._groups: dict[str, _Group] = {}
-        self._outbox: deque[tuple[Callable[[], None], Callable[[BaseException | None], _Done]]] = deque()
+        self._outbox: deque[tuple[Callable[[], Callable[[], None]], Callable[[BaseException | None], _Done]]] = deque()
         self._store_lock = threading.Lock()
         self._closed = False
         self._load(self.store.load_groups(), self.store.groups())
@@ -498,13 +533,37 @@ class GroupCoordinator:
         member.join_future = fut
 
     def _replace_static_member(self, group, member, new_id, fut, done, now, member_args):
-        """A known group.instance.id joined without a member id: the old member id is fenced, the member
-        keeps its assignment; a Stable group whose protocol choice is unchanged does not rebalance."""
+        """A known group.instance.id joined without a member id (a restarted static member; Kafka's
+        updateStaticMemberAndRebalance). The new member id replaces the old one, which is fenced: its waiting
+        JoinGroup / SyncGroup and every later request naming the instance id get FencedInstanceIdError. The
+        member keeps its assignment. A Stable group whose protocol choice is unchanged does not rebalance: the
+        group is stored with the new id, then the JoinGroup is answered for the current generation with the
+        leader as it was (the old id when the member led: the new id must not think it leads and assign to a
+        Stable group, which would not hand that assignment out) and no members, so the member syncs as a
+        follower and gets its assignment back. If storing fails the replacement is undone and the JoinGroup
+        fails. In CompletingRebalance the leader may have assigned to the old id: rebalance. In
+        PreparingRebalance the member simply counts as joined."""
+        old_id, old_leader, old_protocols = member.member_id, group.leader_id, member.protocols
         fenced = FencedInstanceIdError(f"group.instance.id {member.group_instance_id!r} rejoined as {new_id!r}")
         for pending in (member.join_future, member.sync_future):
             if pending is not None:
                 _fail(done, pending, fenced)
         member.join_future = member.sync_future = None
+        self._rename_member(group, member, new_id)
+        self._update_member(member, fut, done, member_args)
+        self._arm_session(group, member, now)
+        if group.state is _STABLE and group.select_protocol() == group.protocol_name:
+            answer = JoinResult(new_id, group.generation, group.protocol_type, group.protocol_name, old_leader)
+            self._persist_group(group, {m.member_id: m.assignment for m in group.members.values()},
+                                on_stored=self._on_static_member_stored(group, member, fut, old_id, old_protocols,
+                                                                        answer))
+        elif group.state is _PREPARING:
+            self._maybe_complete_join(group, done, now)
+        else:
+            self._prepare_rebalance(group, done, now)
+
+    @staticmethod
+    def _rename_member(group: _Group, member: _Member, new_id: str) -> None:
         old_id = member.member_id
         del group.members[old_id]
         member.member_id = new_id
@@ -515,17 +574,31 @@ class GroupCoordinator:
         if old_id in group.awaiting_sync:
             group.awaiting_sync.remove(old_id)
             group.awaiting_sync.add(new_id)
-        self._update_member(member, fut, done, member_args)
-        if group.state is _STABLE and group.select_protocol() == group.protocol_name:
-            member.join_future = None
-            self._arm_session(group, member, now)
-            self._persist_group(group, {m.member_id: m.assignment for m in group.members.values()})
-            _ok(done, fut, JoinResult(new_id, group.generation, group.protocol_type, group.protocol_name,
-                                      group.leader_id))
-        elif group.state is _PREPARING:
-            self._maybe_complete_join(group, done, now)
-        else:
-            self._prepare_rebalance(group, done, now)
+
+    def _on_static_member_stored(self, group: _Group, member: _Member, fut: Future, old_id: str,
+                                 old_protocols: list, answer: JoinResult):
+        """Answers a static member's replacement in a Stable group once the group is stored (or undoes it).
+        Nothing to do if a rebalance took the member's JoinGroup along meanwhile (it answers it)."""
+        def on_stored(exc: BaseException | None) -> _Done:
+            done: _Done = []
+            with self._lock:
+                if self._groups.get(group.group_id) is not group or member.join_future is not fut \
+                        or group.members.get(member.member_id) is not member or group.state is not _STABLE:
+                    return done
+                member.join_future = None
+                now = self._clock()
+                if exc is None:
+                    _ok(done, fut, answer)
+                    self._arm_session(group, member, now)
+                    return done
+                self._rename_member(group, member, old_id)
+                member.protocols = old_protocols
+                self._arm_session(group, member, now)
+                err = CoordinatorNotAvailableError(f"storing group {group.group_id!r} failed: {exc}")
+                err.__cause__ = exc
+                _fail(done, fut, err)
+            return done
+        return on_stored
 
     def _join_result(self, group: _Group, member: _Member) -> JoinResult:
         members = ()
@@ -750,48 +823,47 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata | int],
                        generation_id: int = -1, member_id: str = "", *,
                        group_instance_id: str | None = None) -> dict[TopicPartition, SeglogError | None]:
-        """Commit offsets; returns each partition's error (OffsetMetadataTooLargeError) or None.
+        """Commit offsets; returns each partition's error or None: UnknownTopicOrPartitionError for a partition
+        that does not exist (the store's :meth:`OffsetStore.partition_exists`), OffsetMetadataTooLargeError.
+        The other partitions are committed. Offsets are stored as given (Kafka's coordinator takes any
+        offset, -1 included; clients refuse negative ones).
 
         Generation -1 with member id "" is a simple (standalone) commit, accepted while the group has no
         members (and creating the group if needed). Otherwise the member must be current: raises
         UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError (CompletingRebalance),
-        FencedInstanceIdError, CoordinatorNotAvailableError, or what the OffsetStore raised. A group-managed
-        commit counts as a heartbeat. Blocks until the store wrote the offsets.
+        FencedInstanceIdError, CoordinatorNotAvailableError, or what the OffsetStore raised; as Kafka, the
+        unknown partitions are refused before the group is checked, so such an error carries their errors
+        in ``partition_errors`` ({tp: error}; they did not get the group's error), and a commit whose
+        partitions are all unknown is answered without looking at the group. A group-managed commit counts
+        as a heartbeat. Blocks until the store wrote the offsets.
         """
         written: Future = Future()
 
         def on_written(exc: BaseException | None) -> _Done:
             return [(written, exc, True)] if exc is not None else [(written, None, False)]
 
+        results: dict[TopicPartition, SeglogError | None] = {}
+        known: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            tp = TopicPartition(*tp)
+            if not self.store.partition_exists(tp.topic, tp.partition):
+                results[tp] = UnknownTopicOrPartitionError(
+                    f"This server does not host this topic-partition: {tp.topic}-{tp.partition}")
+            else:
+                known[tp] = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
         with self._lock:
             self._check_open()
             _check_group_id(group_id, allow_empty=True)
-            now = self._clock()
-            group = self._groups.get(group_id)
-            if group is None:
-                if generation_id >= 0:
-                    raise IllegalGenerationError(f"group {group_id!r} does not exist: generation {generation_id} "
-                                                 f"is stale")
-                group = self._groups[group_id] = _Group(group_id)
-            if not (generation_id < 0 and group.state is _EMPTY):
-                # Kafka's order: member, then generation, and only then the state. A commit of the previous
-                # generation that arrives after the join completed is ILLEGAL_GENERATION, not
-                # REBALANCE_IN_PROGRESS, which is only for a member that already has the new generation.
-                member = self._current_member(group, member_id, group_instance_id)
-                if generation_id != group.generation:
-                    raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s "
-                                                 f"current generation {group.generation}")
-                if group.state is _COMPLETING:
-                    raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance; commit after "
-                                                   f"SyncGroup")
-                member.session_deadline = now + member.session_timeout_ms
-            results: dict[TopicPartition, SeglogError | None] = {}
+            if not known:
+                return results
+            try:
+                self._check_commit(group_id, generation_id, member_id, group_instance_id)
+            except SeglogError as e:
+                e.partition_errors = dict(results)
+                raise
             accepted: dict[TopicPartition, OffsetAndMetadata] = {}
             stamp = _wall_ms()
-            for tp, om in offsets.items():
-                tp = TopicPartition(*tp)
-                if not isinstance(om, OffsetAndMetadata):
-                    om = OffsetAndMetadata(om)
+            for tp, om in known.items():
                 if len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
                     results[tp] = OffsetMetadataTooLargeError(
                         f"metadata of {len(om.metadata.encode())} bytes is over offset.metadata.max.bytes "
@@ -802,12 +874,35 @@ class GroupCoordinator:
                 accepted[tp] = om
                 results[tp] = None
             if accepted:
-                self._outbox.append((lambda: self.store.commit(group_id, accepted), on_written))
+                self._outbox.append((lambda: self.store.start_commit(group_id, accepted), on_written))
             else:
                 written.set_result(None)
         self._finish([])
         written.result()
         return results
+
+    def _check_commit(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> None:
+        """OffsetCommit's group checks (lock held); a group-managed commit refreshes the member's session."""
+        now = self._clock()
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                raise IllegalGenerationError(f"group {group_id!r} does not exist: generation {generation_id} "
+                                             f"is stale")
+            group = self._groups[group_id] = _Group(group_id)
+        if generation_id < 0 and group.state is _EMPTY:
+            return
+        # Kafka's order: member, then generation, and only then the state. A commit of the previous
+        # generation that arrives after the join completed is ILLEGAL_GENERATION, not
+        # REBALANCE_IN_PROGRESS, which is only for a member that already has the new generation.
+        member = self._current_member(group, member_id, instance_id)
+        if generation_id != group.generation:
+            raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s "
+                                         f"current generation {group.generation}")
+        if group.state is _COMPLETING:
+            raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance; commit after "
+                                           f"SyncGroup")
+        member.session_deadline = now + member.session_timeout_ms
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
                       ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -868,7 +963,7 @@ class GroupCoordinator:
                 else:
                     self._set_state(group, _DEAD)
                     del self._groups[gid]
-                    self._outbox.append((lambda gid=gid: self.store.delete_group(gid), self._log_store_failure))
+                    self._outbox.append((lambda gid=gid: self.store.start_delete_group(gid), self._log_store_failure))
                     results[gid] = None
         self._finish(done)
         return results
@@ -1035,7 +1130,7 @@ class GroupCoordinator:
                                  m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol_name),
                                  assignments.get(m.member_id, b"")) for m in group.members.values()))
         gid = group.group_id
-        self._outbox.append((lambda: self.store.store_group(gid, snapshot), on_stored or self._log_store_failure))
+        self._outbox.append((lambda: self.store.start_store_group(gid, snapshot), on_stored or self._log_store_failure))
 
     @staticmethod
     def _log_store_failure(exc: BaseException | None) -> _Done:
@@ -1044,16 +1139,23 @@ class GroupCoordinator:
         return []
 
     def _finish(self, done: _Done) -> None:
-        """Run queued store writes in order, then complete futures (lock NOT held)."""
+        """Start queued store writes in order, wait for each (outside the store lock: a write waiting for
+        replication holds up no other), then complete futures (lock NOT held)."""
+        started = []
         with self._store_lock:
             while self._outbox:
                 write, on_result = self._outbox.popleft()
                 try:
-                    write()
-                    exc = None
+                    started.append((write(), None, on_result))
+                except Exception as e:
+                    started.append((None, e, on_result))
+        for wait, exc, on_result in started:
+            if wait is not None:
+                try:
+                    wait()
                 except Exception as e:
                     exc = e
-                done.extend(on_result(exc))
+            done.extend(on_result(exc))
         _complete(done)
 
     def _load(self, stored: dict[str, GroupMetadata], names: set[str]) -> None:

@@ -23,9 +23,9 @@ import pytest
 
 import seglog
 from seglog.assignors import Assignment
-from seglog.errors import (CoordinatorNotAvailableError, IllegalGenerationError, InvalidArgumentError,
-                           NoOffsetForPartitionError, OffsetOutOfRangeError, RebalanceInProgressError,
-                           UnknownMemberIdError)
+from seglog.errors import (CoordinatorNotAvailableError, IllegalGenerationError, IllegalStateError,
+                           InvalidArgumentError, NoOffsetForPartitionError, OffsetOutOfRangeError,
+                           RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 
 NODE_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
                "offsets.topic.num.partitions": "3"}
@@ -895,3 +895,303 @@ def test_pattern_subscription_picks_up_a_new_topic(node, members):
     wait_for(lambda: len(tracker.delivered_set()) == 19, timeout=10, what="pat.b read")
     tracker.check_exactly_once(all_offsets(node, "pat.a") | all_offsets(node, "pat.b"))
     assert not {t for _, t, _, _ in tracker.deliveries} & {"other"}
+
+
+# --- poll timeouts while the group forms ----------------------------------------------------------------------
+
+class _FakeClock:
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def __call__(self):
+        return self.now
+
+
+class _OwnCoordinator:
+    """A node whose group coordinator is one of the test's own, on a clock the test moves (group.initial.
+    rebalance.delay.ms 3000, as Kafka's default), counting the calls each member makes."""
+
+    def __init__(self, node, coord, calls):
+        self._node, self._coord, self._calls = node, coord, calls
+
+    def __getattr__(self, name):
+        return getattr(self._node, name)
+
+    @property
+    def group_coordinator(self):
+        outer = self
+
+        class Counting:
+            def __getattr__(self, name):
+                target = getattr(outer._coord, name)
+                if not callable(target):
+                    return target
+
+                def call(*args, **kwargs):
+                    outer._calls[name] += 1
+                    return target(*args, **kwargs)
+                return call
+        return Counting()
+
+
+@pytest.fixture
+def own_coordinator(node):
+    """(clock, coordinator, make_consumer(name, **kw) -> (consumer, Counter of its coordinator calls))."""
+    from seglog.group import GroupConfig, GroupCoordinator, InMemoryOffsetStore
+
+    clock = _FakeClock()
+    coord = GroupCoordinator(InMemoryOffsetStore(), GroupConfig(initial_rebalance_delay_ms=3000,
+                                                                min_session_timeout_ms=100),
+                             clock=clock, timer=False)
+    made = []
+
+    def make(name, **kw):
+        calls = Counter()
+        c = seglog.Consumer(_OwnCoordinator(node, coord, calls), group_id="g", client_id=name,
+                            enable_auto_commit=False, session_timeout_ms=10_000, heartbeat_interval_ms=50,
+                            partition_assignment_strategy=RANGE, **kw)
+        made.append(c)
+        return c, calls
+    yield clock, coord, make
+    for c in made:
+        c.close()
+    coord.close()
+
+
+def test_poll_returns_within_its_timeout_while_the_group_forms(node, own_coordinator):
+    """The first JoinGroup waits group.initial.rebalance.delay.ms (here on a clock that stands still): poll()
+    still returns within its timeout, empty, and the next polls go on with the JoinGroup already sent
+    instead of sending another; once the delay passed, a poll completes the join."""
+    node.create_topic("t", 2)
+    produce(node, "t", 4)
+    clock, coord, make = own_coordinator
+    c, calls = make("a", auto_offset_reset="earliest")
+    c.subscribe(["t"])
+    started = time.monotonic()
+    assert c.poll(0.2) == []
+    assert time.monotonic() - started < 30, "poll() waited for the rebalance instead of its timeout"
+    for _ in range(3):
+        assert c.poll(0) == [] and c.assignment() == set()
+    assert (calls["join_group"], calls["sync_group"]) == (1, 0)
+    with pytest.raises(RebalanceInProgressError):
+        c.commit({("t", 0): 1})                     # not a member yet: nothing to commit as
+    clock.now += 3000
+    coord.tick()                                    # the delay passed: the join completes
+    got = []
+    wait_for(lambda: got.extend(c.poll(0.2)) or len(got) == 4, what="the records")
+    assert c.assignment() == {("t", 0), ("t", 1)}
+    assert (calls["join_group"], calls["sync_group"]) == (1, 1)
+
+
+def test_a_syncgroup_left_waiting_by_poll_is_answered_in_the_next_poll(node, own_coordinator):
+    """A follower's SyncGroup waits for the leader's: the follower's poll returns meanwhile and its next poll
+    takes the answer to the SyncGroup already sent (no JoinGroup or SyncGroup twice)."""
+    node.create_topic("t", 2)
+    clock, coord, make = own_coordinator
+    (leader, lcalls), (follower, fcalls) = make("a"), make("b")
+    leader.subscribe(["t"])
+    follower.subscribe(["t"])
+    assert leader.poll(0) == [] and follower.poll(0) == []      # both JoinGroups sent (in this order)
+    while coordinator_view(_OwnCoordinator(node, coord, Counter()), "g")[0] == "PreparingRebalance":
+        clock.now += 3000                           # each new member during the delay extends it
+        coord.tick()
+    assert follower.poll(0.1) == []                 # its SyncGroup waits for the leader's
+    assert follower.poll(0) == [] and follower.assignment() == set()
+    leader.poll(0.1)                                # the leader assigns
+    wait_for(lambda: follower.poll(0.05) or follower.assignment(), what="the follower's assignment")
+    assert leader.assignment() | follower.assignment() == {("t", 0), ("t", 1)}
+    assert len(leader.assignment()) == len(follower.assignment()) == 1
+    assert (lcalls["join_group"], lcalls["sync_group"], fcalls["join_group"], fcalls["sync_group"]) == (1, 1, 1, 1)
+
+
+def test_poll_over_the_network_returns_within_its_timeout_while_the_group_forms(start_broker):
+    """Against a broker the JoinGroup is a request that blocks until answered: poll() returns meanwhile (the
+    request goes on in a thread of its own) and sends no second one; close() does not wait for it (it holds
+    the coordinator's connection) and the member leaves once it is answered."""
+    from seglog.remote import RemoteNode
+
+    broker = start_broker(group_initial_rebalance_delay_ms=8_000)
+    broker.node.create_topic("t", 1)
+    groups = broker.node.group_coordinator
+    with RemoteNode(broker.bootstrap_servers, client_id="remote") as rnode:
+        coord = rnode.group_coordinator
+        joins = []
+        real_join = coord.join_group
+        coord.join_group = lambda *a, **kw: joins.append(a) or real_join(*a, **kw)
+        c = seglog.Consumer(rnode, group_id="g", client_id="remote", session_timeout_ms=60_000,
+                            heartbeat_interval_ms=50, enable_auto_commit=False)
+        try:
+            c.subscribe(["t"])
+            started = time.monotonic()
+            assert c.poll(0.2) == []
+            assert time.monotonic() - started < 6, "poll() waited for the rebalance instead of its timeout"
+            wait_for(lambda: c.poll(0.05) == [] and groups.describe_groups(["g"])[0].members,
+                     what="the JoinGroup reached the broker")
+            assert groups.describe_groups(["g"])[0].state.value == "PreparingRebalance"
+            sent = len(joins)                       # two: the first is answered MEMBER_ID_REQUIRED
+            for _ in range(3):
+                assert c.poll(0.05) == []
+            assert len(joins) == sent and sent <= 2
+            closing = time.monotonic()
+            c.close()
+            assert time.monotonic() - closing < 6, "close() waited for the JoinGroup's answer"
+            # not a session timeout (60 s): the LeaveGroup followed the JoinGroup's answer
+            wait_for(lambda: groups.describe_groups(["g"])[0].state.value == "Empty", timeout=30,
+                     what="the member to leave once its JoinGroup was answered")
+        finally:
+            c.close()
+
+
+# --- leaving: callbacks, static members -------------------------------------------------------------------------
+
+def test_unsubscribe_and_close_revoke_what_the_member_holds(node):
+    """As Kafka's onLeavePrepare: leaving gives the partitions up through on_revoke, while still a member, so
+    on_revoke can commit them; a member that fell out gets on_lost instead."""
+    node.create_topic("t", 2)
+    produce(node, "t", 10)
+    parts = [("t", 0), ("t", 1)]
+    calls = []
+    kw = dict(group_id="g", auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=1000,
+              heartbeat_interval_ms=50, partition_assignment_strategy=RANGE)
+    c = seglog.Consumer(node, client_id="a", **kw)
+    try:
+        def on_revoke(tps):
+            calls.append(("revoke", tps))
+            c.commit()                              # still a member: the commit goes through
+
+        c.subscribe(["t"], on_revoke=on_revoke, on_lost=lambda tps: calls.append(("lost", tps)))
+        got = []
+        wait_for(lambda: got.extend(c.poll(0.05)) or len(got) == 10, what="a read everything")
+        c.unsubscribe()
+        assert calls == [("revoke", parts)] and c.assignment() == set()
+        assert {tp: om.offset for tp, om in node.group_coordinator.fetch_offsets("g", parts).items()} == {
+            ("t", 0): 5, ("t", 1): 5}
+        wait_for(lambda: coordinator_view(node, "g")[0] == "Empty", what="a left")   # a dynamic member leaves
+        calls.clear()
+        c.subscribe(["t"], on_revoke=lambda tps: calls.append(("revoke", tps)),
+                    on_lost=lambda tps: calls.append(("lost", tps)))
+        wait_for(lambda: c.poll(0.05) or c.assignment() == set(parts), what="a joined again")
+    finally:
+        c.close()
+    assert calls == [("revoke", parts)]
+    assert coordinator_view(node, "g")[0] == "Empty"
+
+    calls.clear()
+    with seglog.Consumer(node, client_id="z", max_poll_interval_ms=300, **kw) as z:
+        z.subscribe(["t"], on_revoke=lambda tps: calls.append(("revoke", tps)),
+                    on_lost=lambda tps: calls.append(("lost", tps)))
+        wait_for(lambda: z.poll(0.05) or z.assignment() == set(parts), what="z joined")
+        wait_for(lambda: coordinator_view(node, "g")[0] == "Empty", what="z fell out")   # z does not poll
+    assert calls == [("lost", parts)]
+
+
+def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance(node, members):
+    """Since Kafka 2.3 a static member (group_instance_id) sends no LeaveGroup (on close, unsubscribe or a poll
+    timeout): the group keeps its partitions for it, and when the same instance id joins again the
+    coordinator hands them back without a rebalance: the other members notice nothing."""
+    node.create_topic("t", 4)
+    parts = {("t", p) for p in range(4)}
+    tracker = Tracker()
+    other = Member(node, "b", "g", ["t"], tracker, RANGE, session_timeout_ms=10_000, group_instance_id="i-b")
+    members.append(other)
+    leaves = []
+    coord = node.group_coordinator
+    real_leave = coord.leave_group
+
+    def counting_leave(group_id, who):
+        leaves.append(who)
+        return real_leave(group_id, who)
+    coord.leave_group = counting_leave
+    kw = dict(group_id="g", enable_auto_commit=False, session_timeout_ms=10_000, heartbeat_interval_ms=50,
+              partition_assignment_strategy=RANGE, group_instance_id="i-a")
+    revoked = []
+    try:
+        with seglog.Consumer(node, client_id="a", **kw) as a:
+            a.subscribe(["t"], on_revoke=revoked.append)
+            def shared():
+                state, view = coordinator_view(node, "g")
+                return state == "Stable" and view == {"a": a.assignment(), "b": parts - a.assignment()} \
+                    and len(view["a"]) == 2 and tracker.owned_by().get("b") == view["b"]
+            wait_for(lambda: a.poll(0.05) or shared(), what="a and b share the partitions")
+            mine = a.assignment()
+            generation = a._generation
+        assert revoked == [sorted(mine)]            # close() revoked them locally ...
+        assert leaves == []                         # ... but sent no LeaveGroup
+        state, view = coordinator_view(node, "g")
+        assert state == "Stable" and view["a"] == mine and view["b"] == parts - mine
+        b_assigned = other.consumer.assignment()
+        with seglog.Consumer(node, client_id="a", **kw) as again:
+            again.subscribe(["t"])
+            wait_for(lambda: again.poll(0.05) or again.assignment(), what="the restarted a joined")
+            assert again.assignment() == mine and again._generation == generation
+            assert coordinator_view(node, "g")[1]["b"] == parts - mine
+            assert other.consumer.assignment() == b_assigned and not tracker.violations
+            again.unsubscribe()                     # no LeaveGroup either
+        assert leaves == [] and coordinator_view(node, "g")[0] == "Stable"
+    finally:
+        coord.leave_group = real_leave
+
+
+def test_subscribing_assigning_and_patterns_are_exclusive(node):
+    node.create_topic("t", 1)
+    with seglog.Consumer(node, group_id="g", enable_auto_commit=False) as c:
+        c.subscribe(["t"])
+        for call in (lambda: c.assign([("t", 0)]), lambda: c.subscribe(pattern="^t$")):
+            with pytest.raises(IllegalStateError, match="Subscription to topics, partitions and pattern are "
+                                                        "mutually exclusive"):
+                call()
+        c.subscribe(["t"])                          # the same kind again replaces the subscription
+        assert c.subscription() == {"t"} and c.assignment() == set()
+        c.unsubscribe()
+        c.assign([("t", 0)])
+        with pytest.raises(IllegalStateError):
+            c.subscribe(["t"])
+        assert c.assignment() == {("t", 0)} and c.subscription() == set()
+        c.assign([])                                # as Kafka: an empty assignment unsubscribes
+        c.subscribe(pattern="^t$")
+        with pytest.raises(IllegalStateError):
+            c.assign([("t", 0)])
+        c.subscribe([])                             # so does an empty subscription
+        c.assign([("t", 0)])
+        assert c.assignment() == {("t", 0)}
+
+
+def test_commit_of_unknown_partitions_and_negative_offsets(node):
+    """OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist and commits the
+    others; the consumer refuses negative offsets before sending anything (as Java's OffsetAndMetadata)."""
+    node.create_topic("t", 1)
+    with seglog.Consumer(node, group_id="g", enable_auto_commit=False) as c:
+        c.assign([("t", 0)])
+        with pytest.raises(UnknownTopicOrPartitionError):
+            c.commit({("t", 0): 3, ("t", 1): 1, ("missing", 0): 1})
+        assert c.committed(("t", 0)) == 3
+        with pytest.raises(InvalidArgumentError, match="negative offset"):
+            c.commit({("t", 0): -1})
+        assert c.committed(("t", 0)) == 3
+    committed = node.group_coordinator.fetch_offsets("g")
+    assert set(committed) == {("t", 0)}
+
+
+def test_offset_commit_over_the_wire_answers_per_partition(seglog_broker, topic_name):
+    """OffsetCommit through the broker: unknown partitions get UNKNOWN_TOPIC_OR_PARTITION (3) each, the rest is
+    committed; with a stale generation the known ones get ILLEGAL_GENERATION (22) and the unknown ones keep 3."""
+    from seglog.remote import RemoteNode
+
+    topic, group = topic_name(), topic_name()
+    seglog_broker.node.create_topic(topic, 2)
+    with RemoteNode(seglog_broker.bootstrap_servers, client_id="wire") as rnode:
+        coord = rnode.group_coordinator
+        errs = coord.commit_offsets(group, {(topic, 0): 5, (topic, 2): 1, ("no-such-topic", 0): 1})
+        assert errs[(topic, 0)] is None
+        assert errs[(topic, 2)].code == errs[("no-such-topic", 0)].code == 3
+        assert coord.fetch_offsets(group, [(topic, 0), (topic, 2)]) == {
+            (topic, 0): coord.fetch_offsets(group, [(topic, 0)])[(topic, 0)], (topic, 2): None}
+        assert coord.fetch_offsets(group, [(topic, 0)])[(topic, 0)].offset == 5
+        member_group = topic_name()
+        with seglog.Consumer(seglog_broker.node, group_id=member_group, enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=50) as member:
+            member.subscribe([topic])
+            wait_for(lambda: member.poll(0.05) or member.assignment(), what="the member joined")
+            errs = coord.commit_offsets(member_group, {(topic, 0): 1, ("no-such-topic", 0): 1},
+                                        member._generation + 1, member._member_id)
+        assert errs[(topic, 0)].code == 22 and errs[("no-such-topic", 0)].code == 3

@@ -42,6 +42,7 @@ def node(tmp_path):
     n = Node(tmp_path / "d", {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 10})
     n.cluster_managed = True
     n.apply_topic(OFFSETS_TOPIC, uuid.uuid4(), 3, {}, {0, 1, 2})
+    n.apply_topic("t", uuid.uuid4(), 1, {}, {0})        # OffsetCommit refuses partitions the cluster lacks
     yield n
     n.close()
 
