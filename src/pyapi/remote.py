@@ -31,10 +31,10 @@ What maps to what:
   it as soon as the broker has it, without polling every partition in turn.
 * ``init_producer_id()``: InitProducerId.
 * ``group_coordinator``: :class:`RemoteGroupCoordinator`, the part of seglog.group.GroupCoordinator the
-  Consumer calls (join, sync, heartbeat, leave, commit and fetch offsets), by FindCoordinator and the group
-  APIs; join/sync return already-resolved futures. Coordinator moves (NOT_COORDINATOR,
-  COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, lost connections) find the coordinator again and
-  retry. Heartbeats travel on a connection of their own, so they never queue behind a JoinGroup that waits
+  Consumer calls (join, sync, heartbeat, leave, commit and fetch offsets) and ``delete_groups``, by
+  FindCoordinator and the group APIs; join/sync return already-resolved futures. Coordinator moves
+  (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, lost connections) find the
+  coordinator again and retry. Heartbeats travel on a connection of their own, so they never queue behind a JoinGroup that waits
   for a rebalance.
 
 Errors are the broker's error codes mapped to seglog exceptions (``errors.for_code``), with the broker's
@@ -1089,6 +1089,17 @@ class RemoteGroupCoordinator:
             raise error_for(entry["error_code"], f"DescribeGroups of group {group_id!r}: "
                                                  f"{for_code(entry['error_code']).kafka_name}")
         return entry, self.coordinator(group_id)
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, SeglogError | None]:
+        """DeleteGroups at each group's coordinator: per group None (deleted, with its offsets) or its error
+        (GroupIdNotFoundError, NonEmptyGroupError), as the in-process coordinator answers."""
+        out: dict[str, SeglogError | None] = {}
+        for gid in dict.fromkeys(group_ids):
+            def code_of(r: dict, gid=gid) -> int:
+                return next(e["error_code"] for e in r["results"] if e["group_id"] == gid)
+            code = code_of(self.request(gid, ApiKey.DELETE_GROUPS, {"groups_names": [gid]}, code_of))
+            out[gid] = error_for(code, f"DeleteGroups of group {gid!r}: {for_code(code).kafka_name}") if code else None
+        return out
 
     def close(self) -> None:
         with self._lock:

@@ -310,8 +310,17 @@ def test_confluent_admin_topics_partitions_configs_groups(seglog_broker, topic_n
         assert desc.group_id == group and str(desc.state).endswith("STABLE")
         assert len(desc.members) == 1
         assert {tp.partition for tp in desc.members[0].assignment.topic_partitions} == set(range(5))
+        # DeleteGroups: refused while the group has a member, per group errors
+        err = _result(admin.delete_consumer_groups([group])[group])
+        assert err.code() == KafkaError.NON_EMPTY_GROUP
     finally:
         c.close()
+    ghost = topic_name()
+    done = admin.delete_consumer_groups([group, ghost], request_timeout=10)
+    assert _result(done[group]) is None
+    assert _result(done[ghost]).code() == KafkaError.GROUP_ID_NOT_FOUND
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+    assert seglog_broker.node.group_coordinator.fetch_offsets(group, None) == {}
 
 
 def test_confluent_unknown_topic_with_auto_create_off(start_broker, topic_name):

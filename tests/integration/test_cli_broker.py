@@ -143,9 +143,14 @@ def test_a_session_like_the_seeds_over_the_wire(broker):
     assert ok("consume", *b, "--topic", "pet", "--group", "g1", "--timeout-ms", "400").count("\n") == 2
     assert all(r["LAG"] == "0" for r in group_rows(ok("groups", *b, "--describe", "--group", "g1")).values())
 
-    # groups cannot be deleted over the wire (no DeleteGroups in the broker); topics can
-    fails(1, "not supported over --bootstrap-server yet", "groups", *b, "--delete", "--group", "g1")
-    assert ok("groups", *b, "--list") == "g1\n"
+    # groups and topics are deleted over the wire (DeleteGroups, DeleteTopics); per group answers
+    r = run("groups", *b, "--delete", "--group", "ghost", "--group", "g1")
+    assert (r.returncode, r.stdout) == (1, "These consumer groups were deleted successfully: 'g1'\n")
+    assert r.stderr.splitlines() == ["Deletion of some consumer groups failed:",
+                                     "* Group 'ghost' could not be deleted due to: DeleteGroups of group 'ghost': "
+                                     "GROUP_ID_NOT_FOUND"]
+    assert ok("groups", *b, "--list") == ""
+    assert broker.node.group_coordinator.fetch_offsets("g1", None) == {}
     assert ok("topics", *b, "--delete", "--topic", "pet") == ""
     assert ok("topics", *b, "--list", "--exclude-internal") == ""
     fails(1, "Topic 'pet' does not exist.", "topics", *b, "--describe", "--topic", "pet")
@@ -485,10 +490,15 @@ def test_remote_group_coordinator_handshake(broker):
         info = admin.describe_group("hs-group")
         assert (info.state, info.protocol, [m.member_id for m in info.members]) == ("Stable", "range", [member])
         assert info.members[0].assignment == (("hs", 0),) and info.members[0].client_id == "hs"
+        [refused] = admin.delete_groups(["hs-group"]).values()
+        assert isinstance(refused, errors.NonEmptyGroupError)
         assert coord.leave_group("hs-group", [(member, None)]) == [None]
         with pytest.raises(errors.UnknownMemberIdError):
             coord.heartbeat("hs-group", 1, member)
         assert admin.describe_group("hs-group").state == "Empty"
+        deleted = admin.delete_groups(["hs-group", "hs-ghost"])
+        assert deleted["hs-group"] is None and isinstance(deleted["hs-ghost"], errors.GroupIdNotFoundError)
+        assert admin.describe_group("hs-group").state == "Dead" and coord.fetch_offsets("hs-group") == {}
 
 
 def test_whole_batches_stops_before_a_partial_batch():

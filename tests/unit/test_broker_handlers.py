@@ -11,10 +11,13 @@ import pytest
 from helpers.kafka_wire import record_batch
 from seglog.broker.handlers import Handlers
 from seglog.broker.metrics import Metrics
-from seglog.errors import IllegalGenerationError, RequestTimedOutError, UnknownTopicOrPartitionError
+from seglog.errors import (IllegalGenerationError, NotCoordinatorError, RequestTimedOutError,
+                           UnknownTopicOrPartitionError)
 from seglog.node import Node
+from seglog.offsets_format import OffsetAndMetadata, TopicPartition
 
 UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, ILLEGAL_GENERATION = 3, 7, 22
+NOT_COORDINATOR, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND = 16, 68, 69
 
 
 class ReplicasThatNeverCatchUp:
@@ -99,6 +102,33 @@ def test_offset_commit_keeps_the_errors_of_partitions_refused_before_the_group_c
     r = asyncio.run(h.handle_offset_commit(None, body))
     assert [(t["name"], [p["error_code"] for p in t["partitions"]]) for t in r["topics"]] == \
         [("t", [ILLEGAL_GENERATION]), ("gone", [UNKNOWN_TOPIC_OR_PARTITION])]
+
+
+def test_delete_groups_answers_per_group_as_kafka(tmp_path):
+    """DeleteGroups: an empty group goes with its offsets, a group with members is NON_EMPTY_GROUP, an unknown one
+    GROUP_ID_NOT_FOUND, one coordinated elsewhere NOT_COORDINATOR (and stays); a repeated name is answered once."""
+    node = Node(tmp_path / "d")
+    node.create_topic("t", 1)
+    coord = node.group_coordinator
+    coord.commit_offsets("idle", {TopicPartition("t", 0): OffsetAndMetadata(3)})
+    coord.commit_offsets("elsewhere", {TopicPartition("t", 0): OffsetAndMetadata(4)})
+    coord.join_group("busy", "", "consumer", [("range", b"")], 10_000)
+
+    def check_coordinator(group_id):
+        if group_id == "elsewhere":
+            raise NotCoordinatorError(f"not the coordinator of {group_id}")
+
+    view = SimpleNamespace(check_coordinator=check_coordinator)
+    h = Handlers(SimpleNamespace(node=node, config=node.config, view=view))
+    try:
+        r = asyncio.run(h.handle_delete_groups(None, {"groups_names": ["idle", "busy", "ghost", "elsewhere", "idle"]}))
+        assert [(e["group_id"], e["error_code"]) for e in r["results"]] == \
+            [("idle", 0), ("busy", NON_EMPTY_GROUP), ("ghost", GROUP_ID_NOT_FOUND), ("elsewhere", NOT_COORDINATOR)]
+        assert {g.group_id for g in coord.list_groups()} == {"busy", "elsewhere"}
+        assert coord.fetch_offsets("idle", None) == {}
+        assert coord.fetch_offsets("elsewhere", None)[("t", 0)].offset == 4
+    finally:
+        node.close()
 
 
 # -- metrics -----------------------------------------------------------------------------------------------------

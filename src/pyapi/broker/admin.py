@@ -13,15 +13,12 @@ create, add partitions, delete     CreateTopics / CreatePartitions / DeleteTopic
 change configs                     IncrementalAlterConfigs (SET / DELETE), then the same wait on DescribeConfigs
 offsets                            ListOffsets (earliest, latest, by timestamp) at each partition's leader
 groups                             ListGroups at every broker, DescribeGroups / OffsetFetch / OffsetCommit
-                                   (generation -1: a simple commit) at the group's coordinator
+                                   (generation -1: a simple commit) / DeleteGroups at the group's coordinator
 producer(), consumer()             seglog.Producer / seglog.Consumer over a seglog.remote.RemoteNode of their
                                    own (own connections, so a consumer's long poll never holds up the admin)
 =================================  ==============================================================================
 
 Topic administration is seglog.remote.RemoteNode's (the same calls ``seglog.connect(...)`` offers).
-
-Not over the wire yet, because the broker does not implement the API: deleting groups (DeleteGroups). It
-raises :class:`UnsupportedOverWireError` with a one-line explanation; nothing is changed.
 """
 
 from __future__ import annotations
@@ -32,21 +29,17 @@ from ..assignors import Assignment
 from ..cli.admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription
 from ..cli.datadir import CONSUMER_PROPERTIES, PRODUCER_PROPERTIES, client_kwargs
 from ..consumer import Consumer
-from ..errors import SeglogError, UnsupportedVersionError
+from ..errors import SeglogError
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..producer import Producer
 from ..protocol import ApiKey
 from ..remote import EARLIEST, LATEST, RemoteNode, error_for
 
-__all__ = ["BrokerAdmin", "UnsupportedOverWireError", "connect"]
+__all__ = ["BrokerAdmin", "connect"]
 
 # ListGroups answers meaning "this broker coordinates no group (yet)": the offsets topic is not there or
 # not loaded here.
 NO_GROUPS_HERE = frozenset({3, 14, 15, 16})
-
-
-class UnsupportedOverWireError(UnsupportedVersionError):
-    """An operation the broker has no API for (yet): possible on a data dir, not over --bootstrap-server."""
 
 
 def connect(bootstrap_servers: str, *, client_id: str = "seglog-cli") -> "BrokerAdmin":
@@ -177,9 +170,7 @@ class BrokerAdmin(Admin):
             raise failed[0]
 
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, SeglogError | None]:
-        raise UnsupportedOverWireError(
-            f"deleting consumer groups is not supported over --bootstrap-server yet: the broker has no "
-            f"DeleteGroups API; nothing was deleted ({', '.join(repr(g) for g in group_ids)})")
+        return self.node.group_coordinator.delete_groups(group_ids)
 
     # -- clients --------------------------------------------------------------------------------------------
 

@@ -421,6 +421,30 @@ class Handlers:
         return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type}
                                             for g in listing if g.state is not GroupState.DEAD]}
 
+    async def handle_delete_groups(self, header, body):
+        """DeleteGroups, as Kafka: per group (a repeated name answered once) NOT_COORDINATOR when another broker
+        coordinates it, else the coordinator's answer: deleted with its offsets, GROUP_ID_NOT_FOUND, or
+        NON_EMPTY_GROUP while it has members. (Kafka's INVALID_GROUP_ID is for a null id, which v0-1 cannot
+        carry: such a request fails to decode.)"""
+        results = await _off_loop(self._delete_groups, list(dict.fromkeys(body["groups_names"])))
+        return {"results": [{"group_id": g, "error_code": 0 if e is None else _err(e)} for g, e in results.items()]}
+
+    def _delete_groups(self, group_ids: list[str]) -> dict[str, SeglogError | None]:
+        out: dict[str, SeglogError | None] = dict.fromkeys(group_ids)
+        mine = []
+        for gid in group_ids:
+            try:
+                self.broker.view.check_coordinator(gid)
+                mine.append(gid)
+            except SeglogError as e:
+                out[gid] = e
+        if mine:
+            try:
+                out.update(self.node.group_coordinator.delete_groups(mine))
+            except SeglogError as e:
+                out.update(dict.fromkeys(mine, e))
+        return out
+
     # -- admin ------------------------------------------------------------------------------------------------
 
     async def handle_create_topics(self, header, body):
@@ -631,6 +655,7 @@ HANDLERS = {
     ApiKey.OFFSET_FETCH: Handlers.handle_offset_fetch,
     ApiKey.DESCRIBE_GROUPS: Handlers.handle_describe_groups,
     ApiKey.LIST_GROUPS: Handlers.handle_list_groups,
+    ApiKey.DELETE_GROUPS: Handlers.handle_delete_groups,
     ApiKey.CREATE_TOPICS: Handlers.handle_create_topics,
     ApiKey.DELETE_TOPICS: Handlers.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: Handlers.handle_create_partitions,

@@ -1,5 +1,5 @@
 """Schemas of the consumer-group APIs: OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat,
-LeaveGroup, SyncGroup, DescribeGroups, ListGroups.
+LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. Member metadata and
 assignments are opaque ``bytes`` (the consumer protocol inside them is the group coordinator's business).
@@ -145,5 +145,15 @@ LIST_GROUPS = Api(16, "ListGroups", (0, 2), flexible=3, request=(
           field("protocol_type", "string")),
 ))
 
+# v0-1 are what librdkafka and kafka-python send (v1 only lets the broker throttle after the response)
+DELETE_GROUPS = Api(42, "DeleteGroups", (0, 1), flexible=2, request=(
+    field("groups_names", "[]string"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("results",
+          field("group_id", "string"),
+          field("error_code", "int16")),
+))
+
 APIS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-        DESCRIBE_GROUPS, LIST_GROUPS)
+        DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS)
