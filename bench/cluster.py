@@ -31,7 +31,6 @@ The client is confluent-kafka in this process. Figures:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import re
 import resource
@@ -263,6 +262,9 @@ def measure(root: str, n: int, runs: int, failovers: int, say=print) -> tuple[li
     def row(figure, value, baseline="", ratio="", target="", met=""):
         rows.append({"figure": figure, "measured": value, "baseline": baseline, "ratio": ratio, "target": target,
                      "met": met})
+        if met and not figure.startswith(" "):     # a verdict on a target; indented rows detail the row above
+            rows[-1]["summary"] = {"figure": figure, "target": target, "met": met,
+                                   "measured": value + (f"; {ratio} of the baseline" if ratio else "")}
         say(f"  {figure:<66} {value:>28} {baseline:>13} {ratio:>6}  {target} {met}")
 
     load_start = os.getloadavg()[0]
@@ -382,12 +384,11 @@ def _zookeeper_version(port: int) -> str:
 
 def run(ctx) -> list[dict]:
     """bench.suite section."""
+    from bench import suite
     from seglog.cluster.zookeeper_server import find_installation
-    missing = [m for m in ("kazoo", "kafka", "confluent_kafka") if importlib.util.find_spec(m) is None]
-    if find_installation() is None or missing:
-        ctx.note("Not run: needs the Debian ZooKeeper package and java (apt-get install zookeeper) and the Python "
-                 f"packages kazoo, kafka-python and confluent-kafka (missing: {', '.join(missing) or 'none'}).")
-        return []
+    suite.require("kazoo", "kafka", "confluent_kafka", hint="pip install kazoo kafka-python confluent-kafka")
+    if find_installation() is None:
+        raise suite.Skip("needs the Debian ZooKeeper package and java (apt-get install zookeeper)")
     n = 100_000 if ctx.quick else 1_000_000
     runs = 1 if ctx.quick else ctx.runs
     failovers = 1 if ctx.quick else 5

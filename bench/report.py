@@ -10,15 +10,18 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+HIDDEN = ("table", "data", "summary")       # row keys that are not table columns
+
+
 def tables(rows: list[dict]) -> list[str]:
     """Markdown tables of section rows: grouped by their optional "table" key, columns = the first row's keys
-    (minus "table" and "data"), in order."""
+    (minus the HIDDEN ones), in order."""
     out: list[str] = []
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r.get("table", ""), []).append(r)
     for title, group in groups.items():
-        cols = [k for k in group[0] if k not in ("table", "data")]
+        cols = [k for k in group[0] if k not in HIDDEN]
         if title:
             out += [f"**{title}**", ""]
         out.append("| " + " | ".join(_cell(c.strip()) for c in cols) + " |")
@@ -27,6 +30,29 @@ def tables(rows: list[dict]) -> list[str]:
             out.append("| " + " | ".join(_cell(r.get(c, "")) for c in cols) + " |")
         out.append("")
     return out
+
+
+def target_rows(results: list[dict]) -> list[dict]:
+    """The rows sections marked as a target of an issue (a "summary" dict: figure, measured, target, met)."""
+    out = []
+    for r in results:
+        for row in r.get("rows", []):
+            s = row.get("summary")
+            if s:
+                out.append({"section": r["title"], **s})
+    return out
+
+
+def targets_table(results: list[dict]) -> list[str]:
+    rows = target_rows(results)
+    if not rows:
+        return []
+    missed = [t for t in rows if str(t["met"]).lower() not in ("yes", "true")]
+    lines = ["| section | figure | target | measured (median) | met |", "|---|---|---|---|---|"]
+    lines += [f"| {_cell(t['section'])} | {_cell(t['figure'])} | {_cell(t['target'])} | {_cell(t['measured'])} | "
+              f"{_cell(t['met'])} |" for t in rows]
+    return ["## Targets", "", f"Every issue target this run measured: {len(rows) - len(missed)} of {len(rows)} met. "
+            "Each row is repeated, with its same-run baseline, in its section below.", "", *lines, ""]
 
 
 def _anchor(title: str) -> str:
@@ -59,13 +85,17 @@ def write(path: str, command: str, started: float, seconds: float, runs: int, ma
         "## Sections",
         "",
         *[f"- [{r['title']}](#{_anchor(r['title'])}) ({r['seconds']:.0f} s)"
-          + (" — **failed**" if r.get("error") else "") for r in results],
+          + (" — **failed**" if r.get("error") else "")
+          + (f" — skipped: {r['skipped']}" if r.get("skipped") else "") for r in results],
         "",
+        *targets_table(results),
     ]
     for r in results:
         lines += [f"## {r['title']}", "", f"_`bench/{r['module']}.py`, {r['seconds']:.0f} s_", ""]
         for note in r.get("notes", []):
             lines += [note, ""]
+        if r.get("skipped"):
+            lines += [f"**Skipped** (an optional dependency is missing): {r['skipped']}", ""]
         if r.get("error"):
             lines += ["**This section failed:**", "", "```", r["error"].rstrip(), "```", ""]
         if r.get("rows"):

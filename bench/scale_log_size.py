@@ -1,11 +1,14 @@
-"""Throughput vs log size: a log grown to 1, 4, 8 GiB (20 GiB with `python -m bench --big-log`).
+"""Throughput vs log size: one log grown GiB by GiB to 20 GiB, measured at 1, 4 and 20 GiB on the way.
 
-Per size, first a raw baseline (the same number of bytes written to one file in 8 MiB calls, one fsync, then
-read back from the page cache), then seglog: Log.append_batch of 1 KiB records in 64 MiB calls (1 GiB
-segments), timed GiB by GiB, one flush(), a clean reopen, a CRC-checked scan of every batch through read(),
-and random single-record reads. If the cost grows linearly or better, the seconds per GiB stay flat as the log
-grows and reads do not slow down with size. Writes past ~20% of RAM hit the kernel's dirty-page limit and run
-at disk speed: the raw baseline of the same size shows where that happens.
+One pass, so a 20 GiB point fits the suite's budget: Log.append_batch of 1 KiB records in 64 MiB calls (1 GiB
+segments) grows a single log, each GiB timed. For the first RAW_GIB GiB a raw baseline grows next to it, GiB
+for GiB (a GiB of seglog, then a GiB of the raw file in 8 MiB write() calls), so both meet the same memory and
+the same load. At every checkpoint (ctx.log_sizes_gib) the pass stops: flush() (and the raw file's fsync), a
+clean reopen, a CRC-checked scan of the whole log through read() (raw: a cached read of the whole file), random
+single-record reads, the process's memory; then the log is reopened and grows on. If the cost grows linearly
+or better, the seconds per GiB stay flat as the log grows and reads do not slow down with size.
+
+    python -m bench --only scale_log_size [--log-sizes 1,4,20]
 """
 
 from __future__ import annotations
@@ -21,33 +24,8 @@ GIB = 1 << 30
 RECORD = 1024
 CHUNK_RECORDS = 65536          # 64 MiB per append_batch call
 READ_CHUNK = 8 << 20
-RANDOM_READS = 5_000
-
-
-def per_gib_times(total: int, write_step) -> tuple[list[float], int]:
-    """Call write_step() (-> bytes written) until `total` bytes; seconds per GiB of each successive GiB (of the
-    whole pass when total < 1 GiB). A final partial GiB is added to the last whole one."""
-    unit = min(GIB, total)
-    marks, written, t0 = [], 0, time.perf_counter()
-    while written < total:
-        written += write_step()
-        while written >= unit * (len(marks) + 1):
-            marks.append(time.perf_counter())
-    if marks:
-        marks[-1] = time.perf_counter()
-    times = [marks[0] - t0] + [b - a for a, b in zip(marks, marks[1:])]
-    return [t * GIB / unit for t in times], written
-
-
-def pretouch(ctx: suite.Context, total: int, buf: bytes) -> None:
-    """Write `total` bytes to a file and delete it, untimed, so later writers get already-touched memory."""
-    path = ctx.fresh("pretouch.bin")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    for _ in range(max(1, total // len(buf))):
-        os.write(fd, buf)
-    os.close(fd)
-    os.remove(path)
-    settle()
+RANDOM_READS = 2_000
+RAW_GIB = 4                    # the raw baseline grows alongside for this many GiB (the budget: see the note)
 
 
 def settle() -> None:
@@ -55,71 +33,65 @@ def settle() -> None:
     os.sync()
 
 
-def raw_baseline(ctx: suite.Context, total: int, buf: bytes) -> dict:
-    path = ctx.fresh("raw.bin")
-    settle()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    mv = memoryview(buf)
+class RawFile:
+    """The baseline: bytes appended to one file in READ_CHUNK write() calls."""
 
-    def step():
-        for i in range(0, len(mv), READ_CHUNK):
-            os.write(fd, mv[i:i + READ_CHUNK])
-        return len(mv)
-    t = time.perf_counter()
-    gib_times, written = per_gib_times(total, step)
-    t_write = time.perf_counter() - t
-    t = time.perf_counter()
-    os.fsync(fd)
-    t_sync = time.perf_counter() - t
-    os.close(fd)
-    rbuf = bytearray(READ_CHUNK)
+    def __init__(self, path: str, payload: bytes):
+        self.path, self.mv, self.written = path, memoryview(payload), 0
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
-    def read():
-        with open(path, "rb", buffering=0) as f:
-            while f.readinto(rbuf):
-                pass
-    t_read = suite.median_time(read, ctx.runs)
-    os.remove(path)
-    return {"gib_times": gib_times, "write": t_write, "sync": t_sync, "read_gbs": written / t_read / 1e9,
-            "bytes": written}
+    def grow(self, nbytes: int) -> float:
+        """Seconds to append nbytes (whole payloads, the last one cut)."""
+        t = time.perf_counter()
+        left = nbytes
+        while left > 0:
+            for i in range(0, min(len(self.mv), left), READ_CHUNK):
+                left -= os.write(self.fd, self.mv[i:i + min(READ_CHUNK, left)])
+                if left <= 0:
+                    break
+        self.written += nbytes
+        return time.perf_counter() - t
+
+    def fsync(self) -> float:
+        t = time.perf_counter()
+        os.fsync(self.fd)
+        return time.perf_counter() - t
+
+    def read_gbs(self, runs: int) -> float:
+        buf = bytearray(READ_CHUNK)
+
+        def read():
+            with open(self.path, "rb", buffering=0) as f:
+                while f.readinto(buf):
+                    pass
+        return self.written / suite.median_time(read, runs) / 1e9
+
+    def remove(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if os.path.exists(self.path):
+            os.remove(self.path)
 
 
-def seglog_log(ctx: suite.Context, total: int, values: list[bytes]) -> dict:
-    from seglog import Log
-    path = ctx.fresh("big-0")
-    settle()
-    anon0 = suite.rss_bytes("RssAnon")
-    log = Log(path)
-    append_batch = log.append_batch
-    before = [0]
-
-    def step():
-        append_batch(values)
-        size = log.size_bytes
-        grown, before[0] = size - before[0], size
-        return grown
-    t = time.perf_counter()
-    gib_times, written = per_gib_times(total, step)
-    t_write = time.perf_counter() - t
-    t = time.perf_counter()
-    log.flush()
-    t_sync = time.perf_counter() - t
-    end, segments = log.end_offset, log.segment_count
-    log.close()
-
+def checkpoint_reads(path: str, runs: int, scan_runs: int) -> dict:
+    """On the closed log: reopen time, CRC-checked scan GB/s, random single-record reads (us)."""
+    from seglog import Log, _engine
     t = time.perf_counter()
     Log(path).close()
     t_open = time.perf_counter() - t
+    with Log(path) as lg:
+        end, size = lg.end_offset, lg.size_bytes
 
     def scan():
         # a fresh open has verified nothing: each read() CRC-checks its batches once
         with Log(path) as fresh:
             offset, stop = fresh.start_offset, fresh.end_offset
             while offset < stop:
-                view, offset = fresh.read_next(offset, READ_CHUNK)
+                _view, offset = fresh.read_next(offset, READ_CHUNK)
                 if offset < 0:
                     break
-    t_scan = suite.median_time(scan, ctx.runs)
+    t_scan = suite.median_time(scan, scan_runs)
     keys = suite.random_keys(end, RANDOM_READS)
 
     def random_records():
@@ -129,81 +101,158 @@ def seglog_log(ctx: suite.Context, total: int, values: list[bytes]) -> dict:
                 assert next(records(k, k + 1)).offset == k
 
     def random_batches():
-        from seglog import _engine
         with Log(path) as rlog:
             read, decode = rlog.read, _engine.decode_records
             for k in keys:
                 assert decode(read(k, 1), k, k + 1, verify_crc=False)[0].offset == k
-    t_random = suite.median_time(random_records, ctx.runs)
-    t_random_batch = suite.median_time(random_batches, ctx.runs)
-    anon = suite.rss_bytes("RssAnon") - anon0
+    t_random = suite.median_time(random_records, runs)
+    t_random_batch = suite.median_time(random_batches, runs)
+    return {"open": t_open, "scan_gbs": size / t_scan / 1e9, "random_us": t_random / len(keys) * 1e6,
+            "random_batch_us": t_random_batch / len(keys) * 1e6, "records": end}
+
+
+def grow(ctx: suite.Context, sizes: list[int], values: list[bytes], payload: bytes, raw_bytes: int) -> dict:
+    """The single pass: per-unit seconds of seglog and raw, and the measurements at each checkpoint."""
+    from seglog import Log
+    path = ctx.fresh("big-0")
+    unit = min(GIB, sizes[0])
+    raw = RawFile(ctx.fresh("raw.bin"), payload) if raw_bytes else None
+    settle()
+    anon0 = suite.rss_bytes("RssAnon")
+    log = Log(path)
+    seg_units: list[float] = []
+    raw_units: list[float] = []
+    seg_total = raw_total = 0.0
+    points = []
+    first = True
+    for target in sizes:
+        while log.size_bytes < target:
+            before = log.size_bytes
+            goal = min(before + unit, target)
+            t = time.perf_counter()
+            while log.size_bytes < goal:
+                log.append_batch(values)
+            dt = time.perf_counter() - t
+            seg_total += dt
+            seg_units.append(dt * unit / (log.size_bytes - before))
+            if raw is not None and raw.written < raw_bytes:
+                n = min(unit, raw_bytes - raw.written)
+                dt = raw.grow(n)
+                raw_total += dt
+                raw_units.append(dt * unit / n)
+        t = time.perf_counter()
+        log.flush()
+        t_flush = time.perf_counter() - t
+        point = {"size": log.size_bytes, "gib": target / GIB, "segments": log.segment_count, "units": len(seg_units),
+                 "write": seg_total + t_flush, "flush": t_flush, "anon": suite.rss_bytes("RssAnon") - anon0}
+        if raw is not None and raw.written == target:          # the raw file is as large as the log: compare
+            point["raw_write"] = raw_total + raw.fsync()
+            point["raw_bytes"] = raw.written
+            point["raw_read_gbs"] = raw.read_gbs(ctx.runs if first else 1)
+        log.close()
+        if raw is not None and raw.written >= raw_bytes and target >= raw_bytes:
+            raw.remove()                   # before the next (larger) checkpoint's reads need the page cache
+            raw = None
+        point.update(checkpoint_reads(path, ctx.runs, ctx.runs if first else 1))
+        points.append(point)
+        print(f"  {target / GIB:g} GiB: last unit {seg_units[-1]:.2f} s/GiB (raw median "
+              f"{statistics.median(raw_units) if raw_units else 0:.2f} over {len(raw_units)} units), flush "
+              f"{t_flush:.1f} s, scan {point['scan_gbs']:.2f} GB/s, random {point['random_us']:.1f} us, reopen "
+              f"{point['open'] * 1e3:.0f} ms", flush=True)
+        first = False
+        if target != sizes[-1]:
+            log = Log(path)
+    if raw is not None:
+        raw.remove()
     ctx.fresh("big-0")
-    return {"gib_times": gib_times, "write": t_write, "sync": t_sync, "open": t_open, "scan_gbs": written / t_scan / 1e9,
-            "random_us": t_random / len(keys) * 1e6, "random_batch_us": t_random_batch / len(keys) * 1e6,
-            "anon": anon, "segments": segments, "bytes": written,
-            "records": end}
+    return {"unit": unit, "seg_units": seg_units, "raw_units": raw_units, "points": points}
+
+
+def _span(a: int, b: int) -> str:
+    return f"GiB {a}" if a == b else f"GiBs {a}-{b}"
 
 
 def run(ctx: suite.Context) -> list[dict]:
-    sizes = [0.25, 0.5] if ctx.quick else ctx.log_sizes_gib
+    sizes_gib = [0.25, 0.5] if ctx.quick else sorted(ctx.log_sizes_gib)
     values = suite.json_records(CHUNK_RECORDS if not ctx.quick else 8192, RECORD)
     payload = b"".join(values)
     free = os.statvfs(ctx.dir)
-    free_gib = free.f_bavail * free.f_frsize / GIB
-    ctx.note(f"Log sizes {', '.join(f'{s:g}' for s in sizes)} GiB of {RECORD} B records (append_batch of "
-             f"{len(values):,} records per call, 1 GiB segments); default sizes fit the suite's 10-minute budget, "
-             f"`python -m bench --big-log` adds 20 GiB ({free_gib:.0f} GiB free here). Each size is written once "
-             "(the raw baseline first), each writer after an os.sync() so it does not pay for the previous one's "
-             "writeback; 'median GiB' = the median of the seconds each successive GiB took, 'write + flush' = "
-             "the whole pass including the final sync. Past ~20% of RAM in dirty pages the kernel throttles "
-             "writers to disk speed, for seglog and the raw file alike. Reads are medians "
-             f"of {ctx.runs} runs; {RANDOM_READS:,} random single-record reads by offset on a freshly opened log, through "
-             "the public records(o, o+1) and through read(o, 1) (the one batch holding o) + _engine.decode_records. "
-             "Before the first size, an untimed write of the largest size touches the page-cache memory once "
-             "(on this VM the first touch of fresh memory costs 3-10x: without it the first writer pays for it).")
-    results = []
-    fits = [s for s in sizes if s * GIB * 1.1 <= free.f_bavail * free.f_frsize]
-    if fits:
-        pretouch(ctx, int(max(fits) * GIB), payload)
-    for s in sizes:
-        if s * GIB * 1.1 > free.f_bavail * free.f_frsize:
-            ctx.note(f"Skipped {s:g} GiB: not enough free disk.")
-            continue
-        total = int(s * GIB)
-        raw = raw_baseline(ctx, total, payload)
-        seg = seglog_log(ctx, total, values)
-        results.append((s, raw, seg))
-        print(f"  {s:g} GiB: seglog {statistics.median(seg['gib_times']):.2f} s/GiB "
-              f"(raw {statistics.median(raw['gib_times']):.2f}), flush {seg['sync']:.1f} s "
-              f"(raw fsync {raw['sync']:.1f}), scan {seg['scan_gbs']:.2f} GB/s, random {seg['random_us']:.1f} us",
-              flush=True)
+    free_bytes = free.f_bavail * free.f_frsize
+    raw_gib = min(RAW_GIB, sizes_gib[-1]) if not ctx.quick else sizes_gib[-1]
+    fits = [s for s in sizes_gib if (s + raw_gib) * GIB * 1.1 <= free_bytes]
+    if len(fits) < len(sizes_gib):
+        ctx.note(f"Skipped {', '.join(f'{s:g}' for s in sizes_gib if s not in fits)} GiB: not enough free disk "
+                 f"({free_bytes / GIB:.0f} GiB free).")
+    if not fits:
+        raise RuntimeError("not enough free disk for the smallest log size")
+    unit_text = "GiB" if fits[0] >= 1 else f"{int(min(GIB, fits[0] * GIB)) >> 20} MiB"
+    partial = raw_gib < fits[-1]
+    ctx.note(f"One log of {RECORD} B records grown to {fits[-1]:g} GiB in a single pass (append_batch of "
+             f"{len(values):,} records per call, 1 GiB segments), each {unit_text} timed; the pass stops at "
+             f"{', '.join(f'{s:g}' for s in fits)} GiB for flush(), a clean reopen, a CRC-checked scan of the whole "
+             f"log (median of {ctx.runs} runs at the first stop, one run at the others), {RANDOM_READS:,} random "
+             "single-record reads on the freshly opened log (through the public records(o, o+1) and through "
+             f"read(o, 1) + _engine.decode_records; medians of {ctx.runs} runs), and the process's anonymous memory. "
+             "The raw baseline (8 MiB write() calls to one file, one fsync, a cached read) grows next to the log, "
+             f"{unit_text} for {unit_text}, "
+             + (f"for its first {raw_gib:g} GiB only: its cost per GiB is flat, and writing it to {fits[-1]:g} GiB "
+                "too would add a minute to the suite; past that, seglog's GiBs are compared with the raw writer's "
+                "median GiB. " if partial else "as far as the log. ")
+             + "Both writers fill page-cache memory that is new to the process; on a VM the host may back such "
+             "memory only on first use, which can hold both well below the page-cache write limit that "
+             "bench.limits measures on reused memory: read seglog against the raw writer of the same run."
+             + (" At 20 GiB part of the log no longer fits in the page cache next to everything else, so the last "
+                "scan and random reads partly read the disk." if fits[-1] >= 16 else ""))
+    g = grow(ctx, [int(s * GIB) for s in fits], values, payload, int(raw_gib * GIB))
+    seg_u, raw_u, pts = g["seg_units"], g["raw_units"], g["points"]
+    raw_med = statistics.median(raw_u)
+    first_seg = statistics.median(seg_u[:len(raw_u)])         # seglog over the GiBs the raw file also wrote
     rows = []
-    for s, raw, seg in results:
-        sg, rg = statistics.median(seg["gib_times"]), statistics.median(raw["gib_times"])
-        seg_total, raw_total = seg["write"] + seg["sync"], raw["write"] + raw["sync"]
+    prev = 0
+    for p in pts:
+        span = seg_u[prev:p["units"]]
+        raw_span = raw_u[prev:p["units"]]
+        med = statistics.median(span)
+        raw_ref = statistics.median(raw_span) if raw_span else raw_med
+        unit_gib = g["unit"] / GIB
         rows.append({
-            "log size": f"{s:g} GiB", "segments": f"{seg['segments']}",
-            "append (median GiB)": f"{sg:.2f} s/GiB", "raw write (median GiB)": f"{rg:.2f} s/GiB",
-            "last GiB / first GiB": f"{seg['gib_times'][-1] / seg['gib_times'][0]:.2f}x"
-                                    if len(seg["gib_times"]) > 1 else "-",
-            "write + flush": f"{seg_total:.1f} s ({seg['bytes'] / seg_total / 1e9:.2f} GB/s)",
-            "raw write + fsync": f"{raw_total:.1f} s ({raw['bytes'] / raw_total / 1e9:.2f} GB/s)",
-            "vs raw": suite.ratio(raw_total, seg_total),
-            "reopen": f"{seg['open'] * 1e3:.0f} ms",
-            "CRC-checked scan": f"{seg['scan_gbs']:.2f} GB/s", "raw cached read": f"{raw['read_gbs']:.2f} GB/s",
-            "scan vs raw read": suite.ratio(seg["scan_gbs"], raw["read_gbs"]),
-            "random read: records(o, o+1)": f"{seg['random_us']:.1f} us",
-            "random read: read(o, 1) + decode": f"{seg['random_batch_us']:.1f} us",
-            "memory (anon)": suite.mb(max(seg["anon"], 0)),
-            "data": {"gib": s, "seg_gib_times": seg["gib_times"], "raw_gib_times": raw["gib_times"],
-                     "scan": seg["scan_gbs"], "raw_read": raw["read_gbs"], "random_us": seg["random_us"]},
+            "log size": f"{p['gib']:g} GiB", "segments": f"{p['segments']}",
+            "GiBs timed": _span(round(prev * unit_gib) + 1, round(p["units"] * unit_gib)) if unit_gib >= 1 else
+                          f"{len(span)} x {g['unit'] >> 20} MiB",
+            "append (median of those)": f"{med:.2f} s/GiB",
+            "raw write": f"{raw_ref:.2f} s/GiB" + ("" if raw_span else f" (its {len(raw_u)} GiB)"),
+            "seglog / raw speed": suite.ratio(raw_ref, med),
+            "vs seglog's first GiBs": f"{med / first_seg:.2f}x cost",
+            "write + flush, whole log": f"{p['write']:.1f} s ({p['size'] / p['write'] / 1e9:.2f} GB/s)",
+            "raw write + fsync": (f"{p['raw_write']:.1f} s ({p['raw_bytes'] / p['raw_write'] / 1e9:.2f} GB/s)"
+                                  if "raw_write" in p else "-"),
+            "reopen": f"{p['open'] * 1e3:.0f} ms",
+            "CRC-checked scan": f"{p['scan_gbs']:.2f} GB/s",
+            "raw cached read": f"{p['raw_read_gbs']:.2f} GB/s" if "raw_read_gbs" in p else "-",
+            "scan vs raw read": suite.ratio(p["scan_gbs"], p.get("raw_read_gbs")),
+            "random read: records(o, o+1)": f"{p['random_us']:.1f} us",
+            "random read: read(o, 1) + decode": f"{p['random_batch_us']:.1f} us",
+            "memory (anon)": suite.mb(max(p["anon"], 0)),
+            "data": {"gib": p["gib"], "scan": p["scan_gbs"], "raw_read": p.get("raw_read_gbs"),
+                     "random_us": p["random_us"], "random_batch_us": p["random_batch_us"]},
         })
+        prev = p["units"]
+    rows[0]["data"].update(seg_units=seg_u, raw_units=raw_u, unit_gib=g["unit"] / GIB)
     if len(rows) > 1:
-        a, b = rows[0]["data"], rows[-1]["data"]
-        ctx.note(f"From {a['gib']:g} to {b['gib']:g} GiB: append s/GiB "
-                 f"{statistics.median(b['seg_gib_times']) / statistics.median(a['seg_gib_times']):.2f}x "
-                 f"(raw write {statistics.median(b['raw_gib_times']) / statistics.median(a['raw_gib_times']):.2f}x), "
-                 f"scan GB/s {b['scan'] / a['scan']:.2f}x, random read time {b['random_us'] / a['random_us']:.2f}x.")
+        a, b = pts[0], pts[-1]
+        last_span = seg_u[pts[-2]["units"]:]
+        growth = statistics.median(last_span) / first_seg
+        ctx.note(f"From {a['gib']:g} to {b['gib']:g} GiB: the {unit_text}s after the last stop cost {growth:.2f}x "
+                 f"seglog's first {len(raw_u)} (the raw writer's: {max(raw_u) / min(raw_u):.2f}x between its "
+                 f"slowest and fastest); the scan runs at {b['scan_gbs'] / a['scan_gbs']:.2f}x the GB/s, a random "
+                 f"read takes {b['random_us'] / a['random_us']:.2f}x the time, reopening {b['open'] / a['open']:.2f}x.")
+        rows[-1]["summary"] = {
+            "figure": f"scaling: append cost per {unit_text}, the last {len(last_span)} of a {b['gib']:g} GiB log "
+                      f"vs its first {len(raw_u)}",
+            "target": "linear or better (<= 1.25x)",
+            "measured": f"{growth:.2f}x ({statistics.median(last_span):.2f} vs {first_seg:.2f} s/GiB; raw "
+                        f"writer {raw_med:.2f} s/GiB)",
+            "met": "yes" if growth <= 1.25 else "no"}
         chart(ctx, rows)
     return rows
 
@@ -213,30 +262,51 @@ def chart(ctx: suite.Context, rows: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     d = [r["data"] for r in rows]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    big = d[-1]
-    xs = range(1, len(big["seg_gib_times"]) + 1)
-    a1.plot(xs, big["seg_gib_times"], "o-", color="tab:orange", label="seglog append_batch")
-    a1.plot(range(1, len(big["raw_gib_times"]) + 1), big["raw_gib_times"], "o-", color="tab:gray",
-            label="raw sequential write (baseline)")
+    seg_u, raw_u, unit = d[0]["seg_units"], d[0]["raw_units"], d[0]["unit_gib"]
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(17, 4.5))
+    xs = [(i + 1) * unit for i in range(len(seg_u))]
+    a1.plot(xs, seg_u, "o-", ms=3, color="tab:orange", label="seglog append_batch")
+    a1.plot(xs[:len(raw_u)], raw_u, "o-", ms=3, color="tab:gray", label="raw sequential write (baseline)")
+    for x in d:
+        a1.axvline(x["gib"], color="black", lw=0.5, ls=":")
     a1.set_ylim(bottom=0)
-    a1.set_xlabel(f"GiB written so far ({big['gib']:g} GiB log)")
+    a1.set_xlabel(f"GiB written so far (one {d[-1]['gib']:g} GiB log; dotted: the stops)")
     a1.set_ylabel("seconds for this GiB")
     a1.set_title("write cost per GiB as the log grows (flat = linear)", fontsize=10)
     a1.legend(fontsize=8)
+    raw_med = statistics.median(raw_u)
+    first = statistics.median(seg_u[:len(raw_u)])
+    a2.plot(xs[:len(raw_u)], [r / s for r, s in zip(raw_u, seg_u)], "o-", ms=3, color="tab:gray",
+            label="seglog speed / raw speed, same GiB")
+    a2.plot(xs, [raw_med / s for s in seg_u], "o-", ms=3, color="tab:orange",
+            label="seglog speed / raw writer's median GiB")
+    a2.plot(xs, [first / s for s in seg_u], "s--", ms=3, color="tab:red",
+            label=f"seglog speed / its own first {len(raw_u)} GiB")
+    a2.axhline(1.0, color="black", lw=0.8, ls="--")
+    a2.set_ylim(0, max(2.0, max(raw_med / s for s in seg_u) * 1.1))
+    a2.set_xlabel("GiB written so far")
+    a2.set_ylabel("ratio (above 1 = seglog faster)")
+    a2.set_title("ratios to the baselines of the same run", fontsize=10)
+    a2.legend(fontsize=8)
     sizes = [x["gib"] for x in d]
-    a2.plot(sizes, [x["scan"] for x in d], "o-", color="tab:orange", label="seglog CRC-checked scan (GB/s)")
-    a2.plot(sizes, [x["raw_read"] for x in d], "o-", color="tab:gray", label="raw cached read (GB/s)")
-    a2.set_xlabel("log size (GiB)")
-    a2.set_ylabel("GB/s")
-    a2.set_ylim(bottom=0)
-    a3 = a2.twinx()
-    a3.plot(sizes, [x["random_us"] for x in d], "s--", color="tab:green", label="seglog random read (us, right)")
-    a3.set_ylabel("us per random read")
+    a3.plot(sizes, [x["scan"] for x in d], "o-", color="tab:orange", label="seglog CRC-checked scan (GB/s)")
+    raw_pts = [(x["gib"], x["raw_read"]) for x in d if x["raw_read"]]
+    if raw_pts:
+        a3.plot(*zip(*raw_pts), "o-", color="tab:gray", label="raw cached read (GB/s)")
+    a3.set_xlabel("log size (GiB)")
+    a3.set_ylabel("GB/s")
     a3.set_ylim(bottom=0)
-    h1, l1 = a2.get_legend_handles_labels()
-    h2, l2 = a3.get_legend_handles_labels()
-    a2.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
-    a2.set_title("reads vs log size", fontsize=10)
+    a4 = a3.twinx()
+    a4.plot(sizes, [x["random_us"] for x in d], "s--", color="tab:green", label="random read, records() (us, right)")
+    a4.plot(sizes, [x["random_batch_us"] for x in d], "^--", color="tab:olive",
+            label="random read, read() + decode (us, right)")
+    a4.set_ylabel("us per random read")
+    a4.set_ylim(bottom=0)
+    h1, l1 = a3.get_legend_handles_labels()
+    h2, l2 = a4.get_legend_handles_labels()
+    a3.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
+    a3.set_title("reads vs log size", fontsize=10)
     fig.tight_layout()
-    ctx.chart(fig, "scale_log_size", "Write seconds per GiB as the log grows; scan and random-read speed vs size.")
+    ctx.chart(fig, "scale_log_size", "Write seconds per GiB as one log grows to its largest size, the same GiBs as "
+                                     "ratios to the raw writer and to seglog's own first GiBs, and scan and "
+                                     "random-read speed at each stop.")

@@ -2,13 +2,16 @@
 and the runner that executes one section in its own process.
 
 A section is a module of this package with a TITLE string and ``run(ctx) -> list[dict]`` (see README.md,
-"Adding a section"). ``python -m bench.suite MODULE CTX_JSON OUT_JSON`` runs one and writes its result.
+"Adding a section"). ``python -m bench.suite MODULE CTX_JSON OUT_JSON`` runs one and writes its result. A
+section whose optional dependency is missing raises ``Skip`` (``require()`` does it for Python modules): it is
+listed as skipped with the reason. A section without ``run(ctx)``, or one that raises anything else, failed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import json
 import os
 import random
@@ -33,7 +36,7 @@ class Context:
     records: int = 1_000_000                   # records of the store comparison
     quick: bool = False                        # a smoke run of the suite itself: small sizes, 1 run
     all_records: bool = False                  # stores: no record cap for the slow stores
-    log_sizes_gib: list = dataclasses.field(default_factory=lambda: [1, 4, 8])
+    log_sizes_gib: list = dataclasses.field(default_factory=lambda: [1, 4, 20])
     limits: dict = dataclasses.field(default_factory=dict)     # bench.limits figures, by key
     notes: list = dataclasses.field(default_factory=list)      # paragraphs printed above the tables
     charts: list = dataclasses.field(default_factory=list)     # [file name, caption]
@@ -66,6 +69,19 @@ class Context:
 
     def limit(self, key: str) -> float | None:
         return self.limits.get(key)
+
+
+class Skip(Exception):
+    """Raised by a section when an optional dependency (a library, java, ZooKeeper ...) is missing: the suite
+    lists the section as skipped with this reason instead of failing."""
+
+
+def require(*modules: str, hint: str = "") -> None:
+    """Skip the section unless every one of these top-level modules can be imported."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise Skip(f"missing Python module{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+                   + (f" ({hint})" if hint else ""))
 
 
 # -- timing --------------------------------------------------------------------------------------------------
@@ -185,23 +201,26 @@ def ns(seconds: float) -> str:
 # -- the section runner -------------------------------------------------------------------------------------
 
 def run_section(module_name: str, ctx: Context) -> dict:
-    """Import bench.<module_name>, run it with ctx and return its result as a JSON-able dict."""
+    """Import bench.<module_name>, run it with ctx and return its result as a JSON-able dict: "error" holds the
+    traceback of a failed section, "skipped" the reason a section did not run (a missing optional dependency)."""
     t = time.perf_counter()
-    result = {"module": module_name, "title": module_name, "rows": [], "error": None}
+    result = {"module": module_name, "title": module_name, "rows": [], "error": None, "skipped": None}
     os.makedirs(ctx.dir, exist_ok=True)
     try:
         mod = importlib.import_module(f"bench.{module_name}")
         result["title"] = getattr(mod, "TITLE", module_name)
         ctx.libraries.extend(getattr(mod, "LIBRARIES", ()))
-        if not hasattr(mod, "run"):
-            ctx.note(f"Not run: bench/{module_name}.py has no `run(ctx)` yet (see bench/README.md, "
-                     f"\"Adding a section\"); run it on its own with `python -m bench.{module_name}`.")
-            rows = []
-        else:
-            rows = mod.run(ctx)
+        if not callable(getattr(mod, "run", None)):
+            raise TypeError(f"bench/{module_name}.py has no `run(ctx)` (see bench/README.md, \"Adding a section\")")
+        rows = mod.run(ctx)
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise TypeError(f"bench.{module_name}.run() must return a list of dicts, not {type(rows).__name__}")
+        if not rows:
+            raise ValueError(f"bench.{module_name}.run() returned no rows (raise bench.suite.Skip to skip a section)")
         result["rows"] = rows
+    except Skip as e:
+        result["skipped"] = str(e) or "skipped"
+        print(f"  skipped: {result['skipped']}", flush=True)
     except Exception:
         result["error"] = traceback.format_exc()
         print(result["error"], file=sys.stderr, flush=True)
@@ -223,4 +242,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    # run through the imported module, not __main__: sections raise bench.suite.Skip, which must be the class
+    # run_section catches
+    from bench import suite as _suite
+    raise SystemExit(_suite.main(sys.argv[1:]))

@@ -357,7 +357,7 @@ _configure_before_spark = pytest_configure
 def pytest_configure(config):  # noqa: F811 - extends the hook above with the spark marker
     _configure_before_spark(config)
     config.addinivalue_line("markers", "spark: runs a local SparkSession (pyspark + java); skipped only when "
-                                       "pyspark or java is missing")
+                                       "pyspark >= 4.2, pyarrow or java is missing")
 
 
 @pytest.fixture(scope="session")
@@ -366,13 +366,16 @@ def spark():
 
     Python workers run this interpreter (PYSPARK_PYTHON) and get the directory seglog is imported from on
     their PYTHONPATH, so both an installed seglog (CI) and a development checkout on PYTHONPATH work. Filter
-    pushdown is enabled where pyspark supports it (4.1+). Skips only when pyspark or java is missing.
+    pushdown is enabled where pyspark supports it (4.1+). Skips only when pyspark >= 4.2 (seglog.spark's floor),
+    pyarrow or java is missing; any other failure to import seglog.spark fails the tests.
     """
     import os
     import shutil
     import sys
 
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'pyspark>=4.0')")
+    # minversion: an older pyspark skips too (seglog.spark refuses to import below 4.2)
+    pytest.importorskip("pyspark", minversion="4.2", reason="pyspark is not installed (pip install 'seglog[spark]')")
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'seglog[spark]')")
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         pytest.skip("java is not installed (Spark needs a JDK 17+)")
     import seglog

@@ -21,7 +21,8 @@ __version__ = "0.1.0"
 
 def serve(data_dir: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | None = None, **kwargs):
     """Run a Kafka-protocol broker on `data_dir` in a background thread (a free 127.0.0.1 port by default):
-    ``with seglog.serve(tmp_path) as broker: broker.bootstrap_servers``. See seglog.broker.serve."""
+    ``with seglog.serve(tmp_path) as broker: broker.bootstrap_servers``. Keywords: host, port, metrics_port
+    and broker settings with '_' for '.' (an unknown one is an error). See seglog.broker.serve."""
     from .broker import serve as _serve
     return _serve(data_dir, config, **kwargs)
 
@@ -33,6 +34,9 @@ def open(path: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | Non
 
 def connect(bootstrap_servers: str, *, client_id: str = "seglog", **kwargs):
     """The same surface as :func:`open`'s Node, over a Kafka-protocol broker (seglog's or Kafka's):
-    ``seglog.Producer(seglog.connect("host:9092"))``. Keyword arguments: see seglog.remote.RemoteNode."""
+    ``seglog.Producer(seglog.connect("host:9092"))``; topics are administered with the same calls
+    (create_topic, create_partitions, alter_topic_config, delete_topic). `bootstrap_servers` is
+    "host:port[,host:port...]" (anything else: InvalidConfigError). Keyword arguments: see
+    seglog.remote.RemoteNode."""
     from .remote import RemoteNode
     return RemoteNode(bootstrap_servers, client_id=client_id, **kwargs)

@@ -4,7 +4,9 @@ Used where seglog itself talks to brokers: replica fetchers (follower -> leader)
 ``--bootstrap-server`` mode, Spark's broker mode. ``BrokerConnection.request(api, body)`` sends one request
 at the highest version both sides support (from ApiVersions) and returns the decoded response body; errors
 inside the body are the caller's to map (``errors.for_code``). ``ClusterClient`` adds bootstrap, metadata and
-leader routing. Connection problems raise NetworkError (retriable); a connection is closed after one.
+leader routing. Connection problems raise NetworkError (retriable); a connection is closed after one, and after
+anything else that interrupts a request (KeyboardInterrupt included), so no response is ever read by the wrong
+request.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import itertools
 import socket
 import threading
 
-from .errors import NetworkError, UnsupportedVersionError, for_code
+from .errors import InvalidConfigError, NetworkError, UnsupportedVersionError, for_code
 from .protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader, decode_response, encode_request, frame_size
 
 __all__ = ["BrokerConnection", "ClusterClient", "parse_bootstrap"]
@@ -22,18 +24,22 @@ MAX_RESPONSE_BYTES = (1 << 31) - 1
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
-    """'host:port,host2:port2' -> [(host, port), ...]."""
+    """'host:port,host2:port2' -> [(host, port), ...]; InvalidConfigError for anything else (as Kafka's
+    clients refuse a bad bootstrap.servers before connecting)."""
+    if not isinstance(servers, str):
+        raise InvalidConfigError(f"bootstrap servers must be a string 'host:port[,host:port...]', not "
+                                 f"{type(servers).__name__} {servers!r}")
     out = []
     for item in servers.split(","):
         item = item.strip()
         if not item:
             continue
         host, _, port = item.rpartition(":")
-        if not host or not port.isdigit():
-            raise NetworkError(f"bootstrap server {item!r} is not host:port")
+        if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise InvalidConfigError(f"bootstrap server {item!r} is not host:port")
         out.append((host.strip("[]"), int(port)))
     if not out:
-        raise NetworkError("no bootstrap servers given")
+        raise InvalidConfigError("no bootstrap servers given")
     return out
 
 
@@ -60,7 +66,11 @@ class BrokerConnection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock = sock
             self._versions = {}
-            body = self._roundtrip(sock, ApiKey.API_VERSIONS, 0, {})
+            try:
+                body = self._roundtrip(sock, ApiKey.API_VERSIONS, 0, {})
+            except BaseException:
+                self.close()
+                raise
             if body["error_code"]:
                 raise for_code(body["error_code"])(f"ApiVersions from {self.host}:{self.port} failed")
             theirs = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
@@ -90,7 +100,10 @@ class BrokerConnection:
                 raise UnsupportedVersionError(f"{self.host}:{self.port} does not support {ApiKey(api).name}")
             try:
                 return self._roundtrip(sock, api, v, body, extra_timeout)
-            except Exception:
+            except BaseException:
+                # Whatever stopped it (an error, a bad frame, KeyboardInterrupt or another signal's exception
+                # while waiting for the answer), the response may still be on its way: a later request must not
+                # read it as its own. Only a new connection is in step again.
                 self.close()
                 raise
 

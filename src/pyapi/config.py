@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -21,6 +22,7 @@ from .errors import InvalidConfigError, UnknownConfigError
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
+log = logging.getLogger("seglog.config")
 COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 """Codec names in batch attribute order: the index is the codec id stored in bits 0-2 of the attributes."""
 
@@ -263,17 +265,25 @@ class BrokerConfig:
     def __post_init__(self):
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _parse(f.metadata["key"], getattr(self, f.name)))
+        parse_listeners(self.listeners, "listeners")
+        if self.advertised_listeners:
+            parse_listeners(self.advertised_listeners, "advertised.listeners", advertised=True)
+        if self.zookeeper_connect:
+            parse_zookeeper_connect(self.zookeeper_connect)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any], ignore_unknown: bool = True) -> "BrokerConfig":
         """Build from server.properties-style names. Kafka has hundreds of broker settings: unknown names are
-        ignored (and returned by ``unknown_properties``) unless ignore_unknown is False."""
+        ignored with a WARNING, as Kafka logs them ("The configuration 'x' was supplied but isn't a known
+        config."), and returned by ``unknown_properties``; with ignore_unknown False they raise
+        InvalidConfigError (as :meth:`with_kafka` and ``seglog.serve``'s keyword arguments always do)."""
         changes = {}
         for name, raw in props.items():
             attr = _BROKER_KAFKA_TO_ATTR.get(name)
             if attr is None:
                 if not ignore_unknown:
                     raise InvalidConfigError(f"Unknown broker config name: {name}")
+                log.warning("The configuration '%s' was supplied but isn't a known config.", name)
                 continue
             changes[attr] = raw
         return cls(**changes)
@@ -324,6 +334,80 @@ class BrokerConfig:
 
 
 _BROKER_KAFKA_TO_ATTR: dict[str, str] = {f.metadata["key"].kafka: f.name for f in dataclasses.fields(BrokerConfig)}
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_listeners(text: str, name: str = "listeners", *, advertised: bool = False) -> tuple[str, int]:
+    """(host, port) of a Kafka listeners value ``PLAINTEXT://host:port`` (``host:port`` alone is taken as
+    PLAINTEXT; an empty host binds every interface; port 0 picks a free one). InvalidConfigError for anything
+    seglog cannot serve as asked: more than one listener, a TLS or SASL listener (seglog speaks PLAINTEXT
+    only: serving one of those in plaintext would be a silent downgrade), another listener name, a port outside
+    0..65535."""
+    entries = [e.strip() for e in text.split(",") if e.strip()]
+
+    def bad(why: str) -> InvalidConfigError:
+        return InvalidConfigError(f"Invalid value {text!r} for configuration {name}: {why}")
+
+    if not entries:
+        raise bad("no listener given (expected PLAINTEXT://host:port)")
+    out = []
+    for entry in entries:
+        protocol, sep, address = entry.partition("://")
+        if not sep:
+            protocol, address = "PLAINTEXT", entry
+        protocol = protocol.upper()
+        if protocol in SECURITY_PROTOCOLS[1:]:
+            raise bad(f"{protocol} listeners are not supported: seglog serves PLAINTEXT only (no TLS, no SASL)")
+        if protocol != "PLAINTEXT":
+            raise bad(f"unknown listener name {protocol} (seglog serves one PLAINTEXT listener; "
+                      f"listener.security.protocol.map is not supported)")
+        host, colon, port = address.rpartition(":")
+        if not colon or not port.isdigit():
+            raise bad(f"{entry!r} is not PLAINTEXT://host:port")
+        if host.startswith("[") != host.endswith("]") or ("/" in host) or (":" in host and not host.startswith("[")):
+            raise bad(f"{entry!r}: bad host {host!r} (IPv6 addresses go in brackets: [::1])")
+        low = 1 if advertised else 0
+        if not low <= int(port) <= 65535:
+            raise bad(f"port {port} is not in {low}..65535")
+        out.append((host.strip("[]"), int(port)))
+    if len(out) > 1:
+        raise bad("seglog serves one listener (PLAINTEXT), not several")
+    return out[0]
+
+
+def parse_zookeeper_connect(text: str) -> tuple[list[tuple[str, int]], str]:
+    """([(host, port), ...], chroot) of zookeeper.connect ``host:port[,host:port...][/chroot]`` (a host
+    without a port is ZooKeeper's 2181). InvalidConfigError for anything else, before a client sees it."""
+    hosts_part, slash, chroot = text.strip().partition("/")
+    chroot = slash + chroot
+
+    def bad(why: str) -> InvalidConfigError:
+        return InvalidConfigError(f"Invalid value {text!r} for configuration zookeeper.connect: {why} "
+                                  f"(expected host:port[,host:port...][/chroot])")
+
+    hosts = []
+    for item in hosts_part.split(","):
+        item = item.strip()
+        if not item:
+            raise bad("an empty host")
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else ("" if not rest else None)
+        else:
+            host, colon, port = item.partition(":")
+            if not colon:
+                port = ""
+        if not host or port is None or ":" in (port or "") or port and not port.isdigit():
+            raise bad(f"{item!r} is not host:port")
+        number = int(port) if port else 2181
+        if not 1 <= number <= 65535:
+            raise bad(f"port {number} is not in 1..65535")
+        hosts.append((host, number))
+    if chroot and chroot != "/":
+        parts = chroot[1:].split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise bad(f"bad chroot path {chroot!r}")
+    return hosts, chroot
 
 
 def read_properties(path: str) -> dict[str, str]:

@@ -35,15 +35,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .checkpoints import fsync_dir, read_checkpoint, storage_errors, write_checkpoint
-from .config import BrokerConfig, LogConfig
-from .errors import (InconsistentClusterIdError, InvalidPartitionsError, InvalidReplicationFactorError,
-                     InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError, LogClosedError,
-                     OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
-                     UnknownTopicOrPartitionError)
+from .config import KAFKA_NAMES, BrokerConfig, LogConfig
+from .errors import (InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
+                     InvalidReplicationFactorError, InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError,
+                     LogClosedError, OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError,
+                     TopicDeletionDisabledError, UnknownTopicOrPartitionError)
 from .log import Log
 from .scheduler import default_scheduler
 
-__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "validate_topic_name"]
+__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "validate_topic_name", "offsets_topic_config"]
 
 log = logging.getLogger("seglog.node")
 
@@ -55,6 +55,16 @@ _DELETED_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 TOPICS_FILE = "topics.json"
 PRODUCER_ID_FILE = "producer-id-block"
 PRODUCER_ID_BLOCK = 1000
+_OPEN_DIRS: set[str] = set()          # real paths of the data directories Nodes of this process hold
+_OPEN_LOCK = threading.Lock()
+
+
+def offsets_topic_config(config: BrokerConfig) -> dict[str, str]:
+    """The topic configs Kafka gives __consumer_offsets when it creates it (stored as the topic's own
+    configs, so DescribeConfigs and `topics --describe` report them): compacted, segments of
+    offsets.topic.segment.bytes, batches kept as the producer (the coordinator) compressed them."""
+    return {"cleanup.policy": "compact", "compression.type": "producer",
+            "segment.bytes": str(config.offsets_topic_segment_bytes)}
 
 
 def validate_topic_name(name: str) -> None:
@@ -186,20 +196,29 @@ class Node:
     # -- loading --------------------------------------------------------------------------------------------
 
     def _take_lock(self) -> None:
-        with storage_errors("cannot open lock file", self.path):
-            fd = os.open(os.path.join(self.path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise StorageError("data directory is in use by another process (a running broker?); "
-                               "use --bootstrap-server to reach it", self.path) from None
-        self._lock_fd = fd
+        key = os.path.realpath(self.path)
+        with _OPEN_LOCK:
+            if key in _OPEN_DIRS:
+                raise StorageError("data directory is already open in this process (a Node or a broker of "
+                                   "this process holds it: use that one, or close it first)", self.path)
+            with storage_errors("cannot open lock file", self.path):
+                fd = os.open(os.path.join(self.path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise StorageError("data directory is in use by another process (a running broker?); "
+                                   "use --bootstrap-server to reach it", self.path) from None
+            _OPEN_DIRS.add(key)
+            self._lock_key = key
+            self._lock_fd = fd
 
     def _release_lock(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        with _OPEN_LOCK:
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+                _OPEN_DIRS.discard(self._lock_key)
 
     def _load(self) -> None:
         self.cluster_id = self._meta_properties()
@@ -299,11 +318,9 @@ class Node:
 
     def _topic_info(self, name: str, topic_id: uuid.UUID, partitions: int, overrides: Mapping[str, Any]) -> TopicInfo:
         internal = name == OFFSETS_TOPIC
-        base = self.config.log_config()
-        if internal:
-            base = base.replace(cleanup_policy=("compact",), segment_bytes=self.config.offsets_topic_segment_bytes,
-                                compression_type="producer")
-        cfg = base.with_kafka(overrides)
+        if internal:             # its creation configs, unless changed since (also for directories written before)
+            overrides = {**offsets_topic_config(self.config), **overrides}
+        cfg = self.config.log_config().with_kafka(overrides)
         return TopicInfo(name, topic_id, partitions, {k: str(v) for k, v in overrides.items()}, cfg, internal)
 
     def _open_partition(self, info: TopicInfo, p: int) -> Partition:
@@ -429,9 +446,15 @@ class Node:
             return info
 
     def alter_topic_config(self, name: str, set_: Mapping[str, Any] | None = None,
-                           delete: list[str] | tuple = ()) -> TopicInfo:
-        """Change a topic's config overrides (Kafka-named); deleted ones fall back to the broker default.
-        Open partitions take the new config at once (segment size, retention ... apply from now on)."""
+                           delete: list[str] | tuple = (), *, validate_only: bool = False) -> TopicInfo:
+        """Change a topic's config overrides (Kafka-named); deleted ones fall back to the broker default
+        (__consumer_offsets: to its creation configs). Open partitions take the new config at once (segment
+        size, retention ... apply from now on). Unknown names (set or deleted) and bad values raise
+        InvalidConfigError and change nothing; ``validate_only`` checks without changing anything."""
+        self._check_standalone()
+        unknown = sorted({k for k in list(delete) + list(set_ or {}) if k not in KAFKA_NAMES})
+        if unknown:
+            raise InvalidConfigError(f"Unknown topic config name: {', '.join(unknown)}")
         with self._lock:
             self._check_open()
             info = self.topic(name)
@@ -440,6 +463,8 @@ class Node:
                 overrides.pop(k, None)
             overrides.update({k: str(v) for k, v in (set_ or {}).items()})
             new = self._topic_info(name, info.topic_id, info.partitions, overrides)
+            if validate_only:
+                return new
             info.overrides, info.config = new.overrides, new.config
             for p in range(info.partitions):
                 self._partitions[(name, p)].log.config = new.config

@@ -38,6 +38,7 @@ class RecordMetadata(NamedTuple):
 class Producer:
     """Send records to a Node's topics (see the module docstring).
 
+    batch_size: bytes per batch; 0 disables batching, as in Kafka (every record is a batch of its own).
     acks: "all"/-1, 1 or 0 (with a single replica all are satisfied once appended; with replication "all"
     waits for the in-sync replicas). compression_type: None/"none", "gzip", "snappy", "lz4", "zstd".
     partitioner: any ``(topic, key, num_partitions) -> int`` callable (see seglog.partitioner); the default is
@@ -52,8 +53,9 @@ class Producer:
                  client_id: str = "seglog-producer"):
         if acks not in _ACKS:
             raise InvalidArgumentError(f"acks must be 'all', -1, 0 or 1, not {acks!r}")
-        if batch_size < 1 or max_request_size < 1 or linger_ms < 0:
-            raise InvalidArgumentError("batch_size and max_request_size must be positive and linger_ms >= 0")
+        if batch_size < 0 or max_request_size < 1 or linger_ms < 0:
+            raise InvalidArgumentError("batch_size must be >= 0 (0: no batching), max_request_size positive and "
+                                       "linger_ms >= 0")
         if isinstance(partitioner, DefaultPartitioner) and not partitioner.sticky:
             partitioner = None                      # the accumulator does exactly this in C
         self.node = node

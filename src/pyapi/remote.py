@@ -12,6 +12,11 @@ What maps to what:
 
 * ``topic(name)`` / ``ensure_topic(name)`` / ``topics()``: Metadata (``ensure_topic`` lets the broker
   auto-create the topic when it allows that, as Kafka's producer does).
+* ``create_topic``, ``create_partitions``, ``delete_topic``: CreateTopics / CreatePartitions / DeleteTopics at
+  the controller (NOT_CONTROLLER: find it again and resend); ``alter_topic_config(name, set_, delete)``:
+  IncrementalAlterConfigs (SET / DELETE) at any broker; ``topic_config(name)``: DescribeConfigs. Each change
+  returns once every broker's metadata (or configs) shows it (at most 10 s), so the next call sees it
+  whichever broker it reaches.
 * ``partition(t, p)`` -> :class:`RemotePartition`: ``append(batch, acks)`` is a Produce request to the
   partition's leader (acks=0 requests go out on a socket of their own: the broker never answers them);
   ``fetch(offset, max_bytes)`` a Fetch request that does not wait (max_wait 0); ``high_watermark``,
@@ -50,12 +55,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
 from .client import BrokerConnection, ClusterClient
-from .errors import (InvalidRequiredAcksError, LeaderNotAvailableError, LogClosedError, MemberIdRequiredError,
-                     NetworkError, NotControllerError, OffsetOutOfRangeError, SeglogError, UnknownMemberIdError,
-                     UnknownTopicOrPartitionError, for_code)
+from .config import KAFKA_NAMES, BrokerConfig, LogConfig
+from .errors import (InvalidConfigError, InvalidRequiredAcksError, InvalidTopicError, LeaderNotAvailableError,
+                     LogClosedError, MemberIdRequiredError, NetworkError, NotControllerError, OffsetOutOfRangeError,
+                     SeglogError, UnknownMemberIdError, UnknownTopicOrPartitionError, for_code)
 from .group import JoinedMember, JoinResult, SyncResult
 from .log import TimestampOffset
-from .node import FetchResult
+from .node import OFFSETS_TOPIC, FetchResult, offsets_topic_config
 from .offsets_format import OffsetAndMetadata, TopicPartition
 from .protocol import ApiKey, RequestHeader, encode_request
 
@@ -64,6 +70,9 @@ __all__ = ["RemoteNode", "RemotePartition", "RemoteTopic", "RemoteGroupCoordinat
 
 LATEST, EARLIEST = -1, -2
 NO_BATCHES = memoryview(b"")
+RESOURCE_TOPIC = 2                      # DescribeConfigs / IncrementalAlterConfigs resource type
+CONFIG_SOURCE_TOPIC = 1                 # DescribeConfigs: the value is the topic's own
+PROPAGATION_WAIT_S = 10.0               # admin changes: how long to wait for every broker to show them
 
 # Codes after which the request may succeed at the (new) leader once metadata is fresh.
 LEADER_MOVED = frozenset({
@@ -456,6 +465,134 @@ class RemoteNode:
         return sorted(t["name"] for t in md["topics"]
                       if t["error_code"] == 0 and (include_internal or not t.get("is_internal")))
 
+    # -- topic administration (Kafka's admin requests; each waits until every broker's metadata shows the
+    #    change, so the next call sees it whichever broker it asks) ------------------------------------------
+
+    def create_topic(self, name: str, partitions: int | None = None, config: Mapping[str, object] | None = None,
+                     replication_factor: int | None = None) -> RemoteTopic:
+        """CreateTopics at the controller; None means the broker's default (num.partitions,
+        default.replication.factor). Raises what Node.create_topic raises (InvalidTopicError,
+        TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError, InvalidConfigError)."""
+        self._check_open()
+        body = {"topics": [{"name": name, "num_partitions": -1 if partitions is None else partitions,
+                            "replication_factor": -1 if replication_factor is None else replication_factor,
+                            "assignments": [],
+                            "configs": [{"name": k, "value": str(v)} for k, v in (config or {}).items()]}],
+                "timeout_ms": self.request_timeout_ms, "validate_only": False}
+        r = self.cluster.controller_request(ApiKey.CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"])
+        [res] = r["topics"]
+        if res["error_code"]:
+            raise error_for(res["error_code"], res["error_message"])
+        self._await_everywhere(name, lambda t: t is not None and bool(t["partitions"]) and
+                               all(p["leader_id"] >= 0 for p in t["partitions"]))
+        return self.topic(name)
+
+    def create_partitions(self, name: str, total: int) -> RemoteTopic:
+        """CreatePartitions at the controller: grow to `total` (InvalidPartitionsError if that is not more)."""
+        self._check_open()
+        body = {"topics": [{"name": name, "count": total, "assignments": None}],
+                "timeout_ms": self.request_timeout_ms, "validate_only": False}
+        r = self.cluster.controller_request(ApiKey.CREATE_PARTITIONS, body, lambda r: r["results"][0]["error_code"])
+        [res] = r["results"]
+        if res["error_code"]:
+            raise error_for(res["error_code"], res["error_message"])
+        self._await_everywhere(name, lambda t: t is not None and len(t["partitions"]) >= total and
+                               all(p["leader_id"] >= 0 for p in t["partitions"]))
+        return self.topic(name)
+
+    def alter_topic_config(self, name: str, set_: Mapping[str, object] | None = None,
+                           delete: Sequence[str] = (), *, validate_only: bool = False) -> RemoteTopic:
+        """IncrementalAlterConfigs: set and remove config overrides of a topic in one step (removed ones fall
+        back to the broker default). InvalidConfigError for unknown names or bad values: nothing changes."""
+        self._check_open()
+        set_ = {k: str(v) for k, v in (set_ or {}).items()}
+        both = sorted(set(set_) & set(delete))
+        if both:
+            raise InvalidConfigError(f"config {', '.join(both)} is both set and deleted")
+        configs = ([{"name": k, "config_operation": 0, "value": v} for k, v in set_.items()]
+                   + [{"name": k, "config_operation": 1, "value": None} for k in dict.fromkeys(delete)])
+        body = {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": name, "configs": configs}],
+                "validate_only": validate_only}
+        r = self.cluster.any().request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+        [res] = r["responses"]
+        if res["error_code"]:
+            raise error_for(res["error_code"], res["error_message"])
+        if not validate_only:
+            wanted = {k: _config_text(k, v) for k, v in set_.items()}
+            kept = set(offsets_topic_config(BrokerConfig())) if name == OFFSETS_TOPIC else set()
+
+            def applied(overrides: dict[str, str]) -> bool:     # (the offsets topic keeps its creation configs)
+                return (all(overrides.get(k) == v for k, v in wanted.items())
+                        and not any(k in overrides for k in delete if k not in kept))
+            end = time.monotonic() + PROPAGATION_WAIT_S
+            while True:
+                try:
+                    if all(applied(self.topic_config(name, broker=b)[0]) for b in self.cluster.broker_ids()):
+                        break
+                except NetworkError:
+                    pass
+                if time.monotonic() >= end:
+                    break
+                time.sleep(0.05)
+        return self.topic(name)
+
+    def delete_topic(self, name: str) -> None:
+        """DeleteTopics at the controller. TopicDeletionDisabledError, UnknownTopicOrPartitionError,
+        InvalidTopicError (internal topics, refused before asking as kafka-topics.sh does)."""
+        self._check_open()
+        entry = self.cluster.topic(name, refresh=True)
+        if entry.get("is_internal"):
+            raise InvalidTopicError(f"The internal topic {name} cannot be deleted")
+        body = {"topic_names": [name], "timeout_ms": self.request_timeout_ms}
+        r = self.cluster.controller_request(ApiKey.DELETE_TOPICS, body, lambda r: r["responses"][0]["error_code"])
+        [res] = r["responses"]
+        if res["error_code"]:
+            raise error_for(res["error_code"], f"deleting topic {name} failed: "
+                                               f"{for_code(res['error_code']).kafka_name}")
+        self._await_everywhere(name, lambda t: t is None)
+        for key in [k for k in self._partitions if k[0] == name]:
+            self._partitions.pop(key, None)
+
+    def topic_config(self, name: str, *, broker: int | None = None) -> tuple[dict[str, str], dict[str, str]]:
+        """DescribeConfigs of a topic (at `broker`, or any): (its overrides, every config in effect)."""
+        body = {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": name, "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}
+        conn = self.cluster.any() if broker is None else self.cluster.broker(broker)
+        r = conn.request(ApiKey.DESCRIBE_CONFIGS, body)
+        [res] = r["results"]
+        if res["error_code"]:
+            raise error_for(res["error_code"], res["error_message"])
+        overrides, effective = {}, {}
+        for c in res["configs"]:
+            if c["value"] is None:                          # sensitive: never shown
+                continue
+            effective[c["name"]] = c["value"]
+            source = c["config_source"]
+            if source == CONFIG_SOURCE_TOPIC or source == -1 and not c["is_default"]:   # v0 has no source
+                overrides[c["name"]] = c["value"]
+        return overrides, effective
+
+    def _await_everywhere(self, name: str, done) -> bool:
+        """Wait until every broker's metadata for topic `name` satisfies done(entry or None); give up quietly
+        after PROPAGATION_WAIT_S (the change is made; brokers catch up on their own)."""
+        end = time.monotonic() + PROPAGATION_WAIT_S
+        self.cluster.forget(name)
+        while True:
+            try:
+                if all(done(self._topic_at(b, name)) for b in self.cluster.broker_ids()):
+                    return True
+            except NetworkError:
+                pass
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.05)
+
+    def _topic_at(self, broker_id: int, name: str) -> dict | None:
+        r = self.cluster.broker(broker_id).request(ApiKey.METADATA, {"topics": [{"name": name}],
+                                                                      "allow_auto_topic_creation": False})
+        entry = next((t for t in r["topics"] if t["name"] == name), None)
+        return entry if entry is not None and entry["error_code"] == 0 else None
+
     def partition(self, topic: str, index: int) -> RemotePartition:
         """The partition; UnknownTopicOrPartitionError for an unknown topic or partition number."""
         part = self._partitions.get((topic, index))
@@ -635,6 +772,16 @@ class RemoteNode:
         self.close()
 
 
+def _config_text(name: str, value: str) -> str:
+    """How a broker reports a topic config value it accepted (seglog normalizes lists and numbers)."""
+    if name not in KAFKA_NAMES:
+        return value
+    try:
+        return LogConfig.from_kafka({name: value}).to_kafka()[name]
+    except SeglogError:
+        return value
+
+
 def _fetch_body(wanted: Mapping[tuple[str, int], tuple[int, int]], *, max_wait_ms: int, min_bytes: int,
                 max_bytes: int) -> dict:
     topics: dict[str, list] = {}
@@ -684,6 +831,9 @@ class _OneWaySocket:
             except OSError as e:
                 self.close()
                 raise NetworkError(f"{self.host}:{self.port}: {e}") from None
+            except BaseException:
+                self.close()                     # interrupted mid-frame: the stream is out of step
+                raise
 
     def close(self) -> None:
         sock, self._sock = self._sock, None

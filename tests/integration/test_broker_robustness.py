@@ -11,6 +11,8 @@ tests/unit/test_protocol_fuzz.py).
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import socket
 import struct
@@ -28,7 +30,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
 NO_ERROR, OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 0, 1, 2, 3
 NOT_LEADER_OR_FOLLOWER, MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, UNSUPPORTED_VERSION = 6, 10, 21, 35
-POLICY_VIOLATION = 44
+INVALID_CONFIG, INVALID_REQUEST, POLICY_VIOLATION = 40, 42, 44
 
 
 def address(broker):
@@ -107,6 +109,21 @@ def test_bad_frames_close_the_connection_and_the_broker_keeps_serving(seglog_bro
         assert bystander.request(ApiKey.METADATA, 1, {"topics": None})["brokers"]
     assert seglog_broker.metrics()["connection_errors"] > errors_before
     assert_serving(seglog_broker)
+
+
+def test_a_bad_frame_is_one_log_line_naming_the_client(seglog_broker, caplog):
+    caplog.set_level(logging.INFO, logger="seglog.broker")
+    with RawConnection(address(seglog_broker)) as c:
+        me = "%s:%d" % c.sock.getsockname()[:2]
+        c.send_bytes(struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 7, -1))      # an API nobody has
+        assert c.closed_by_peer(timeout=5)
+    deadline = time.monotonic() + 5
+    while not [r for r in caplog.records if me in r.getMessage()] and time.monotonic() < deadline:
+        time.sleep(0.02)                                 # logged by the broker's thread
+    [record] = [r for r in caplog.records if me in r.getMessage()]
+    assert record.levelno == logging.WARNING and record.name == "seglog.broker"
+    assert record.getMessage().startswith(f"closing connection from {me}: ") and "\n" not in record.getMessage()
+    assert record.exc_info is None                       # one line: no traceback
 
 
 def test_frame_cut_short_by_the_client(seglog_broker):
@@ -236,6 +253,88 @@ def test_acks_zero_gets_no_response(seglog_broker, topic_name):
     assert [r.value for r in seglog_broker.node.partition(topic, 0).log.records()] == [b"fire", b"forget"]
 
 
+def test_a_failed_acks_zero_produce_closes_the_connection(seglog_broker, topic_name):
+    """acks=0 gets no answer, so Kafka tells the client about an error by closing the connection (the client
+    then refreshes its metadata): here for an unknown partition, a corrupt batch, an unknown topic, and a
+    request with one good and one bad partition (the good one is appended)."""
+    topic = topic_name()
+    seglog_broker.node.create_topic(topic, 2)
+    good = record_batch([(1, None, b"kept", [])])
+    corrupt = bytearray(good)
+    corrupt[-2] ^= 0x01
+    both = produce_body(topic, 0, good, acks=0)
+    both["topic_data"][0]["partition_data"].append({"index": 9, "records": good})
+    for body in (produce_body(topic, 5, good, acks=0), produce_body(topic, 1, bytes(corrupt), acks=0),
+                 produce_body(topic_name(), 0, good, acks=0), both):
+        with RawConnection(address(seglog_broker)) as c:
+            c.send(ApiKey.PRODUCE, 8, body)
+            assert c.closed_by_peer(timeout=5), body
+    assert [r.value for r in seglog_broker.node.partition(topic, 0).log.records()] == [b"kept"]
+    assert seglog_broker.node.partition(topic, 1).log_end_offset == 0
+    assert_serving(seglog_broker, topic)
+
+
+def test_alter_configs_on_raw_frames(start_broker):
+    """IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT) and AlterConfigs (the whole override set) on topic
+    resources, validated as Node.alter_topic_config validates: a bad name or value changes nothing. Broker
+    configs are static: INVALID_REQUEST."""
+    b = start_broker()
+    b.node.create_topic("cfg", 2, config={"retention.ms": "60000"})
+    topic = b.node.topic
+
+    def incremental(c, *configs, name="cfg", rtype=2, validate_only=False):
+        body = {"resources": [{"resource_type": rtype, "resource_name": name, "configs": [
+            {"name": k, "config_operation": op, "value": v} for k, op, v in configs]}], "validate_only": validate_only}
+        [r] = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, body)["responses"]
+        assert (r["resource_type"], r["resource_name"]) == (rtype, name)
+        return r["error_code"], r["error_message"]
+
+    def replace(c, configs, name="cfg"):
+        body = {"resources": [{"resource_type": 2, "resource_name": name, "configs": [
+            {"name": k, "value": v} for k, v in configs.items()]}], "validate_only": False}
+        [r] = c.request(ApiKey.ALTER_CONFIGS, 1, body)["responses"]
+        return r["error_code"], r["error_message"]
+
+    SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+    with RawConnection(address(b)) as c:
+        assert incremental(c, ("segment.ms", SET, "3600000"), ("retention.ms", DELETE, None)) == (NO_ERROR, None)
+        assert topic("cfg").overrides == {"segment.ms": "3600000"}
+        assert b.node.partition("cfg", 1).log.config.segment_ms == 3_600_000          # the open logs have it
+        assert b.node.partition("cfg", 1).log.config.retention_ms == 7 * 24 * 3600 * 1000
+        assert incremental(c, ("cleanup.policy", APPEND, "compact")) == (NO_ERROR, None)
+        assert topic("cfg").config.cleanup_policy == ("compact", "delete")
+        assert incremental(c, ("cleanup.policy", SUBTRACT, "delete")) == (NO_ERROR, None)
+        assert topic("cfg").overrides["cleanup.policy"] == "compact"
+        assert incremental(c, ("cleanup.policy", DELETE, None)) == (NO_ERROR, None)
+        before = dict(topic("cfg").overrides)
+        assert incremental(c, ("retention.ms", APPEND, "5")) == \
+            (INVALID_CONFIG, "Config value append is not allowed for config key: retention.ms")
+        assert incremental(c, ("segment.ms", SET, "1"), ("nope", SET, "1")) == \
+            (INVALID_CONFIG, "Unknown topic config name: nope")
+        assert incremental(c, ("nope", DELETE, None)) == (INVALID_CONFIG, "Unknown topic config name: nope")
+        code, message = incremental(c, ("segment.ms", SET, "1"), ("retention.ms", SET, "soon"))
+        assert code == INVALID_CONFIG and "retention.ms" in message
+        assert incremental(c, ("segment.ms", SET, None))[0] == INVALID_REQUEST
+        assert incremental(c, ("segment.ms", SET, "1"), ("segment.ms", DELETE, None)) == \
+            (INVALID_REQUEST, "Error due to duplicate config keys")
+        assert incremental(c, ("segment.ms", SET, "1"), validate_only=True) == (NO_ERROR, None)
+        assert topic("cfg").overrides == before, "refused or validate-only requests changed nothing"
+        assert incremental(c, ("segment.ms", SET, "1"), name="missing")[0] == UNKNOWN_TOPIC_OR_PARTITION
+        code, message = incremental(c, ("num.partitions", SET, "3"), name="0", rtype=4)
+        assert code == INVALID_REQUEST and "Cannot update these configs dynamically: num.partitions" in message
+        assert incremental(c, name="0", rtype=4) == (NO_ERROR, None)
+        assert incremental(c, name="7", rtype=4)[0] == INVALID_REQUEST
+        assert incremental(c, name="g", rtype=32)[0] == INVALID_REQUEST
+        # AlterConfigs: what is not named goes back to the default
+        assert replace(c, {"retention.ms": "1000"}) == (NO_ERROR, None)
+        assert topic("cfg").overrides == {"retention.ms": "1000"}
+        assert replace(c, {"retention.ms": None})[0] == INVALID_REQUEST
+        assert replace(c, {"retention.bogus": "1"}) == (INVALID_CONFIG, "Unknown topic config name: retention.bogus")
+        assert topic("cfg").overrides == {"retention.ms": "1000"}
+        assert replace(c, {}) == (NO_ERROR, None)
+        assert topic("cfg").overrides == {}
+
+
 def test_pipelined_requests_are_answered_in_order(seglog_broker, topic_name):
     topic = topic_name()
     seglog_broker.node.create_topic(topic, 1)
@@ -316,6 +415,50 @@ def test_fetch_long_poll_wakes_on_data_and_times_out_on_max_wait(seglog_broker, 
         th.join()
         assert [r.value for b in batches(p["records"]) for r in b] == [b"door"]
         assert time.monotonic() - t < 2.0
+
+
+def _http_get(port: int, path: str) -> tuple[str, dict[str, str], str]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.decode().partition("\r\n\r\n")
+    status, *headers = head.split("\r\n")
+    return status, dict(h.split(": ", 1) for h in headers), body
+
+
+def test_metrics_endpoint(start_broker):
+    """/metrics is Prometheus text (a # TYPE line before every family's samples), /metrics.json the same
+    figures; a long poll's wait is reported apart from the fetch's latency; rates are recent."""
+    b = start_broker(metrics_port=0)
+    b.node.create_topic("m", 1)
+    with RawConnection(address(b)) as c:
+        c.request(ApiKey.PRODUCE, 8, produce_body("m", 0, record_batch([(1, None, b"x", [])])))
+        t = time.monotonic()
+        c.request(ApiKey.FETCH, 11, fetch_body("m", 0, 1, max_wait_ms=400, min_bytes=1))     # waits it all out
+        assert time.monotonic() - t >= 0.35
+    status, headers, text = _http_get(b.metrics_port, "/metrics")
+    assert status == "HTTP/1.1 200 OK" and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    typed: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            assert kind in ("counter", "gauge", "summary") and name not in typed
+            typed[name] = kind
+        elif line and not line.startswith("#"):
+            name = line.split("{")[0].split()[0]
+            family = name.removesuffix("_sum").removesuffix("_count") if name not in typed else name
+            assert family in typed, f"sample {name} without a # TYPE line before it"
+            float(line.rsplit(" ", 1)[1])
+    assert typed["seglog_requests_total"] == "counter" and typed["seglog_latency_seconds"] == "summary"
+    assert 'seglog_requests_total{api="produce"} 1' in text and 'seglog_requests_total{api="fetch"} 1' in text
+    assert 'seglog_latency_seconds_count{kind="fetch_wait"} 1' in text
+    m = json.loads(_http_get(b.metrics_port, "/metrics.json")[2])
+    assert m["latency"]["fetch_wait"]["max_ms"] >= 350               # the wait, reported apart ...
+    assert m["latency"]["fetch"]["max_ms"] < 300                     # ... and not in the fetch's own latency
+    assert m["requests"]["produce"] == 1 and m["requests_per_s"] > 0 and m["rate_window_s"] == 60
+    assert _http_get(b.metrics_port, "/nothing")[0] == "HTTP/1.1 404 Not Found"
 
 
 def test_consumers_never_see_records_above_the_high_watermark(seglog_broker, topic_name):
@@ -767,6 +910,8 @@ def test_invalid_batches_on_raw_frames(seglog_broker, topic_name):
 
 def test_group_error_codes_on_raw_frames(seglog_broker, topic_name):
     group = topic_name()
+    topic = topic_name()
+    seglog_broker.node.create_topic(topic, 1)
     with RawConnection(address(seglog_broker)) as c:
         r = c.request(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": 1, "member_id": "ghost",
                                             "group_instance_id": None})
@@ -787,7 +932,7 @@ def test_group_error_codes_on_raw_frames(seglog_broker, topic_name):
                                              "assignments": [{"member_id": member, "assignment": b"\x00\x01"}]})
         assert s["error_code"] == 0 and s["assignment"] == b"\x00\x01"
         commit = {"group_id": group, "generation_id_or_member_epoch": gen + 7, "member_id": member,
-                  "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+                  "group_instance_id": None, "topics": [{"name": topic, "partitions": [
                       {"partition_index": 0, "committed_offset": 3, "committed_metadata": "m"}]}]}
         r = c.request(ApiKey.OFFSET_COMMIT, 7, commit)
         assert r["topics"][0]["partitions"][0]["error_code"] == 22              # ILLEGAL_GENERATION
@@ -796,7 +941,7 @@ def test_group_error_codes_on_raw_frames(seglog_broker, topic_name):
         f = c.request(ApiKey.OFFSET_FETCH, 5, {"group_id": group, "topics": None})
         assert f["error_code"] == 0
         assert [(t["name"], p["partition_index"], p["committed_offset"], p["metadata"])
-                for t in f["topics"] for p in t["partitions"]] == [("t", 0, 3, "m")]
+                for t in f["topics"] for p in t["partitions"]] == [(topic, 0, 3, "m")]
         assert c.request(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": gen, "member_id": member,
                                                "group_instance_id": None})["error_code"] == 0
         assert c.request(ApiKey.LEAVE_GROUP, 1, {"group_id": group, "member_id": member})["error_code"] == 0

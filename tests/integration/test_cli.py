@@ -434,6 +434,57 @@ def test_dump_log(data, capsys):
     assert "missing.log: No such file" in r.stderr and "cannot tell this one's base offset" in r.stderr
 
 
+def test_reset_offsets_to_datetime(data):
+    """kafka-consumer-groups --to-datetime YYYY-MM-DDTHH:mm:SS.sss (UTC unless a zone follows): the first
+    record at or after that time, the log end where no record is that late."""
+    with seglog.open(data / "d") as node:
+        node.create_topic("times", 1)
+        with seglog.Producer(node) as p:
+            for ts in (1000, 2000, 3000):
+                p.send("times", b"at %d" % ts, timestamp=ts)
+    d = ["--data-dir", data / "d"]
+
+    def reset_to(when: str) -> str:
+        ok("groups", *d, "--reset-offsets", "--group", "tg", "--topic", "times", "--to-datetime", when, "--execute")
+        return group_rows(ok("groups", *d, "--describe", "--group", "tg"))[("times", 0)]["CURRENT-OFFSET"]
+
+    assert reset_to("1970-01-01T00:00:01.500") == "1"
+    assert reset_to("1970-01-01T01:00:02.000+01:00") == "1"           # the same instant as 00:00:02 UTC
+    assert reset_to("1970-01-01T00:00:00.000Z") == "0"
+    assert reset_to("1970-01-01T00:00:03.001") == "3"                  # after every record: the end
+    fails(2, "Error parsing timestamp", "groups", *d, "--reset-offsets", "--group", "tg", "--topic", "times",
+          "--to-datetime", "yesterday")
+
+
+def test_demo_writes_only_into_a_directory_of_its_own(data, start_broker):
+    """The demo never touches data that is not its own: a live broker's data dir is in use, any other
+    non-empty directory (a seglog data dir with a topic `demo`) is refused untouched; its own directory is
+    removed afterwards unless --keep, and a kept one can be run over again."""
+    demo = [sys.executable, "-m", "seglog", "demo", "--records", "2000"]
+    r = subprocess.run(demo, cwd=data, capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0 and "verified: every record read back once" in r.stdout, r
+    assert os.listdir(data) == [], "the default run leaves nothing behind (no empty ./seglog-demo)"
+
+    broker = start_broker(data / "live")
+    broker.node.create_topic("demo", 2)
+    seglog.Producer(broker.node).send("demo", b"precious", partition=0).get()
+    fails(1, "in use by another process", "demo", "--records", "100", "--data-dir", data / "live")
+    assert [r.value for r in broker.node.partition("demo", 0).log.records()] == [b"precious"]
+    broker.stop()
+    fails(1, "is not the demo's own output", "demo", "--records", "100", "--data-dir", data / "live")
+    with seglog.open(data / "live") as node:
+        assert [r.value for r in node.partition("demo", 0).log.records()] == [b"precious"]
+
+    mine = data / "mine"
+    for keep in (["--keep"], ["--keep"], []):
+        ok("demo", "--records", "100", "--data-dir", mine, *keep)
+        assert sorted(os.listdir(mine)) == [".lock", ".seglog-demo", "demo-0", "demo-1"] if keep \
+            else not mine.exists()
+    (data / "empty").mkdir()
+    ok("demo", "--records", "100", "--data-dir", data / "empty")
+    assert os.listdir(data / "empty") == [], "a directory the user made stays (empty)"
+
+
 def test_help_of_every_command():
     top = ok("--help")
     for command in ("topics", "produce", "consume", "groups", "demo", "dump-log"):
@@ -445,7 +496,7 @@ def test_help_of_every_command():
         "consume": ["--from-beginning", "--partition", "--offset", "--group", "--max-messages", "--timeout-ms",
                     "--property", "--bootstrap-server"],
         "groups": ["--list", "--describe", "--all-groups", "--delete", "--reset-offsets", "--to-earliest",
-                   "--to-latest", "--to-offset", "--execute", "--bootstrap-server"],
+                   "--to-latest", "--to-offset", "--to-datetime", "--execute", "--bootstrap-server"],
         "demo": ["--records"],
         "dump-log": ["--print-payload"],
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import threading
 import time
 
 import pytest
+from helpers.kafka_wire import RawConnection, produce_body, record_batch
 from test_cli import TIMEOUT, fails, group_rows, ok, run
 
 import seglog
@@ -33,6 +35,7 @@ from seglog.cli import main
 from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
 from seglog.offsets_format import TopicPartition
 from seglog.partitioner import murmur2
+from seglog.protocol import ApiKey
 from seglog.remote import RemoteNode, whole_batches
 
 
@@ -90,13 +93,25 @@ def test_a_session_like_the_seeds_over_the_wire(broker):
     assert ok("topics", *b, "--list") == "__consumer_offsets\npet\n"
     assert ok("topics", *b, "--list", "--exclude-internal") == "pet\n"
 
-    # partitions only grow; config changes are refused whole over the wire (no AlterConfigs in the broker)
+    # partitions only grow; configs change through IncrementalAlterConfigs, refused whole when one is bad
     assert ok("topics", *b, "--alter", "--topic", "pet", "--partitions", "4") == "Adding partitions succeeded!\n"
     fails(1, "Topic currently has 4 partitions", "topics", *b, "--alter", "--topic", "pet", "--partitions", "2")
-    fails(1, "not supported over --bootstrap-server yet", "topics", *b, "--alter", "--topic", "pet",
-          "--config", "retention.ms=1")
+    assert ok("topics", *b, "--alter", "--topic", "pet", "--config", "segment.ms=3600000", "--config",
+              "max.message.bytes=2000000") == "Completed updating config for topic pet.\n"
+    first = ok("topics", *b, "--describe", "--topic", "pet").splitlines()[0]
+    assert first.endswith("Configs: max.message.bytes=2000000,retention.ms=604800000,segment.ms=3600000")
+    assert broker.node.partition("pet", 3).log.config.segment_ms == 3_600_000      # the live partitions have it
+    fails(1, "Unknown topic config name: retention.bogus", "topics", *b, "--alter", "--topic", "pet",
+          "--config", "segment.ms=1", "--config", "retention.bogus=1")
+    fails(1, "retention.ms", "topics", *b, "--alter", "--topic", "pet", "--config", "retention.ms=soon")
+    fails(1, "Unknown topic config name: nope", "topics", *b, "--alter", "--topic", "pet", "--delete-config", "nope")
+    assert ok("topics", *b, "--alter", "--topic", "pet", "--delete-config", "segment.ms,max.message.bytes") == \
+        "Completed updating config for topic pet.\n"
     first = ok("topics", *b, "--describe", "--topic", "pet").splitlines()[0]
     assert "PartitionCount: 4\t" in first and first.endswith("Configs: retention.ms=604800000")
+    # the offsets topic reports the configs it really has (Kafka creates it compacted, 100 MiB segments)
+    first = ok("topics", *b, "--describe", "--topic", "__consumer_offsets").splitlines()[0]
+    assert first.endswith("Configs: cleanup.policy=compact,compression.type=producer,segment.bytes=104857600")
 
     # reset offsets: a dry run changes nothing, --execute does
     before = group_rows(ok("groups", *b, "--describe", "--group", "g1"))
@@ -113,6 +128,16 @@ def test_a_session_like_the_seeds_over_the_wire(broker):
     ok("groups", *b, "--reset-offsets", "--group", "g1", "--topic", "pet:2", "--shift-by", "1", "--execute")
     rows = group_rows(ok("groups", *b, "--describe", "--group", "g1"))
     assert [rows[("pet", p)]["CURRENT-OFFSET"] for p in range(4)] == ["1", "0", "2", "0"]
+    # --to-datetime (Kafka's format): before every record -> the first offset; after all of them -> the end
+    ok("groups", *b, "--reset-offsets", "--group", "g1", "--topic", "pet", "--to-datetime",
+       "2001-09-09T01:46:40.000", "--execute")
+    rows = group_rows(ok("groups", *b, "--describe", "--group", "g1"))
+    assert {tp: r["CURRENT-OFFSET"] for tp, r in rows.items()} == {("pet", p): "0" for p in range(4)}
+    ok("groups", *b, "--reset-offsets", "--group", "g1", "--topic", "pet", "--to-datetime",
+       "2999-01-01T00:00:00.000+01:00", "--execute")
+    assert all(r["LAG"] == "0" for r in group_rows(ok("groups", *b, "--describe", "--group", "g1")).values())
+    fails(2, "Error parsing timestamp", "groups", *b, "--reset-offsets", "--group", "g1", "--topic", "pet",
+          "--to-datetime", "2024-01-31 12:00")
     ok("groups", *b, "--reset-offsets", "--group", "g1", "--topic", "pet", "--to-latest", "--execute")
     ok("groups", *b, "--reset-offsets", "--group", "g1", "--topic", "pet:1", "--shift-by", "-2", "--execute")
     assert ok("consume", *b, "--topic", "pet", "--group", "g1", "--timeout-ms", "400").count("\n") == 2
@@ -161,8 +186,6 @@ def test_error_paths_over_the_wire(broker, free_port):
     cases = [
         (1, "Topic 'nope' does not exist.", ["topics", *b, "--describe", "--topic", "nope"], None),
         (1, "Topic 'nope' does not exist.", ["topics", *b, "--delete", "--topic", "nope"], None),
-        (1, "Topic 'nope' does not exist.", ["produce", *b, "--topic", "nope"], "x\n"),
-        (1, "Topic 'nope' does not exist.", ["consume", *b, "--topic", "nope"], None),
         (1, "Partition 2 does not exist in topic 'err'", ["produce", *b, "--topic", "err", "--partition", "2"], "x\n"),
         (1, "Topic 'err' already exists.", ["topics", *b, "--create", "--topic", "err"], None),
         (1, "Replication factor: 4 larger than available brokers: 1.",
@@ -185,6 +208,170 @@ def test_error_paths_over_the_wire(broker, free_port):
         "(max.message.bytes)", "seglog produce: error: 1 of 26 records were not written"]
     assert ok("consume", *b, "--topic", "small", "--from-beginning", "--max-messages", "25").splitlines() == \
         lines[:20] + lines[21:]
+
+
+def test_produce_and_consume_create_a_missing_topic_as_kafka_clients_do(broker, start_broker):
+    """Kafka's console producer and consumer ask for the topic with allow_auto_topic_creation: a broker with
+    auto.create.topics.enable (the default) creates it with num.partitions; without it the topic is unknown."""
+    b = ["--bootstrap-server", broker.bootstrap_servers]
+    r = run("produce", *b, "--topic", "made-by-produce", input="hello\n")
+    assert (r.returncode, r.stderr) == (0, "")
+    assert [r.value for r in broker.node.partition("made-by-produce", 0).log.records()] == [b"hello"]
+    r = run("consume", *b, "--topic", "made-by-consume", "--timeout-ms", "300")
+    assert (r.returncode, r.stderr) == (0, "Processed a total of 0 messages\n")
+    assert broker.node.topic("made-by-consume").partitions == 1
+    off = start_broker(auto_create_topics_enable=False)
+    b = ["--bootstrap-server", off.bootstrap_servers]
+    fails(1, "Topic 'nope' does not exist.", "produce", *b, "--topic", "nope", input="x\n")
+    fails(1, "Topic 'nope' does not exist.", "consume", *b, "--topic", "nope")
+    assert off.node.topics() == []
+
+
+def test_ctrl_c_stops_a_group_consumer_cleanly_and_commits(broker):
+    """Ctrl-C while `consume --group` waits in a long poll: the answer to that poll must not be read by the
+    commit that follows (it used to be: "response correlation id N does not match"); exit 130, the count on
+    stderr, and the records printed are committed, as without --group."""
+    b = ["--bootstrap-server", broker.bootstrap_servers]
+    ok("topics", *b, "--create", "--topic", "sigint", "--partitions", "2")
+    ok("produce", *b, "--topic", "sigint", input="".join(f"v{i}\n" for i in range(10)))
+    proc = subprocess.Popen([sys.executable, "-m", "seglog", "consume", *b, "--topic", "sigint", "--group", "sg",
+                             "--from-beginning"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    try:
+        reader.start()
+        deadline = time.monotonic() + TIMEOUT
+        while len(lines) < 10 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(lines) == 10, lines
+        time.sleep(0.6)                                    # now inside a long-polling Fetch (up to 1 s)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(TIMEOUT)
+        reader.join(TIMEOUT)
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (130, "Processed a total of 10 messages\n")
+    assert sorted(lines) == sorted(f"v{i}\n" for i in range(10))
+    rows = group_rows(ok("groups", *b, "--describe", "--group", "sg"))
+    assert sum(int(r["CURRENT-OFFSET"]) for r in rows.values()) == 10
+    assert all(r["LAG"] == "0" for r in rows.values())
+
+
+def test_groups_describe_shows_the_member_host_as_kafka(broker):
+    """kafka-consumer-groups prints the host the broker recorded for a member: Java's InetAddress text,
+    "/127.0.0.1"."""
+    b = ["--bootstrap-server", broker.bootstrap_servers]
+    ok("topics", *b, "--create", "--topic", "hosted")
+    with seglog.connect(broker.bootstrap_servers, client_id="hoster") as node, \
+            seglog.Consumer(node, group_id="hg", client_id="hoster") as consumer:
+        consumer.subscribe(["hosted"])
+        deadline = time.monotonic() + TIMEOUT
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        rows = group_rows(ok("groups", *b, "--describe", "--group", "hg"))
+        assert [(r["HOST"], r["CLIENT-ID"]) for r in rows.values()] == [("/127.0.0.1", "hoster")]
+        lines = ok("groups", *b, "--describe", "--group", "hg", "--members").split()
+        assert "/127.0.0.1" in lines
+
+
+def test_connect_administers_topics_like_open(broker):
+    """The README's ``node = seglog.connect(...)`` then ``node.create_topic(...)``: the Node's topic calls
+    over Kafka's admin requests, with the Node's errors."""
+    with seglog.connect(broker.bootstrap_servers) as node:
+        t = node.create_topic("adm", partitions=2, config={"retention.ms": "604800000"})
+        assert (t.name, t.partitions) == ("adm", 2)
+        assert broker.node.topic("adm").overrides == {"retention.ms": "604800000"}
+        with seglog.Producer(node) as p:
+            assert p.send("adm", value=b"hello", key=b"k1").get().topic == "adm"
+        assert node.create_partitions("adm", 3).partitions == 3
+        assert broker.node.topic("adm").partitions == 3
+        node.alter_topic_config("adm", {"segment.ms": "3600000", "cleanup.policy": "delete,compact"},
+                                ["retention.ms"])
+        assert node.topic_config("adm")[0] == {"segment.ms": "3600000", "cleanup.policy": "compact,delete"}
+        assert broker.node.partition("adm", 2).log.config.segment_ms == 3_600_000
+        node.alter_topic_config("adm", {"retention.ms": "1"}, validate_only=True)
+        assert "retention.ms" not in broker.node.topic("adm").overrides
+        with pytest.raises(errors.InvalidConfigError, match="Unknown topic config name: nope"):
+            node.alter_topic_config("adm", {"nope": "1", "segment.ms": "1"})
+        with pytest.raises(errors.InvalidConfigError, match="segment.ms"):
+            node.alter_topic_config("adm", {"segment.ms": "soon"})
+        assert broker.node.topic("adm").overrides == {"segment.ms": "3600000", "cleanup.policy": "delete,compact"}
+        with pytest.raises(errors.TopicAlreadyExistsError):
+            node.create_topic("adm")
+        with pytest.raises(errors.InvalidPartitionsError):
+            node.create_partitions("adm", 2)
+        with pytest.raises(errors.InvalidTopicError):
+            node.delete_topic("__consumer_offsets")
+        node.delete_topic("adm")
+        assert "adm" not in node.topics()
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            node.delete_topic("adm")
+    for bad in (None, 9092, "localhost", "127.0.0.1:99999", " , "):
+        with pytest.raises(errors.InvalidConfigError, match="bootstrap server"):
+            seglog.connect(bad)
+
+
+def test_broker_command_applies_a_properties_file(tmp_path):
+    """`seglog broker --config server.properties`: the file's settings are in force (message.max.bytes,
+    num.partitions for auto-created topics); an unknown one is a WARNING, as Kafka logs it."""
+    props = tmp_path / "server.properties"
+    props.write_text(f"# a Kafka-style file\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path / 'data'}\n"
+                     f"message.max.bytes=2000\nnum.partitions=3\nsome.kafka.only.setting=1\n")
+    proc = subprocess.Popen([sys.executable, "-m", "seglog", "broker", "--config", str(props)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        m = re.search(r"listening on (\S+):(\d+)", proc.stdout.readline())
+        assert m, proc.stderr.read() if proc.poll() is not None else "no listening line"
+        with RawConnection((m[1], int(m[2]))) as c:
+            md = c.request(ApiKey.METADATA, 8, {"topics": [{"name": "props"}], "allow_auto_topic_creation": True})
+            assert [len(t["partitions"]) for t in md["topics"]] == [3]
+            small = record_batch([(1, None, b"s" * 100, [])])
+            large = record_batch([(1, None, b"L" * 3000, [])])
+            for batch, code in ((large, 10), (small, 0)):          # MESSAGE_TOO_LARGE by the file's limit
+                r = c.request(ApiKey.PRODUCE, 8, produce_body("props", 0, batch))
+                assert r["responses"][0]["partition_responses"][0]["error_code"] == code
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert ("WARNING seglog.config: The configuration 'some.kafka.only.setting' was supplied but isn't a known "
+            "config.") in err
+
+
+def test_broker_command_refuses_bad_settings_on_one_line(tmp_path):
+    """Bad settings are one line and exit status 2, before anything listens; TLS and SASL listeners are refused
+    (never served in plaintext instead)."""
+    d = ["broker", "--data-dir", tmp_path / "d"]
+    for needle, args in [
+            ("port 80000 is not in 0..65535", ["--port", "80000"]),
+            ("zookeeper.connect: 'bad:zk:string' is not host:port", ["--zookeeper", "bad:zk:string"]),
+            ("'127.0.0.1:notaport' is not host:port", ["--zookeeper", "127.0.0.1:notaport"]),
+            ("SSL listeners are not supported", ["--override", "listeners=SSL://127.0.0.1:9093"]),
+            ("SASL_PLAINTEXT listeners are not supported", ["--override", "listeners=SASL_PLAINTEXT://:9093"]),
+            ("--metrics-port 70000 is not a port", ["--metrics-port", "70000"]),
+            ("broker.id", ["--broker-id", "-1"])]:
+        fails(2, needle, *d, *args)
+    assert not (tmp_path / "d").exists()
+
+
+def test_find_coordinator_names_why_there_is_none(tmp_path):
+    """__consumer_offsets cannot be created while fewer brokers live than offsets.topic.replication.factor:
+    FindCoordinator (v1+ carries a message) and the client's error say so instead of "being created"."""
+    with cluster(tmp_path, n=1) as (_, [b]):
+        why = ("the offsets topic __consumer_offsets cannot be created yet: 1 live broker, "
+               "offsets.topic.replication.factor=3 (start more brokers, or lower offsets.topic.replication.factor)")
+        with RawConnection((b.host, b.port)) as c:
+            deadline = time.monotonic() + TIMEOUT
+            while not c.request(ApiKey.METADATA, 8, {"topics": []})["brokers"] and time.monotonic() < deadline:
+                time.sleep(0.05)                           # until the broker has seen its own registration
+            r = c.request(ApiKey.FIND_COORDINATOR, 1, {"key": "g", "key_type": 0})
+            assert (r["error_code"], r["error_message"]) == (errors.CoordinatorNotAvailableError.code, why)
+        with RemoteNode(b.bootstrap_servers, retry_timeout=0.3) as node:
+            with pytest.raises(errors.CoordinatorNotAvailableError) as e:
+                node.group_coordinator.coordinator("g")
+            assert str(e.value) == why
 
 
 # -- the facade the clients run on ---------------------------------------------------------------------------
@@ -411,6 +598,17 @@ def test_replicated_cluster_describe_shows_leaders_replicas_and_isr(tmp_path, ca
             (0, "Adding partitions succeeded!\n", "")
         shown = described(cli(capfd, "topics", *b, "--describe", "--topic", "disTopic")[1])
         assert len(shown) == 6 and shown == in_cluster(state, "disTopic")
+
+        # a config change goes to the cluster's metadata: every broker reports it and its replicas apply it
+        assert cli(capfd, "topics", *b, "--alter", "--topic", "disTopic", "--config", "retention.ms=3600000") == \
+            (0, "Completed updating config for topic disTopic.\n", "")
+        for other in brokers:
+            first = cli(capfd, "topics", "--bootstrap-server", other.bootstrap_servers, "--describe", "--topic",
+                        "disTopic")[1].splitlines()[0]
+            assert first.endswith("\tConfigs: retention.ms=3600000")
+            assert all(part.log.config.retention_ms == 3_600_000 for part in other.node.partitions("disTopic"))
+        first = cli(capfd, "topics", *b, "--describe", "--topic", "__consumer_offsets")[1].splitlines()[0]
+        assert first.endswith("Configs: cleanup.policy=compact,compression.type=producer,segment.bytes=104857600")
         assert cli(capfd, "topics", *b, "--delete", "--topic", "disTopic") == (0, "", "")
         assert cli(capfd, "topics", *b, "--list", "--exclude-internal") == (0, "", "")
 

@@ -851,11 +851,13 @@ def test_broker_mode_fail_on_data_loss(spark, broker_data):
     servers = broker_data.bootstrap_servers
     beyond = f'{{"{B_PETS}": {{"0": 999999}}}}'
     assign0 = f'{{"{B_PETS}": [0]}}'
-    with pytest.raises(Exception, match=f"DataLossError.*starting offset 999999 of {B_PETS}-0 is past the committed end"):
+    with pytest.raises(Exception,
+                       match=f"DataLossError.*starting offset 999999 of {B_PETS}-0 is past the committed end"):
         _read_broker(spark, servers, assign=assign0, startingOffsets=beyond).count()
     assert _read_broker(spark, servers, assign=assign0, startingOffsets=beyond, failOnDataLoss="false").count() == 0
     with pytest.raises(Exception, match=f"starting offset 5 of {B_PETS}-1 was deleted"):
-        _read_broker(spark, servers, assign=f'{{"{B_PETS}": [1]}}', startingOffsets=f'{{"{B_PETS}": {{"1": 5}}}}').count()
+        _read_broker(spark, servers, assign=f'{{"{B_PETS}": [1]}}',
+                     startingOffsets=f'{{"{B_PETS}": {{"1": 5}}}}').count()
 
 
 def test_broker_split_data_lost_after_planning(seglog_broker):

@@ -7,6 +7,7 @@ test_log.py.
 """
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -216,6 +217,34 @@ def test_alter_config_set_delete_and_reject(node, data_dir):
     assert (data_dir / "topics.json").read_text() == before
     with pytest.raises(UnknownTopicOrPartitionError):
         node.alter_topic_config("nope", {"retention.ms": "1"})
+    with pytest.raises(InvalidConfigError, match="Unknown topic config name: bogus.name"):
+        node.alter_topic_config("t", delete=["bogus.name"])          # deleting an unknown name too
+    assert node.alter_topic_config("t", {"retention.ms": "7"}, validate_only=True).overrides == \
+        {"segment.bytes": "1048576", "retention.ms": "7"}
+    assert node.topic("t").overrides == {"segment.bytes": "1048576"}
+    assert (data_dir / "topics.json").read_text() == before
+
+
+def test_offsets_topic_reports_its_real_configs(node, data_dir):
+    """Kafka creates __consumer_offsets with cleanup.policy=compact, compression.type=producer and
+    segment.bytes=offsets.topic.segment.bytes as the topic's own configs: they are what DescribeConfigs and
+    `topics --describe` report (not the broker defaults delete / 1 GiB), also for a directory written before."""
+    node.create_topic("t", 1)
+    with seglog.Consumer(node, group_id="g", enable_auto_commit=False) as c:
+        c.assign([("t", 0)])
+        c.commit({("t", 0): 0})
+    info = node.topic("__consumer_offsets")
+    assert info.overrides == {"cleanup.policy": "compact", "compression.type": "producer",
+                              "segment.bytes": "104857600"}
+    assert info.config.compact and not info.config.delete and info.config.segment_bytes == 104857600
+    node.alter_topic_config("__consumer_offsets", {"retention.ms": "1000"}, ["cleanup.policy"])
+    assert node.topic("__consumer_offsets").config.cleanup_policy == ("compact",)    # never un-compacted
+    node.close()
+    topics = json.loads((data_dir / "topics.json").read_text())
+    topics["topics"]["__consumer_offsets"]["config"] = {}               # as directories written before stored it
+    (data_dir / "topics.json").write_text(json.dumps(topics))
+    with seglog.open(data_dir) as again:
+        assert again.topic("__consumer_offsets").overrides["cleanup.policy"] == "compact"
 
 
 def test_bad_broker_config_value():
@@ -223,6 +252,44 @@ def test_bad_broker_config_value():
         seglog.BrokerConfig.from_properties({"num.partitions": "0"})
     with pytest.raises(InvalidConfigError):
         seglog.BrokerConfig.from_properties({"auto.create.topics.enable": "maybe"})
+
+
+@pytest.mark.parametrize("props, needle", [
+    ({"listeners": "PLAINTEXT://127.0.0.1:80000"}, "port 80000 is not in 0..65535"),
+    ({"listeners": "SSL://127.0.0.1:9093"}, "SSL listeners are not supported"),
+    ({"listeners": "SASL_SSL://127.0.0.1:9093"}, "SASL_SSL listeners are not supported"),
+    ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "one listener"),
+    ({"listeners": "INTERNAL://a:1"}, "unknown listener name INTERNAL"),
+    ({"advertised.listeners": "PLAINTEXT://h:0"}, "port 0 is not in 1..65535"),
+    ({"zookeeper.connect": "bad:zk:string"}, "'bad:zk:string' is not host:port"),
+    ({"zookeeper.connect": "127.0.0.1:notaport"}, "'127.0.0.1:notaport' is not host:port"),
+    ({"zookeeper.connect": "127.0.0.1:2181/a//b"}, "bad chroot path"),
+])
+def test_broker_addresses_are_checked_when_the_config_is_built(props, needle):
+    with pytest.raises(InvalidConfigError, match=needle):
+        seglog.BrokerConfig.from_properties(props)
+
+
+def test_good_broker_addresses():
+    c = seglog.BrokerConfig.from_properties({"listeners": "PLAINTEXT://[::1]:0", "zookeeper.connect":
+                                             "z1:2181,z2:2182,z3/seglog", "advertised.listeners": "h.example:9092"})
+    assert (c.listeners, c.zookeeper_connect) == ("PLAINTEXT://[::1]:0", "z1:2181,z2:2182,z3/seglog")
+
+
+def test_unknown_broker_properties_are_a_warning_unknown_keywords_an_error(caplog, tmp_path):
+    """A server.properties file may hold any of Kafka's settings: unknown ones are logged as Kafka logs them
+    (WARN) and ignored. seglog.serve's keyword settings are Python code: a typo there is an error."""
+    with caplog.at_level(logging.INFO, logger="seglog.config"):
+        c = seglog.BrokerConfig.from_properties({"num.partitions": "3", "ssl.keystore.location": "/x"})
+    assert c.num_partitions == 3
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "The configuration 'ssl.keystore.location' was supplied but isn't a known config.")]
+    with pytest.raises(InvalidConfigError, match="Unknown broker config name: bogus"):
+        seglog.serve(tmp_path / "d", bogus=1)
+    with pytest.raises(InvalidConfigError, match="port 70000"):
+        seglog.serve(tmp_path / "d", port=70000)
+    with seglog.serve(tmp_path / "d", metrics_port=0) as broker:     # refused starts left the directory free
+        assert broker.metrics_port > 0
 
 
 # --- delete --------------------------------------------------------------------------------------------------
@@ -444,8 +511,10 @@ def test_second_node_in_the_same_process_is_refused(data_dir):
     node = seglog.open(data_dir)
     try:
         node.create_topic("t", 1)
-        with pytest.raises(StorageError, match="in use"):
+        with pytest.raises(StorageError, match="already open in this process"):
             seglog.open(data_dir)
+        with pytest.raises(StorageError, match="already open in this process"):
+            seglog.open(os.path.join(data_dir, ".", "..", os.path.basename(data_dir)))    # another spelling
         assert node.topics() == ["t"]                      # the refused open did not disturb the owner
         produce(node, "t", [(0, b"still works")])
     finally:

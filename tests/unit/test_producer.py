@@ -230,6 +230,15 @@ def test_batch_size_sends_full_batches(node, topic6):
         assert 1900 <= b.size_in_bytes <= 2000 + 200         # a batch closes once it reaches batch_size
 
 
+def test_batch_size_zero_disables_batching(node, topic6):
+    """Kafka's batch.size=0: no batching, every record is a batch of its own (even with a long linger)."""
+    with seglog.Producer(node, linger_ms=60_000, batch_size=0) as prod:
+        futs = [prod.send(topic6, b"v%d" % i, partition=2) for i in range(5)]
+        assert all(f.done() for f in futs)                   # sent at once, no linger
+    batches = stored_batches(node, topic6, 2)
+    assert [[r.value for r in records] for _, records in batches] == [[b"v%d" % i] for i in range(5)]
+
+
 # --- compression ---------------------------------------------------------------------------------------------
 
 CODEC_IDS = {None: 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -505,7 +514,7 @@ def test_non_bytes_value_or_key(node, topic6, value, key):
     assert [r.value for r in all_records(node, topic6)[0]] == [b"before", b"after"]
 
 
-@pytest.mark.parametrize("kw", [{"acks": 2}, {"acks": "some"}, {"batch_size": 0}, {"linger_ms": -1},
+@pytest.mark.parametrize("kw", [{"acks": 2}, {"acks": "some"}, {"batch_size": -1}, {"linger_ms": -1},
                                 {"max_request_size": 0}])
 def test_bad_producer_settings(node, kw):
     with pytest.raises(InvalidArgumentError):

@@ -117,10 +117,10 @@ def test_supported_versions_are_the_advertised_table():
     assert dict(SUPPORTED_VERSIONS) == {
         0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 8: (2, 7), 9: (1, 5), 10: (0, 2), 11: (0, 5), 12: (0, 3),
         13: (0, 1), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 3), 19: (2, 4), 20: (1, 3), 22: (0, 1),
-        23: (2, 3), 32: (0, 3), 37: (0, 1)}
+        23: (2, 3), 32: (0, 3), 33: (0, 1), 37: (0, 1), 44: (0, 0)}
     assert sorted(SUPPORTED_VERSIONS) == sorted(ApiKey)
     flexible_from = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
-                     19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 37: 2}
+                     19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 37: 2, 44: 1}
     assert {k: api(k).flexible for k in SUPPORTED_VERSIONS} == flexible_from
 
 

@@ -48,10 +48,14 @@ class RunningBroker:
                  metrics_port: int | None = None, metadata_store=None, **overrides):
         self.config = _config(data_dir, config, {k.replace("_", "."): v for k, v in overrides.items()})
         self.node = Node(self.config.log_dirs.split(",")[0], self.config)
-        if metadata_store is None and self.config.zookeeper_connect:
-            metadata_store = zookeeper_store(self.config)
-        self.broker = Broker(self.node, self.config, host=host, port=port, metrics_port=metrics_port,
-                             metadata_store=metadata_store)
+        try:
+            if metadata_store is None and self.config.zookeeper_connect:
+                metadata_store = zookeeper_store(self.config)
+            self.broker = Broker(self.node, self.config, host=host, port=port, metrics_port=metrics_port,
+                                 metadata_store=metadata_store)
+        except BaseException:
+            self.node.close()
+            raise
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -109,10 +113,14 @@ class RunningBroker:
 
 
 def serve(data_dir, config: BrokerConfig | Mapping[str, Any] | None = None, *, host: str = "127.0.0.1",
-          port: int = 0, **overrides) -> RunningBroker:
-    """Start a broker on `data_dir` (a free port on 127.0.0.1 by default) in a background thread. Keyword
-    overrides use config names with '_' for '.' (e.g. ``auto_create_topics_enable=False``)."""
-    return RunningBroker(data_dir, config, host=host, port=port, **overrides)
+          port: int = 0, metrics_port: int | None = None, **overrides) -> RunningBroker:
+    """Start a broker on `data_dir` (a free port on 127.0.0.1 by default) in a background thread.
+
+    ``metrics_port``: serve /metrics and /metrics.json there too (0: a free port, see ``.metrics_port``).
+    Keyword overrides use config names with '_' for '.' (e.g. ``auto_create_topics_enable=False``); being
+    Python code, an unknown keyword is an error (InvalidConfigError), while unknown names in `config` (a
+    server.properties mapping) are logged as a WARNING and ignored, as Kafka treats its properties file."""
+    return RunningBroker(data_dir, config, host=host, port=port, metrics_port=metrics_port, **overrides)
 
 
 def zookeeper_store(config: BrokerConfig):
@@ -128,8 +136,12 @@ def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int
     """Run a broker in the foreground until SIGINT/SIGTERM, then shut down cleanly. Returns an exit code.
     With zookeeper.connect set it joins that cluster; otherwise it is a lone broker."""
     node = Node(config.log_dirs.split(",")[0], config)
-    store = zookeeper_store(config) if config.zookeeper_connect else None
-    broker = Broker(node, config, metrics_port=metrics_port, metadata_store=store)
+    try:
+        store = zookeeper_store(config) if config.zookeeper_connect else None
+        broker = Broker(node, config, metrics_port=metrics_port, metadata_store=store)
+    except BaseException:
+        node.close()
+        raise
 
     async def main() -> None:
         stop = asyncio.Event()

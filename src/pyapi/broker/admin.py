@@ -10,28 +10,29 @@ create, add partitions, delete     CreateTopics / CreatePartitions / DeleteTopic
                                    (NOT_CONTROLLER: find the controller again and resend); then wait (up to
                                    10 s) until every broker's metadata shows the change, so the next command sees
                                    it whichever broker it asks
-offsets                            ListOffsets (earliest, latest) at each partition's leader
+change configs                     IncrementalAlterConfigs (SET / DELETE), then the same wait on DescribeConfigs
+offsets                            ListOffsets (earliest, latest, by timestamp) at each partition's leader
 groups                             ListGroups at every broker, DescribeGroups / OffsetFetch / OffsetCommit
                                    (generation -1: a simple commit) at the group's coordinator
 producer(), consumer()             seglog.Producer / seglog.Consumer over a seglog.remote.RemoteNode of their
                                    own (own connections, so a consumer's long poll never holds up the admin)
 =================================  ==============================================================================
 
-Not over the wire yet, because the broker does not implement the API: changing topic configs (Kafka's
-AlterConfigs / IncrementalAlterConfigs) and deleting groups (DeleteGroups). Both raise
-:class:`UnsupportedOverWireError` with a one-line explanation; nothing is changed.
+Topic administration is seglog.remote.RemoteNode's (the same calls ``seglog.connect(...)`` offers).
+
+Not over the wire yet, because the broker does not implement the API: deleting groups (DeleteGroups). It
+raises :class:`UnsupportedOverWireError` with a one-line explanation; nothing is changed.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Iterable, Mapping, Sequence
 
 from ..assignors import Assignment
 from ..cli.admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription
 from ..cli.datadir import CONSUMER_PROPERTIES, PRODUCER_PROPERTIES, client_kwargs
 from ..consumer import Consumer
-from ..errors import InvalidTopicError, NetworkError, SeglogError, UnsupportedVersionError, for_code
+from ..errors import SeglogError, UnsupportedVersionError
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..producer import Producer
 from ..protocol import ApiKey
@@ -39,10 +40,6 @@ from ..remote import EARLIEST, LATEST, RemoteNode, error_for
 
 __all__ = ["BrokerAdmin", "UnsupportedOverWireError", "connect"]
 
-RESOURCE_TOPIC = 2
-CONFIG_SOURCE_TOPIC = 1
-ADMIN_TIMEOUT_MS = 30000
-PROPAGATION_WAIT_S = 10.0
 # ListGroups answers meaning "this broker coordinates no group (yet)": the offsets topic is not there or
 # not loaded here.
 NO_GROUPS_HERE = frozenset({3, 14, 15, 16})
@@ -89,93 +86,34 @@ class BrokerAdmin(Admin):
         return self.node.topics(include_internal=include_internal)
 
     def describe_topic(self, name: str) -> TopicDescription:
-        entry = self.cluster.topic(name, refresh=True)
+        return self._describe(self.cluster.topic(name, refresh=True))
+
+    def ensure_topic(self, name: str) -> TopicDescription:
+        """As Kafka's clients: Metadata with allow_auto_topic_creation, so a broker with
+        auto.create.topics.enable creates a missing topic (UnknownTopicOrPartitionError otherwise)."""
+        return self._describe(self.cluster.topic(name, refresh=True, auto_create=True))
+
+    def _describe(self, entry: dict) -> TopicDescription:
+        name = entry["name"]
         parts = tuple(PartitionInfo(p["partition_index"], p["leader_id"], tuple(p["replica_nodes"]),
                                     tuple(p["isr_nodes"]))
                       for p in sorted(entry["partitions"], key=lambda p: p["partition_index"]))
-        overrides, effective = self._topic_configs(name)
+        overrides, effective = self.node.topic_config(name)
         # Metadata v10+ carries topic ids; seglog's broker speaks up to v8, so the id is not known here.
         return TopicDescription(name, None, parts, overrides, effective, bool(entry.get("is_internal")))
 
-    def _topic_configs(self, name: str) -> tuple[dict[str, str], dict[str, str]]:
-        body = {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": name, "configuration_keys": None}],
-                "include_synonyms": False, "include_documentation": False}
-        r = self.cluster.any().request(ApiKey.DESCRIBE_CONFIGS, body)
-        [res] = r["results"]
-        if res["error_code"]:
-            raise error_for(res["error_code"], res["error_message"])
-        overrides, effective = {}, {}
-        for c in res["configs"]:
-            if c["value"] is None:                          # sensitive: never shown
-                continue
-            effective[c["name"]] = c["value"]
-            source = c["config_source"]
-            if source == CONFIG_SOURCE_TOPIC or source == -1 and not c["is_default"]:   # v0 has no source
-                overrides[c["name"]] = c["value"]
-        return overrides, effective
-
     def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                      config: Mapping[str, str]) -> None:
-        body = {"topics": [{"name": name, "num_partitions": -1 if partitions is None else partitions,
-                            "replication_factor": -1 if replication_factor is None else replication_factor,
-                            "assignments": [],
-                            "configs": [{"name": k, "value": str(v)} for k, v in config.items()]}],
-                "timeout_ms": ADMIN_TIMEOUT_MS, "validate_only": False}
-        r = self.cluster.controller_request(ApiKey.CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"])
-        [res] = r["topics"]
-        if res["error_code"]:
-            raise error_for(res["error_code"], res["error_message"])
-        self._await_everywhere(name, lambda t: t is not None and bool(t["partitions"]) and
-                               all(p["leader_id"] >= 0 for p in t["partitions"]))
+        self.node.create_topic(name, partitions, config, replication_factor)
 
     def create_partitions(self, name: str, total: int) -> None:
-        body = {"topics": [{"name": name, "count": total, "assignments": None}], "timeout_ms": ADMIN_TIMEOUT_MS,
-                "validate_only": False}
-        r = self.cluster.controller_request(ApiKey.CREATE_PARTITIONS, body, lambda r: r["results"][0]["error_code"])
-        [res] = r["results"]
-        if res["error_code"]:
-            raise error_for(res["error_code"], res["error_message"])
-        self._await_everywhere(name, lambda t: t is not None and len(t["partitions"]) >= total and
-                               all(p["leader_id"] >= 0 for p in t["partitions"]))
+        self.node.create_partitions(name, total)
 
     def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Sequence[str]) -> None:
-        raise UnsupportedOverWireError(
-            f"changing topic configs is not supported over --bootstrap-server yet: the broker has no "
-            f"AlterConfigs/IncrementalAlterConfigs API; topic {name} was not changed (stop the broker and use "
-            f"--data-dir, or recreate the topic with --config)")
+        self.node.alter_topic_config(name, set_, delete)
 
     def delete_topic(self, name: str) -> None:
-        entry = self.cluster.topic(name, refresh=True)
-        if entry.get("is_internal"):                       # kafka-topics.sh refuses this before asking
-            raise InvalidTopicError(f"The internal topic {name} cannot be deleted")
-        body = {"topic_names": [name], "timeout_ms": ADMIN_TIMEOUT_MS}
-        r = self.cluster.controller_request(ApiKey.DELETE_TOPICS, body, lambda r: r["responses"][0]["error_code"])
-        [res] = r["responses"]
-        if res["error_code"]:
-            raise error_for(res["error_code"], f"deleting topic {name} failed: "
-                                               f"{for_code(res['error_code']).kafka_name}")
-        self._await_everywhere(name, lambda t: t is None)
-
-    def _await_everywhere(self, name: str, done) -> bool:
-        """Wait until every broker's metadata for topic `name` satisfies done(entry or None); give up quietly
-        after PROPAGATION_WAIT_S (the change is made; brokers catch up on their own)."""
-        end = time.monotonic() + PROPAGATION_WAIT_S
-        self.cluster.forget(name)
-        while True:
-            try:
-                if all(done(self._topic_at(b, name)) for b in self.cluster.broker_ids()):
-                    return True
-            except NetworkError:
-                pass
-            if time.monotonic() >= end:
-                return False
-            time.sleep(0.05)
-
-    def _topic_at(self, broker_id: int, name: str) -> dict | None:
-        r = self.cluster.broker(broker_id).request(ApiKey.METADATA, {"topics": [{"name": name}],
-                                                                      "allow_auto_topic_creation": False})
-        entry = next((t for t in r["topics"] if t["name"] == name), None)
-        return entry if entry is not None and entry["error_code"] == 0 else None
+        self.node.delete_topic(name)
 
     # -- offsets --------------------------------------------------------------------------------------------
 
@@ -190,6 +128,12 @@ class BrokerAdmin(Admin):
             start, end = starts.get(tp), ends.get(tp)
             out[tp] = None if start is None or end is None else (start.offset, end.offset)
         return out
+
+    def offsets_for_times(self, partitions: Iterable[tuple[str, int]], timestamp: int
+                          ) -> dict[TopicPartition, int | None]:
+        tps = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        found = self.cluster.list_offsets(tps, timestamp)
+        return {tp: None if found.get(tp) is None else found[tp].offset for tp in tps}
 
     # -- groups ---------------------------------------------------------------------------------------------
 

@@ -16,9 +16,10 @@ import time
 from typing import Any
 
 from .. import errors
-from ..config import KAFKA_NAMES
+from ..config import KAFKA_NAMES, LogConfig
 from ..errors import SeglogError, code_of
 from ..group import GroupState
+from ..node import validate_topic_name
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
 
@@ -33,6 +34,14 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_DEFAULT = 1, 4, 5
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3          # IncrementalAlterConfigs operations
+LIST_CONFIGS = frozenset(f.metadata["key"].kafka for f in dataclasses.fields(LogConfig)
+                         if f.metadata["key"].kind == "list")
+
+
+class CloseConnection(Exception):
+    """Raised by a handler that answers by closing the connection (a failed acks=0 produce request): the
+    server logs the message with the client's address and closes it, sending nothing."""
 
 
 def _err(exc: BaseException) -> int:
@@ -83,6 +92,11 @@ class Handlers:
     # -- Produce ----------------------------------------------------------------------------------------------
 
     async def handle_produce(self, header, body):
+        """Append every partition's batch first, then wait for the acks=all replication of all of them at once,
+        under one deadline (timeout_ms from now), as Kafka's produce purgatory does: a request for many
+        partitions takes about timeout_ms at worst, not that much per partition. An acks=0 request gets no
+        answer; if any of its partitions failed, the connection is closed (CloseConnection), which is how
+        Kafka tells such a client to refresh its metadata."""
         acks = body["acks"]
         if body["transactional_id"] is not None:
             err = TRANSACTIONS_UNSUPPORTED
@@ -90,19 +104,40 @@ class Handlers:
             err = errors.InvalidRequiredAcksError.code
         else:
             err = 0
-        responses = []
+        deadline = time.monotonic() + max(body["timeout_ms"], 0) / 1000
+        responses, waits = [], []
         for topic in body["topic_data"]:
             parts = []
             for pd in topic["partition_data"]:
-                parts.append(await self._produce_one(topic["name"], pd["index"], pd["records"], acks, err,
-                                                     body["timeout_ms"]))
+                out, wait = self._append_one(topic["name"], pd["index"], pd["records"], acks, err)
+                parts.append(out)
+                if wait is None:
+                    continue
+                if acks == -1:
+                    waits.append(self._await_acks(out, *wait, acks, deadline))
+                else:                                    # acks 0/1: the leader's append is all there is
+                    self._acked(out, *wait)
             responses.append({"name": topic["name"], "partition_responses": parts})
-        return None if acks == 0 else {"responses": responses}
+        if len(waits) == 1:
+            await waits[0]
+        elif waits:
+            await asyncio.gather(*waits)
+        if acks == 0:
+            failed = [f"{t['name']}-{p['index']}: {p.get('error_message') or p['error_code']}"
+                      for t in responses for p in t["partition_responses"] if p["error_code"]]
+            if failed:
+                raise CloseConnection(f"acks=0 produce request failed ({'; '.join(failed[:5])})")
+            return None
+        return {"responses": responses}
 
-    async def _produce_one(self, topic: str, index: int, records, acks: int, err: int, timeout_ms: int) -> dict:
+    def _append_one(self, topic: str, index: int, records, acks: int, err: int):
+        """(the partition's response entry, (partition, last offset, start time) to wait for, or None)."""
         out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
         if err:
-            return out
+            out["error_message"] = {TRANSACTIONS_UNSUPPORTED: "transactions are not supported",
+                                    errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
+                                    }.get(err)
+            return out, None
         try:
             if records is None or len(records) == 0:
                 raise errors.InvalidRecordError("produce request without a record batch")
@@ -110,12 +145,25 @@ class Handlers:
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
             base, last, append_time = part.append(records, acks)
-            await self.broker.view.wait_for_acks(part, last, acks, timeout_ms)
-            self.broker.metrics.observe("produce_append", time.perf_counter() - t0)
-            out.update(base_offset=base, log_append_time_ms=append_time, log_start_offset=part.log_start_offset)
+            out.update(base_offset=base, log_append_time_ms=append_time)
+            return out, (part, last, t0)
         except SeglogError as e:
             out.update(error_code=_err(e), error_message=str(e))
-        return out
+            return out, None
+
+    async def _await_acks(self, out: dict, part, last: int, t0: float, acks: int, deadline: float) -> None:
+        try:
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            await self.broker.view.wait_for_acks(part, last, acks, left_ms)
+        except SeglogError as e:
+            out.update(error_code=_err(e), error_message=str(e), base_offset=-1)
+            out.pop("log_append_time_ms", None)
+            return
+        self._acked(out, part, last, t0)
+
+    def _acked(self, out: dict, part, last: int, t0: float) -> None:
+        self.broker.metrics.observe("produce_append", time.perf_counter() - t0)
+        out["log_start_offset"] = part.log_start_offset
 
     # -- Fetch ------------------------------------------------------------------------------------------------
 
@@ -133,7 +181,9 @@ class Handlers:
             left = deadline - time.monotonic()
             if total >= min_bytes or failed or left <= 0:
                 return {"error_code": 0, "session_id": 0, "responses": responses}
+            started = time.monotonic()
             await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
+            self.broker.note_wait(time.monotonic() - started)
 
     def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int):
         by_topic: dict[str, list] = {}
@@ -308,6 +358,8 @@ class Handlers:
             codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()}
         except SeglogError as e:
             codes = dict.fromkeys(placed, _err(e))
+            # partitions refused before the group check (unknown ones) keep their own error, as in Kafka
+            codes.update({tp: _err(x) for tp, x in getattr(e, "partition_errors", {}).items()})
         by_topic: dict[str, list] = {}
         for tp in placed:
             by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": codes.get(tp, 0)})
@@ -445,6 +497,91 @@ class Handlers:
                                 "resource_name": r["resource_name"], "configs": []})
         return {"results": results}
 
+    async def handle_alter_configs(self, header, body):
+        """AlterConfigs: each topic's overrides become exactly the configs given (Kafka's replace semantics)."""
+        def new_overrides(name: str, configs) -> dict[str, str]:
+            out = {}
+            for c in configs:
+                if c["value"] is None:
+                    raise errors.InvalidRequestError(f"Null value not supported for : {c['name']}")
+                out[c["name"]] = c["value"]
+            return out
+        return {"responses": await self._alter_configs(body, new_overrides)}
+
+    async def handle_incremental_alter_configs(self, header, body):
+        """IncrementalAlterConfigs: SET / DELETE each named config, APPEND / SUBTRACT items of a list config
+        (cleanup.policy), over the topic's current overrides."""
+        def new_overrides(name: str, configs) -> dict[str, str]:
+            overrides = self.broker.view.topic_overrides(name)
+            effective = None
+            for c in configs:
+                key, op, value = c["name"], c["config_operation"], c["value"]
+                if key not in KAFKA_NAMES:
+                    raise errors.InvalidConfigError(f"Unknown topic config name: {key}")
+                if op == OP_SET:
+                    if value is None:
+                        raise errors.InvalidRequestError(f"Null value not supported for : {key}")
+                    overrides[key] = value
+                elif op == OP_DELETE:
+                    overrides.pop(key, None)
+                elif op in (OP_APPEND, OP_SUBTRACT):
+                    verb = "append" if op == OP_APPEND else "subtract"
+                    if key not in LIST_CONFIGS:
+                        raise errors.InvalidConfigError(f"Config value {verb} is not allowed for config key: {key}")
+                    if effective is None:
+                        effective = self.config.log_config().with_kafka(overrides).to_kafka()
+                    current = [v for v in overrides.get(key, effective[key]).split(",") if v.strip()]
+                    items = [v.strip() for v in (value or "").split(",") if v.strip()]
+                    if op == OP_APPEND:
+                        current += [v for v in items if v not in current]
+                    else:
+                        current = [v for v in current if v not in items]
+                    overrides[key] = ",".join(current)
+                else:
+                    raise errors.InvalidRequestError(f"Unknown config operation {op} for config key: {key}")
+            return overrides
+        return {"responses": await self._alter_configs(body, new_overrides)}
+
+    async def _alter_configs(self, body, new_overrides) -> list[dict]:
+        """The per-resource answers of an (Incremental)AlterConfigs request. Topic resources: the new overrides
+        (``new_overrides(topic, configs)``) are validated as a whole, then stored (not with validate_only).
+        Broker configs are static here (read_only in DescribeConfigs): changing one is INVALID_REQUEST."""
+        seen: dict[tuple[int, str], int] = {}
+        for r in body["resources"]:
+            key = (r["resource_type"], r["resource_name"])
+            seen[key] = seen.get(key, 0) + 1
+        out = []
+        for r in body["resources"]:
+            rtype, name = r["resource_type"], r["resource_name"]
+            answer = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
+            try:
+                if seen[(rtype, name)] > 1:
+                    raise errors.InvalidRequestError(f"Error due to duplicate resource {name!r} of type {rtype}")
+                names = [c["name"] for c in r["configs"]]
+                if len(set(names)) != len(names):
+                    raise errors.InvalidRequestError("Error due to duplicate config keys")
+                if rtype == RESOURCE_TOPIC:
+                    validate_topic_name(name)
+                    self.broker.view.topic_partitions(name)              # UNKNOWN_TOPIC_OR_PARTITION
+                    overrides = new_overrides(name, r["configs"])
+                    await _off_loop(self.broker.view.alter_topic_config, name, overrides,
+                                    validate_only=body["validate_only"])
+                elif rtype == RESOURCE_BROKER:
+                    if name not in ("", str(self.config.broker_id)):
+                        raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.config.broker_id} "
+                                                         f"or empty string, but received {name}")
+                    if names:
+                        raise errors.InvalidRequestError(
+                            f"Cannot update these configs dynamically: {', '.join(sorted(names))} (seglog broker "
+                            f"configs are static: set them in server.properties or with --override, and restart)")
+                else:
+                    raise errors.InvalidRequestError(f"Unsupported resource type {rtype}: seglog alters the configs "
+                                                     f"of topics ({RESOURCE_TOPIC}) only")
+            except SeglogError as e:
+                answer.update(error_code=_err(e), error_message=str(e))
+            out.append(answer)
+        return out
+
     def _topic_configs(self, name: str, keys):
         overrides = self.broker.view.topic_overrides(name)
         default = self.config.log_config().to_kafka()
@@ -498,5 +635,7 @@ HANDLERS = {
     ApiKey.DELETE_TOPICS: Handlers.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: Handlers.handle_create_partitions,
     ApiKey.DESCRIBE_CONFIGS: Handlers.handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: Handlers.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Handlers.handle_incremental_alter_configs,
 }
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

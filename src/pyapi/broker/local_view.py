@@ -98,6 +98,12 @@ class LocalView:
     def delete_topic(self, name: str) -> None:
         self.node.delete_topic(name)
 
+    def alter_topic_config(self, name: str, overrides: dict[str, str], validate_only: bool = False) -> None:
+        """Make `overrides` the topic's complete set of config overrides (InvalidConfigError: nothing changes)."""
+        old = self.node.topic(name).overrides
+        self.node.alter_topic_config(name, overrides, [k for k in old if k not in overrides],
+                                     validate_only=validate_only)
+
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         info = self.node.topic(name)
         if validate_only:

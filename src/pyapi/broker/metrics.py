@@ -1,9 +1,18 @@
-"""Broker metrics: requests per API (count, errors, latency percentiles), bytes in/out, connections.
+"""Broker metrics: requests per API (count, latency percentiles), bytes in/out, connections.
 
 Readable as a dict (``Broker.metrics.snapshot()``), and over HTTP when the broker runs with a metrics port:
-``GET /metrics`` gives Prometheus text, ``GET /metrics.json`` the snapshot. Latency percentiles come from the
-last RESERVOIR samples of each kind. Updated from the broker's event loop only (no locking needed); other
-threads read snapshots, which are consistent enough for monitoring.
+``GET /metrics`` gives Prometheus text (exposition format 0.0.4, with ``# HELP`` / ``# TYPE`` lines),
+``GET /metrics.json`` the snapshot.
+
+- Latency percentiles come from the last RESERVOIR samples of each kind. A request's latency is the broker's
+  time on it: a Fetch's long-poll wait (for ``min_bytes``, up to ``max_wait_ms``) is left out and reported
+  as its own kind, ``fetch_wait`` (Kafka splits its request time the same way). ``produce_append`` is the
+  append plus the acks wait of one partition.
+- Rates (``requests_per_s``, ``bytes_in_per_s``, ``bytes_out_per_s``) are over the last RATE_WINDOW_S
+  seconds (or the uptime, when shorter), not lifetime averages.
+
+Updated from the broker's event loop only (no locking needed); other threads read snapshots, which are
+consistent enough for monitoring.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import time
 from collections import deque
 
 RESERVOIR = 4096
+RATE_WINDOW_S = 60
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -22,27 +32,56 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 class Metrics:
-    def __init__(self):
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
         self.started = time.time()
+        self._started_mono = clock()
         self.requests: dict[str, int] = {}
         self.latency: dict[str, deque] = {}
+        self.latency_count: dict[str, int] = {}
+        self.latency_sum: dict[str, float] = {}
         self.bytes_in = 0
         self.bytes_out = 0
         self.connections_open = 0
         self.connections_total = 0
         self.connection_errors = 0
+        self._buckets: deque = deque()          # [second, requests, bytes in, bytes out], oldest first
 
     def request(self, api: str, seconds: float, bytes_in: int, bytes_out: int) -> None:
         self.requests[api] = self.requests.get(api, 0) + 1
         self.bytes_in += bytes_in
         self.bytes_out += bytes_out
         self.observe(api, seconds)
+        second = int(self._clock())
+        b = self._buckets
+        if not b or b[-1][0] != second:
+            b.append([second, 0, 0, 0])
+            while b[0][0] <= second - RATE_WINDOW_S:
+                b.popleft()
+        last = b[-1]
+        last[1] += 1
+        last[2] += bytes_in
+        last[3] += bytes_out
 
     def observe(self, name: str, seconds: float) -> None:
         d = self.latency.get(name)
         if d is None:
             d = self.latency[name] = deque(maxlen=RESERVOIR)
         d.append(seconds)
+        self.latency_count[name] = self.latency_count.get(name, 0) + 1
+        self.latency_sum[name] = self.latency_sum.get(name, 0.0) + seconds
+
+    def rates(self) -> tuple[float, float, float]:
+        """(requests/s, bytes in/s, bytes out/s) over the last RATE_WINDOW_S seconds."""
+        now = self._clock()
+        window = min(float(RATE_WINDOW_S), max(now - self._started_mono, 1e-9))
+        n = bin_ = bout = 0
+        for second, req, bi, bo in list(self._buckets):
+            if second > now - RATE_WINDOW_S:
+                n += req
+                bin_ += bi
+                bout += bo
+        return n / window, bin_ / window, bout / window
 
     def snapshot(self) -> dict:
         up = max(time.time() - self.started, 1e-9)
@@ -51,25 +90,52 @@ class Metrics:
         for name, d in list(self.latency.items()):
             values = sorted(d)
             lat[name] = {"p50_ms": _percentile(values, 0.5) * 1e3, "p99_ms": _percentile(values, 0.99) * 1e3,
-                         "max_ms": (values[-1] if values else 0) * 1e3, "samples": len(values)}
-        return {"uptime_s": up, "requests_total": total, "requests_per_s": total / up,
+                         "max_ms": (values[-1] if values else 0) * 1e3, "samples": len(values),
+                         "count": self.latency_count.get(name, 0), "sum_s": self.latency_sum.get(name, 0.0)}
+        req_rate, in_rate, out_rate = self.rates()
+        return {"uptime_s": up, "requests_total": total, "requests_per_s": req_rate, "rate_window_s": RATE_WINDOW_S,
                 "requests": dict(self.requests), "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
-                "bytes_in_per_s": self.bytes_in / up, "bytes_out_per_s": self.bytes_out / up,
+                "bytes_in_per_s": in_rate, "bytes_out_per_s": out_rate,
                 "connections_open": self.connections_open, "connections_total": self.connections_total,
                 "connection_errors": self.connection_errors, "latency": lat}
 
     def prometheus(self) -> str:
         s = self.snapshot()
-        lines = [f"seglog_uptime_seconds {s['uptime_s']:.3f}",
-                 f"seglog_bytes_in_total {s['bytes_in']}", f"seglog_bytes_out_total {s['bytes_out']}",
-                 f"seglog_connections_open {s['connections_open']}",
-                 f"seglog_connections_total {s['connections_total']}",
-                 f"seglog_connection_errors_total {s['connection_errors']}"]
-        for api, n in sorted(s["requests"].items()):
-            lines.append(f'seglog_requests_total{{api="{api}"}} {n}')
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, doc: str, samples) -> None:
+            lines.append(f"# HELP {name} {doc}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.extend(samples)
+
+        metric("seglog_uptime_seconds", "gauge", "Seconds since the broker started.",
+               [f"seglog_uptime_seconds {s['uptime_s']:.3f}"])
+        metric("seglog_requests_total", "counter", "Requests answered, per API.",
+               [f'seglog_requests_total{{api="{api}"}} {n}' for api, n in sorted(s["requests"].items())])
+        metric("seglog_requests_per_second", "gauge", f"Requests per second over the last {RATE_WINDOW_S} s.",
+               [f"seglog_requests_per_second {s['requests_per_s']:.3f}"])
+        metric("seglog_bytes_in_total", "counter", "Request bytes received.",
+               [f"seglog_bytes_in_total {s['bytes_in']}"])
+        metric("seglog_bytes_out_total", "counter", "Response bytes sent.",
+               [f"seglog_bytes_out_total {s['bytes_out']}"])
+        metric("seglog_bytes_in_per_second", "gauge", f"Request bytes per second over the last {RATE_WINDOW_S} s.",
+               [f"seglog_bytes_in_per_second {s['bytes_in_per_s']:.3f}"])
+        metric("seglog_bytes_out_per_second", "gauge", f"Response bytes per second over the last {RATE_WINDOW_S} s.",
+               [f"seglog_bytes_out_per_second {s['bytes_out_per_s']:.3f}"])
+        metric("seglog_connections_open", "gauge", "Client connections open now.",
+               [f"seglog_connections_open {s['connections_open']}"])
+        metric("seglog_connections_total", "counter", "Client connections accepted.",
+               [f"seglog_connections_total {s['connections_total']}"])
+        metric("seglog_connection_errors_total", "counter", "Connections closed or lost because of an error.",
+               [f"seglog_connection_errors_total {s['connection_errors']}"])
+        samples = []
         for name, q in sorted(s["latency"].items()):
-            lines.append(f'seglog_latency_seconds{{kind="{name}",quantile="0.5"}} {q["p50_ms"] / 1e3:.6f}')
-            lines.append(f'seglog_latency_seconds{{kind="{name}",quantile="0.99"}} {q["p99_ms"] / 1e3:.6f}')
+            samples.append(f'seglog_latency_seconds{{kind="{name}",quantile="0.5"}} {q["p50_ms"] / 1e3:.6f}')
+            samples.append(f'seglog_latency_seconds{{kind="{name}",quantile="0.99"}} {q["p99_ms"] / 1e3:.6f}')
+            samples.append(f'seglog_latency_seconds_sum{{kind="{name}"}} {q["sum_s"]:.6f}')
+            samples.append(f'seglog_latency_seconds_count{{kind="{name}"}} {q["count"]}')
+        metric("seglog_latency_seconds", "summary", "Broker time per request by API (a fetch's long-poll wait is "
+               "the kind fetch_wait), and per produced partition (produce_append).", samples)
         return "\n".join(lines) + "\n"
 
     def json(self) -> str:

@@ -21,9 +21,10 @@ import socket
 import time
 
 from .. import _engine
-from ..errors import InvalidRequestError, UnsupportedVersionError
+from ..config import parse_listeners
+from ..errors import InvalidConfigError, InvalidRequestError, UnsupportedVersionError
 from ..protocol import ApiKey, api_versions_fallback, decode_request, encode_response, frame_size
-from .handlers import HANDLERS, Handlers
+from .handlers import HANDLERS, CloseConnection, Handlers
 from .local_view import LocalView
 from .metrics import Metrics
 
@@ -31,6 +32,7 @@ log = logging.getLogger("seglog.broker")
 
 SENDFILE_MIN_BYTES = 64 * 1024
 _peer_host: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", default="")
+_waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited", default=0.0)
 _API_NAMES = {k: k.name.lower() for k in ApiKey}
 
 
@@ -48,15 +50,9 @@ class FileChunk:
 
 
 def parse_listener(listener: str) -> tuple[str, int]:
-    """('host', port) of the first entry of a Kafka listeners string like PLAINTEXT://127.0.0.1:9092."""
-    first = listener.split(",")[0].strip()
-    if "://" in first:
-        first = first.split("://", 1)[1]
-    host, _, port = first.rpartition(":")
-    try:
-        return host.strip("[]"), int(port)
-    except ValueError:
-        raise InvalidRequestError(f"cannot parse listener {listener!r}") from None
+    """('host', port) of a Kafka listeners string like PLAINTEXT://127.0.0.1:9092 (InvalidConfigError for one
+    seglog cannot serve: see seglog.config.parse_listeners)."""
+    return parse_listeners(listener)
 
 
 class Broker:
@@ -70,6 +66,11 @@ class Broker:
         bind_host, bind_port = parse_listener(config.listeners)
         self.host = bind_host if host is None else host
         self.port = bind_port if port is None else port
+        for what, value in (("port", self.port), ("metrics port", metrics_port)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or not 0 <= value <= 65535):
+                raise InvalidConfigError(f"Invalid {what} {value!r}: a port is a whole number in 0..65535 "
+                                         f"(0 picks a free one)")
         self.metrics_port = metrics_port
         self.metrics = Metrics()
         self.metadata_store = metadata_store
@@ -161,6 +162,8 @@ class Broker:
         except (InvalidRequestError, UnsupportedVersionError) as e:
             m.connection_errors += 1
             log.warning("closing connection from %s: %s", who, e)
+        except CloseConnection as e:
+            log.info("closing connection from %s: %s", who, e)
         except (ConnectionError, TimeoutError) as e:
             m.connection_errors += 1
             log.info("connection from %s lost: %s", who, e)
@@ -184,11 +187,21 @@ class Broker:
                 self.metrics.request("api_versions", time.perf_counter() - t0, len(frame) + 4, sent)
                 return
             raise
-        response = await HANDLERS[header.api_key](self.handlers, header, body)
+        _waited.set(0.0)
+        name = _API_NAMES[header.api_key]
+        try:
+            response = await HANDLERS[header.api_key](self.handlers, header, body)
+        except CloseConnection:
+            self.metrics.request(name, time.perf_counter() - t0, len(frame) + 4, 0)
+            raise
         sent = 0
         if response is not None:
             sent = await self._write(writer, encode_response(header, response))
-        self.metrics.request(_API_NAMES[header.api_key], time.perf_counter() - t0, len(frame) + 4, sent)
+        # a long poll's wait is not the broker's work: reported apart (kind "<api>_wait"), left out of the latency
+        waited = _waited.get()
+        self.metrics.request(name, time.perf_counter() - t0 - waited, len(frame) + 4, sent)
+        if waited:
+            self.metrics.observe(f"{name}_wait", waited)
 
     async def _write(self, writer: asyncio.StreamWriter, parts: list) -> int:
         sent = 0
@@ -226,7 +239,14 @@ class Broker:
         return FileChunk(view, *where)
 
     def current_peer_host(self) -> str:
-        return _peer_host.get()
+        """The client's address as Kafka reports a member's client host (Java's InetAddress.toString():
+        "/127.0.0.1")."""
+        host = _peer_host.get()
+        return f"/{host}" if host else ""
+
+    def note_wait(self, seconds: float) -> None:
+        """A handler spent `seconds` waiting for data (a long poll): kept out of the request's latency."""
+        _waited.set(_waited.get() + seconds)
 
     # -- long polls -------------------------------------------------------------------------------------------
 

@@ -148,6 +148,12 @@ class Admin(ABC):
     def describe_topic(self, name: str) -> TopicDescription:
         """UnknownTopicOrPartitionError if it does not exist."""
 
+    def ensure_topic(self, name: str) -> TopicDescription:
+        """The topic as a Kafka client finds it: created with the defaults when the broker auto-creates topics
+        (auto.create.topics.enable, Kafka's producer and consumer Metadata requests); otherwise as
+        describe_topic. A data dir opened by a command never auto-creates (a typo must not make a topic)."""
+        return self.describe_topic(name)
+
     @abstractmethod
     def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                      config: Mapping[str, str]) -> None:
@@ -172,6 +178,12 @@ class Admin(ABC):
     @abstractmethod
     def offset_ranges(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, tuple[int, int] | None]:
         """(log start offset, high watermark) per partition; None for a partition that does not exist."""
+
+    @abstractmethod
+    def offsets_for_times(self, partitions: Iterable[tuple[str, int]], timestamp: int
+                          ) -> dict[TopicPartition, int | None]:
+        """Per partition the first offset (below the high watermark) whose record has a timestamp >= `timestamp`
+        (ms), or None when there is none (or no such partition): ListOffsets by timestamp."""
 
     # -- groups (ListGroups, DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups) ----------------------
 

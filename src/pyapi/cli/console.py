@@ -223,8 +223,10 @@ def _report(n: int, lineno: int, e: Exception) -> None:
 
 
 def _topic(admin, name: str):
+    """The topic, auto-created by a broker that allows it (as Kafka's console producer and consumer, whose
+    Metadata requests ask for that: allow.auto.create.topics defaults to true)."""
     try:
-        return admin.describe_topic(name)
+        return admin.ensure_topic(name)
     except UnknownTopicOrPartitionError:
         raise CliError(f"Topic '{name}' does not exist.") from None
 

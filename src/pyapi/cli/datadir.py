@@ -13,7 +13,6 @@ import os
 from typing import Iterable, Mapping, Sequence
 
 from ..assignors import Assignment
-from ..config import KAFKA_NAMES
 from ..consumer import Consumer
 from ..errors import (GroupIdNotFoundError, InvalidConfigError, SeglogError, StorageError,
                       UnknownTopicOrPartitionError)
@@ -104,9 +103,6 @@ class DataDirAdmin(Admin):
 
     def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Sequence[str]) -> None:
         self.node.topic(name)
-        unknown = [k for k in delete if k not in KAFKA_NAMES]
-        if unknown:
-            raise InvalidConfigError(f"Unknown topic config name: {', '.join(unknown)}")
         self.node.alter_topic_config(name, dict(set_), list(delete))
 
     def delete_topic(self, name: str) -> None:
@@ -124,6 +120,20 @@ class DataDirAdmin(Admin):
                 out[tp] = None
                 continue
             out[tp] = (part.log_start_offset, part.high_watermark)
+        return out
+
+    def offsets_for_times(self, partitions: Iterable[tuple[str, int]], timestamp: int
+                          ) -> dict[TopicPartition, int | None]:
+        out: dict[TopicPartition, int | None] = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            try:
+                part = self.node.partition(*tp)
+            except UnknownTopicOrPartitionError:
+                out[tp] = None
+                continue
+            found = part.log.offset_for_timestamp(timestamp)
+            out[tp] = found.offset if found is not None and found.offset < part.high_watermark else None
         return out
 
     # -- groups ---------------------------------------------------------------------------------------------

@@ -4,9 +4,14 @@
     seglog groups --data-dir data --describe --group g1          (or --all-groups; --members, --state)
     seglog groups --data-dir data --delete --group g1
     seglog groups --data-dir data --reset-offsets --group g1 --topic pet --to-earliest --execute
+    seglog groups --data-dir data --reset-offsets --group g1 --topic pet --to-datetime 2024-01-31T12:00:00.000 --execute
 """
 
 from __future__ import annotations
+
+import argparse
+import datetime
+import re
 
 from ..errors import UnknownTopicOrPartitionError
 from ..offsets_format import TopicPartition
@@ -45,6 +50,9 @@ def register(sub) -> None:
     to.add_argument("--to-earliest", action="store_true", help="reset to the log start offset")
     to.add_argument("--to-latest", action="store_true", help="reset to the end (the high watermark)")
     to.add_argument("--to-offset", type=non_negative, metavar="N", help="reset to N (kept within the log)")
+    to.add_argument("--to-datetime", type=datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                    help="reset to the first record at or after this time (Kafka's format; a zone such as Z or "
+                         "+02:00 may follow, UTC without one); the log end where there is none")
     to.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (may be negative)")
     run = p.add_mutually_exclusive_group()
     run.add_argument("--execute", action="store_true", help="--reset-offsets: do it")
@@ -81,7 +89,8 @@ def _check_combinations(args) -> None:
         raise UsageError("--group and --all-groups cannot be used together")
     if action == "list" and (args.group or args.all_groups):
         raise UsageError("--list takes no --group")
-    reset_only = ("topic", "all_topics", "to_earliest", "to_latest", "to_offset", "shift_by", "execute", "dry_run")
+    reset_only = ("topic", "all_topics", "to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by", "execute",
+                  "dry_run")
     if action != "reset_offsets":
         used = [o for o in reset_only if getattr(args, o) not in (None, False)]
         if used:
@@ -93,8 +102,37 @@ def _check_combinations(args) -> None:
             raise UsageError("--reset-offsets needs a scope: --topic TOPIC[:P,P] or --all-topics")
         if args.topic and args.all_topics:
             raise UsageError("--topic and --all-topics cannot be used together")
-        if not (args.to_earliest or args.to_latest or args.to_offset is not None or args.shift_by is not None):
-            raise UsageError("--reset-offsets needs --to-earliest, --to-latest, --to-offset N or --shift-by N")
+        if not (args.to_earliest or args.to_latest or args.to_offset is not None or args.to_datetime is not None
+                or args.shift_by is not None):
+            raise UsageError("--reset-offsets needs --to-earliest, --to-latest, --to-offset N, --to-datetime T or "
+                             "--shift-by N")
+
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})"
+                       r"(Z|[+-]\d{2}(?::?\d{2})?)?")
+
+
+def datetime_ms(text: str) -> int:
+    """kafka-consumer-groups' --to-datetime: ``YYYY-MM-DDTHH:mm:SS.sss`` with an optional zone (``Z``,
+    ``+HH``, ``+HHMM``, ``+HH:MM``); without one it is UTC, as Kafka reads it. Milliseconds since the epoch."""
+    m = _DATETIME.fullmatch(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"Error parsing timestamp {text!r}: expected YYYY-MM-DDTHH:mm:SS.sss "
+                                         f"(ISO8601, e.g. 2024-01-31T12:00:00.000, optionally with Z or +01:00)")
+    year, month, day, hour, minute, second, millis = (int(g) for g in m.groups()[:7])
+    zone = m.group(8) or "Z"
+    if zone == "Z":
+        tz = datetime.timezone.utc
+    else:
+        digits = zone[1:].replace(":", "")
+        offset = datetime.timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
+        tz = datetime.timezone(offset if zone[0] == "+" else -offset)
+    try:
+        when = datetime.datetime(year, month, day, hour, minute, second, millis * 1000, tzinfo=tz)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"Error parsing timestamp {text!r}: {e}") from None
+    return (when - EPOCH) // datetime.timedelta(milliseconds=1)
 
 
 def _dash(v) -> object:
@@ -208,6 +246,8 @@ def _reset(admin, groups: list[str], args) -> int:
         committed = admin.committed_offsets(gid)
         tps = _scope(admin, args, committed)
         ranges = admin.offset_ranges(tps)
+        by_time = admin.offsets_for_times([tp for tp in tps if ranges[tp] is not None], args.to_datetime) \
+            if args.to_datetime is not None else {}
         new: dict[TopicPartition, int] = {}
         for tp in tps:
             if ranges[tp] is None:
@@ -220,6 +260,9 @@ def _reset(admin, groups: list[str], args) -> int:
                 target = end
             elif args.to_offset is not None:
                 target = args.to_offset
+            elif args.to_datetime is not None:
+                found = by_time.get(tp)
+                target = end if found is None else found          # no record that late: the end, as Kafka
             else:
                 if tp not in committed:
                     raise CliError(f"Cannot shift offset for partition {tp.topic}-{tp.partition} of group "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from ..config import BrokerConfig, read_properties
+from ..errors import InvalidConfigError
 from .common import CliError
 
 
@@ -22,7 +23,7 @@ def register(sub) -> None:
                    help="a broker setting by its Kafka name (repeatable), over --config")
     b.add_argument("--data-dir", help="log.dirs (default ./data)")
     b.add_argument("--host", help="the address to listen on (default 127.0.0.1)")
-    b.add_argument("--port", type=int, help="the port to listen on (default 9092)")
+    b.add_argument("--port", type=int, help="the port to listen on (default 9092; 0 picks a free one)")
     b.add_argument("--broker-id", type=int, help="broker.id (default 0)")
     b.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                    help="zookeeper.connect: join the cluster coordinated there (default: a lone broker)")
@@ -46,8 +47,7 @@ def broker_config(args) -> BrokerConfig:
         if not sep:
             raise CliError(f"--override needs KEY=VALUE, not {item!r}", 2)
         props[key.strip()] = value.strip()
-    unknown = BrokerConfig.unknown_properties(props)
-    config = BrokerConfig.from_properties(props)
+    config = BrokerConfig.from_properties(props)      # unknown names: one WARNING each, as Kafka logs them
     flags = {}
     if args.data_dir is not None:
         flags["log.dirs"] = args.data_dir
@@ -58,13 +58,11 @@ def broker_config(args) -> BrokerConfig:
     if args.host is not None or args.port is not None:
         from ..broker.server import parse_listener
         host, port = parse_listener(config.listeners)
-        flags["listeners"] = f"PLAINTEXT://{args.host if args.host is not None else host}:" \
-                             f"{args.port if args.port is not None else port}"
-    config = config.with_kafka(flags) if flags else config
-    if unknown:
-        logging.getLogger("seglog.broker").info("ignoring broker settings seglog does not use: %s",
-                                                ", ".join(unknown))
-    return config
+        host = args.host if args.host is not None else host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"                           # an IPv6 address
+        flags["listeners"] = f"PLAINTEXT://{host}:{args.port if args.port is not None else port}"
+    return config.with_kafka(flags) if flags else config
 
 
 def cmd_broker(args) -> int:
@@ -74,7 +72,13 @@ def cmd_broker(args) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ..broker import run_forever
-    return run_forever(broker_config(args), metrics_port=args.metrics_port)
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise CliError(f"--metrics-port {args.metrics_port} is not a port (0..65535)", 2)
+    try:
+        config = broker_config(args)
+    except InvalidConfigError as e:                   # a bad setting is bad usage: exit status 2
+        raise CliError(str(e), 2) from None
+    return run_forever(config, metrics_port=args.metrics_port)
 
 
 def cmd_zookeeper(args) -> int:

@@ -20,10 +20,10 @@ import threading
 import time
 
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
-                      InvalidPartitionsError, InvalidTopicError,
-                      LeaderNotAvailableError, NotCoordinatorError, RequestTimedOutError, TopicAlreadyExistsError,
-                      TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
-from ..node import OFFSETS_TOPIC, validate_topic_name
+                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotCoordinatorError,
+                      RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
+                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+from ..node import OFFSETS_TOPIC, offsets_topic_config, validate_topic_name
 from ..offsets_store import partition_for_group
 from ..replication.manager import ReplicaManager
 from .controller import Controller
@@ -341,26 +341,32 @@ class ClusterView:
     def _offsets_partition(self, group_id: str) -> int:
         a = self.m.assignments.get(OFFSETS_TOPIC)
         if a is None:
-            self._create_offsets_topic()
-            raise CoordinatorNotAvailableError("the offsets topic is being created; retry")
+            # the reason travels to the client (FindCoordinator v1+ error_message), which retries meanwhile
+            raise CoordinatorNotAvailableError(self._create_offsets_topic())
         return partition_for_group(group_id, len(a.partitions))
 
-    def _create_offsets_topic(self) -> None:
+    def _create_offsets_topic(self) -> str:
+        """Ask for __consumer_offsets (as Kafka creates it on the first FindCoordinator); returns why there is
+        no coordinator yet."""
         rf = self.m.config.offsets_topic_replication_factor
-        if len(self.m.brokers) < rf:
+        live = len(self.m.brokers)
+        if live < rf:
             now = time.monotonic()
             if now >= self._offsets_warned_until:
                 self._offsets_warned_until = now + OFFSETS_WARNING_INTERVAL_S
                 log.warning("cannot create %s yet: %d live brokers, offsets.topic.replication.factor=%d "
-                            "(clients get COORDINATOR_NOT_AVAILABLE until then)", OFFSETS_TOPIC,
-                            len(self.m.brokers), rf)
-            return
+                            "(clients get COORDINATOR_NOT_AVAILABLE until then)", OFFSETS_TOPIC, live, rf)
+            return (f"the offsets topic {OFFSETS_TOPIC} cannot be created yet: {live} live "
+                    f"broker{'' if live == 1 else 's'}, offsets.topic.replication.factor={rf} (start more brokers, "
+                    f"or lower offsets.topic.replication.factor)")
         try:
             self.create_topic(OFFSETS_TOPIC, self.m.config.offsets_topic_num_partitions,
-                              {"cleanup.policy": "compact", "compression.type": "producer",
-                               "segment.bytes": str(self.m.config.offsets_topic_segment_bytes)}, rf, wait=False)
+                              offsets_topic_config(self.m.config), rf, wait=False)
         except TopicAlreadyExistsError:
             pass
+        except SeglogError as e:
+            return f"the offsets topic {OFFSETS_TOPIC} cannot be created: {e}"
+        return f"the offsets topic {OFFSETS_TOPIC} is being created; retry"
 
     def coordinator_for(self, group_id: str) -> tuple[int, str, int]:
         st = self.m.states.get((OFFSETS_TOPIC, self._offsets_partition(group_id)))
@@ -408,6 +414,16 @@ class ClusterView:
         if internal:
             raise InvalidTopicError(f"The internal topic {name} cannot be deleted")
         self.m.store.mark_topic_for_deletion(name)
+
+    def alter_topic_config(self, name: str, overrides: dict[str, str], validate_only: bool = False) -> None:
+        """Make `overrides` the topic's config overrides in the cluster's metadata (every broker watching it
+        applies them); InvalidConfigError before anything is stored."""
+        self.topic_partitions(name)
+        overrides = {**(offsets_topic_config(self.m.config) if name == OFFSETS_TOPIC else {}), **overrides}
+        self.m.config.log_config().with_kafka(overrides)
+        if validate_only:
+            return
+        self.m.store.set_topic_config(name, {k: str(v) for k, v in overrides.items()})
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         current, _ = self.topic_partitions(name)

@@ -87,15 +87,6 @@ class MemoryMetadataStore(MetadataStore):
 
     # --- session -----------------------------------------------------------------------------------------
 
-    @property
-    def session_id(self) -> int:
-        return self._session_id
-
-    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> Subscription:
-        subscription = Subscription(callback)
-        self._session_listeners = [s for s in self._session_listeners if not s.cancelled] + [subscription]
-        return subscription
-
     def expire_session(self) -> None:
         """Expire the session now, as the server would after a long pause: ephemerals deleted, candidacy
         ended; then a new session. Events are delivered afterwards on the event thread."""
@@ -125,10 +116,6 @@ class MemoryMetadataStore(MetadataStore):
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError("The metadata store is closed")
-
-    def _notify_session(self, event: SessionEvent) -> None:
-        for listener in list(self._session_listeners):
-            listener.notify(event)
 
     def _watch(self, compute: Callable[[], object], callback: Callable) -> Watch:
         """A watch of ``compute()`` (run under the cluster lock), delivered on the event thread."""

@@ -183,15 +183,26 @@ class MetadataStore(ABC):
     session, fencing, versioning and callback rules every method follows."""
 
     # --- session -----------------------------------------------------------------------------------------
+    # Implementations set ``_session_id`` (replaced after EXPIRED) and ``_session_listeners`` (a list) in
+    # __init__, and call ``_notify_session`` on every session state change.
+
+    _session_id: int
+    _session_listeners: list[Subscription]
 
     @property
-    @abstractmethod
     def session_id(self) -> int:
         """The current session's id (changes after EXPIRED)."""
+        return self._session_id
 
-    @abstractmethod
     def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> Subscription:
         """Call ``callback(event)`` on every session state change."""
+        subscription = Subscription(callback)
+        self._session_listeners = [s for s in self._session_listeners if not s.cancelled] + [subscription]
+        return subscription
+
+    def _notify_session(self, event: SessionEvent) -> None:
+        for listener in list(self._session_listeners):
+            listener.notify(event)
 
     @abstractmethod
     def close(self) -> None:

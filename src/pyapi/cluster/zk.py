@@ -170,19 +170,6 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     # --- session -----------------------------------------------------------------------------------------
 
-    @property
-    def session_id(self) -> int:
-        return self._session_id
-
-    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> Subscription:
-        subscription = Subscription(callback)
-        self._session_listeners = [s for s in self._session_listeners if not s.cancelled] + [subscription]
-        return subscription
-
-    def _notify_session(self, event: SessionEvent) -> None:
-        for listener in list(self._session_listeners):
-            listener.notify(event)
-
     def _on_state(self, state: str) -> None:
         """kazoo's listener, on its connection thread: must not block, so it only swaps state and queues."""
         if self._closed:

@@ -1,5 +1,5 @@
 """Schemas of the admin and session APIs: ApiVersions, CreateTopics, DeleteTopics, InitProducerId,
-DescribeConfigs, CreatePartitions.
+DescribeConfigs, AlterConfigs, CreatePartitions, IncrementalAlterConfigs.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. ApiVersions v3 is the
 one flexible version seglog speaks (its response still travels with response header v0).
@@ -102,6 +102,23 @@ DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", (0, 3), flexible=4, request=(
                 field("documentation", "string", "3+", nullable="0+"))),
 ))
 
+ALTER_CONFIGS = Api(33, "AlterConfigs", (0, 1), flexible=2, request=(
+    array("resources",
+          field("resource_type", "int8"),
+          field("resource_name", "string"),
+          array("configs",
+                field("name", "string"),
+                field("value", "string", nullable="0+"))),
+    field("validate_only", "bool"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("responses",
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="0+"),
+          field("resource_type", "int8"),
+          field("resource_name", "string")),
+))
+
 CREATE_PARTITIONS = Api(37, "CreatePartitions", (0, 1), flexible=2, request=(
     array("topics",
           field("name", "string"),
@@ -119,4 +136,24 @@ CREATE_PARTITIONS = Api(37, "CreatePartitions", (0, 1), flexible=2, request=(
           field("error_message", "string", nullable="0+")),
 ))
 
-APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, CREATE_PARTITIONS)
+# config_operation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (the last two for list-valued configs)
+INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", (0, 0), flexible=1, request=(
+    array("resources",
+          field("resource_type", "int8"),
+          field("resource_name", "string"),
+          array("configs",
+                field("name", "string"),
+                field("config_operation", "int8"),
+                field("value", "string", nullable="0+"))),
+    field("validate_only", "bool"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("responses",
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="0+"),
+          field("resource_type", "int8"),
+          field("resource_name", "string")),
+))
+
+APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS)

@@ -35,7 +35,9 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 _APIS: dict[int, Api] = {a.key: a for a in sorted(messages_data.APIS + messages_groups.APIS + messages_admin.APIS,

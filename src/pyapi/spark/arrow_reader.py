@@ -2,7 +2,9 @@
 
 A broker-mode split (``split.bootstrap_servers``) is fetched through the Kafka protocol by
 seglog.spark.broker.fetch_columns and decoded by the same ``arrow_columns``; the rest of this docstring is
-about local splits. The split's partition is opened read-only (pread based: the writer may append, roll or truncate meanwhile
+about local splits.
+
+The split's partition is opened read-only (pread based: the writer may append, roll or truncate meanwhile
 without faulting this process). Whole batches come from ``Log.read_next`` (CRC-checked, one segment at a
 time, about ``CHUNK_BYTES`` per call) and are decoded by the engine's ``arrow_columns`` straight into Arrow
 buffers, wrapped here without copying (``pyarrow.py_buffer`` over the bytes the engine built). A

@@ -1,10 +1,11 @@
 """Batch reads: ``spark.read.format("seglog")``.
 
 :class:`SeglogBatchReader` plans on the driver (``partitions()``: select partitions, resolve offset ranges,
-cut them into splits from segment metadata, or from a broker's Metadata/ListOffsets) and reads on executors (``read()``: one split into Arrow
-RecordBatches). :class:`SeglogPushdownBatchReader` adds ``pushFilters``; pyspark refuses a reader that has
-it while ``spark.sql.python.filterPushdown.enabled`` is false, so the data source hands it out only when
-pushdown is on (see seglog.spark.source). Both give the same rows for the same query.
+cut them into splits from segment metadata, or from a broker's Metadata/ListOffsets) and reads on executors
+(``read()``: one split into Arrow RecordBatches). :class:`SeglogPushdownBatchReader` adds ``pushFilters``;
+pyspark refuses a reader that has it while ``spark.sql.python.filterPushdown.enabled`` is false, so the data
+source hands it out only when pushdown is on (see seglog.spark.source). Both give the same rows for the same
+query.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ import bisect
 import os
 import re
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from .. import _engine
@@ -56,7 +57,20 @@ class SegmentExtent:
     size: int
 
 
-class PartitionMeta:
+class _Closing:
+    """A context manager that calls close() on exit."""
+
+    def close(self) -> None:
+        """Release what the object holds (nothing by default); idempotent."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class PartitionMeta(_Closing, ABC):
     """One partition's offsets as planning sees them (see the module docstring). A context manager.
 
     ``start_offset`` and ``committed_end`` (the high watermark, never beyond the log end: no reader goes past
@@ -69,37 +83,32 @@ class PartitionMeta:
     start_offset: int
     committed_end: int
 
+    @abstractmethod
     def offset_for_timestamp(self, timestamp: int) -> int | None:
-        raise NotImplementedError
+        """The first offset below committed_end whose timestamp is >= `timestamp`, or None."""
 
+    @abstractmethod
     def extents(self, start: int, end: int) -> list[SegmentExtent]:
-        raise NotImplementedError
+        """The extents covering offsets [start, end), in order."""
 
+    @abstractmethod
     def position(self, extent: SegmentExtent, offset: int) -> int:
-        raise NotImplementedError
+        """Where `offset` lies within `extent`, in the catalog's size unit."""
 
+    @abstractmethod
     def cut_points(self, extent: SegmentExtent, lo: int, hi: int, step: int) -> list[tuple[int, int]]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        """(offset, position) pairs about `step` apart between positions lo and hi of `extent`."""
 
 
-class Catalog:
+class Catalog(_Closing, ABC):
     """The topics and partitions a query can read (see the module docstring). Subclasses provide
     ``where`` (for messages), ``topics()``, ``open()``, ``split_target()`` and ``make_split()``."""
 
     where = ""
 
+    @abstractmethod
     def topics(self) -> dict[str, list[int]]:
         """topic -> sorted partition numbers, as of now."""
-        raise NotImplementedError
 
     def internal(self, topic: str) -> bool:
         """Whether a topic is internal: a pattern never selects it (naming it explicitly does)."""
@@ -108,25 +117,18 @@ class Catalog:
     def prepare(self, partitions: list[tuple[str, int]]) -> None:
         """Get ready to open() these partitions (the broker catalog lists all their offsets at once)."""
 
+    @abstractmethod
     def open(self, topic: str, partition: int) -> PartitionMeta:
-        raise NotImplementedError
+        """The partition's offsets (a PartitionMeta to close after use)."""
 
+    @abstractmethod
     def split_target(self, split_bytes: int) -> int:
         """The size (in extents' unit) planning packs into one split."""
-        raise NotImplementedError
 
+    @abstractmethod
     def make_split(self, topic: str, partition: int, start: int, end: int, size: int,
                    **read_args) -> OffsetRangeSplit:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        """The split that reads offsets [start, end) of the partition."""
 
     def select(self, selection: TopicSelection, *, allow_empty: bool) -> list[tuple[str, int]]:
         """The (topic, partition) pairs a query reads, sorted. Named topics and assigned partitions must exist

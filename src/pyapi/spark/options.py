@@ -280,7 +280,7 @@ def parse_location(opts: Mapping[str, str]) -> Location:
     """The reader's data dir (option path) or brokers (kafka.bootstrap.servers / bootstrap.servers): exactly one.
     `opts` has lower-case keys."""
     from ..client import parse_bootstrap
-    from ..errors import NetworkError
+    from ..errors import InvalidConfigError
 
     given = [n for n in _BROKER_OPTIONS if opts.get(n) not in (None, "")]
     path = opts.get("path")
@@ -301,7 +301,7 @@ def parse_location(opts: Mapping[str, str]) -> Location:
     servers = str(opts[given[0]]).strip()
     try:
         parse_bootstrap(servers)
-    except NetworkError as e:
+    except InvalidConfigError as e:
         raise SourceOptionError(f"option {given[0]}: {e}; expected host:port[,host:port...]") from None
     timeout = opts.get("kafka.request.timeout.ms")
     return Location(bootstrap_servers=servers,
