@@ -59,7 +59,10 @@ cdef class BatchWriter:
     cdef int64_t base_ts
     cdef int64_t max_ts
     cdef readonly int codec
-    cdef readonly bint log_append_time
+    cdef public bint log_append_time
+    cdef public int64_t timestamp_before_max_ms   # CreateTime window around now (INT64_MAX: unbounded)
+    cdef public int64_t timestamp_after_max_ms
+    cdef public bint accept_no_timestamp     # timestamp -1 (NO_TIMESTAMP, from a client batch) passes
     cdef public Py_ssize_t batch_bytes
     cdef public int32_t batch_records
     cdef public Py_ssize_t max_record_bytes
@@ -76,6 +79,7 @@ cdef class BatchWriter:
     cdef int _open(self) except -1
     cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
                             int64_t vlen, object headers, int64_t timestamp) except? -1
+    cdef int64_t _record_timestamp(self, object timestamp) except? -1
     cpdef int64_t add(self, object value, object key=*, object headers=*, object timestamp=*) except? -1
     cdef Py_ssize_t _add_values(self, list values, Py_ssize_t i, Py_ssize_t stop_bytes, int64_t ts) except -1
     cpdef int finish(self) except -1
@@ -124,6 +128,7 @@ cdef class IndexFile:
     cdef int _resize(self, size_t nbytes) except -1
     cdef int _require_writable(self) except -1
     cpdef int truncate_entries(self, Py_ssize_t n) except -1
+    cdef int _keep_entries(self, Py_ssize_t n) except -1
     cdef Py_ssize_t _first_rel_at_least(self, int64_t rel) noexcept nogil
 
 
@@ -160,13 +165,23 @@ cdef class Segment:
     cdef readonly MappedFile mapping
     cdef OffsetIndex oindex
     cdef TimeIndex tindex
-    cdef unsigned char scratch[64]          # header buffer for pread-based (read-only) access
+    cdef public int64_t offset_limit        # offsets stay below it: the next segment's base (INT64_MAX: none)
+    cdef bytes window                       # read-only segments: file bytes [window_pos, + window_len) ...
+    cdef int64_t window_pos                 # ... holding the batch headers a walk reads (see _header)
+    cdef int64_t window_len
 
     cdef int _open_log(self, bint create) except -1
     cdef int _load_tail(self) except -1
     cdef MappedFile _mapping(self, int64_t end)
+    cdef int64_t _limit(self) noexcept
     cdef const unsigned char *_header(self, int64_t pos) except NULL
     cdef int64_t _batch_at(self, int64_t pos, const unsigned char **header) except -1
+    cdef object _frame_error(self, int64_t pos, const unsigned char *p)
+    cdef int64_t _walk_batch(self, int64_t pos, int64_t *prev_last, int64_t limit,
+                             const unsigned char **header) except -1
+    cdef bytes _pread(self, int64_t position, int64_t n)
+    cdef int64_t _read_extent(self, const unsigned char *base, int64_t position, int64_t avail, int64_t max_bytes,
+                              int64_t max_offset, bint min_one, int64_t *next_offset) except -1
     cdef int64_t _verify(self, const unsigned char *base, int64_t start, int64_t end) except -1
     cdef int64_t _last_batch_before(self, const unsigned char *base, int64_t start, int64_t stop) noexcept
     cdef int truncate_to_position(self, int64_t pos) except -1

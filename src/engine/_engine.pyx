@@ -10,8 +10,10 @@ from cpython.buffer cimport (PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_
                              PyObject_GetBuffer)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.number cimport PyIndex_Check, PyNumber_Index
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.errno cimport EINTR, ENOENT, ENOSPC, errno
 from libc.string cimport memcpy, memmove
@@ -61,14 +63,20 @@ cdef ssize_t pread_big(int fd, void *buf, size_t n, off_t at) noexcept:
 
 
 cdef bytes _read_whole(int fd, str path):
+    """The file's bytes up to where a read meets its end: a snapshot of an index another process may be
+    resizing meanwhile (a trim at a roll shrinks it, activation grows it). The size fstat reports only sizes
+    the first read; a file that shrank after it is not an error (the read ends early), nor one that grew.
+    Raises StorageError when a read fails."""
     cdef stat_t st
     cdef bytes out
+    cdef ssize_t got
     if fstat(fd, &st) != 0:
         raise_storage_error("cannot stat", path)
     out = PyBytes_FromStringAndSize(NULL, st.st_size)
-    if st.st_size and pread_big(fd, PyBytes_AS_STRING(out), st.st_size, 0) != st.st_size:
+    got = pread_big(fd, PyBytes_AS_STRING(out), st.st_size, 0) if st.st_size else 0
+    if got < 0:
         raise_storage_error("cannot read", path)
-    return out
+    return out if got == st.st_size else out[:got]
 
 
 include "crc32c.pxi"

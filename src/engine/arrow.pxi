@@ -23,7 +23,8 @@
 # - Header keys are UTF-8 (Arrow strings must be): bytes that are not valid UTF-8 are replaced as
 #   records.pxi decodes them (U+FFFD), so the Arrow rows equal what Log.records() returns.
 # - Errors: CorruptRecordError for a malformed batch or records section (CRCs are checked only with
-#   verify_crc: Log.read() has already checked them), UnsupportedCompressionTypeError for an unknown codec.
+#   verify_crc: Log.read() has already checked them) or batch offsets out of order (as decode_records checks
+#   them), UnsupportedCompressionTypeError for an unknown codec.
 
 from cpython.ref cimport PyObject, Py_DECREF, Py_XDECREF
 from cpython.bytes cimport _PyBytes_Resize
@@ -247,7 +248,7 @@ cdef int arrow_decode_batch(ArrowOut *o, const unsigned char *p, BatchHeader *h,
     cdef const unsigned char *rp
     cdef const unsigned char *rend
     cdef const unsigned char *rec_end
-    cdef int64_t length = 0, ts_delta = 0, off_delta = 0, klen = 0, vlen = 0, hcount = 0, hklen = 0, hvlen = 0
+    cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hklen, hvlen
     cdef int64_t offset, j, ts
     cdef int32_t i, ts_type = 1 if h.attributes & ATTR_LOG_APPEND_TIME else 0
     cdef Py_ssize_t row
@@ -265,14 +266,14 @@ cdef int arrow_decode_batch(ArrowOut *o, const unsigned char *p, BatchHeader *h,
     for i in range(h.records_count):
         rp = get_varint(rp, rend, &length)
         if rp == NULL or length < 6 or length > rend - rp:
-            _corrupt_records(h, path, "bad record length")
+            raise _corrupt_records(h, path, "bad record length")
         rec_end = rp + length
         rp += 1                                    # record attributes (unused, always 0)
         rp = get_varlong(rp, rec_end, &ts_delta)
         if rp != NULL:
             rp = get_varint(rp, rec_end, &off_delta)
         if rp == NULL:
-            _corrupt_records(h, path, "bad record timestamp or offset delta")
+            raise _corrupt_records(h, path, "bad record timestamp or offset delta")
         offset = h.base_offset + off_delta
         if offset < min_offset or offset >= max_offset:
             rp = rec_end
@@ -282,19 +283,19 @@ cdef int arrow_decode_batch(ArrowOut *o, const unsigned char *p, BatchHeader *h,
         row = o.rows
         rp = get_varint(rp, rec_end, &klen)
         if rp == NULL or klen < -1 or klen > rec_end - rp:
-            _corrupt_records(h, path, "bad key length")
+            raise _corrupt_records(h, path, "bad key length")
         arrow_put_binary(&o.key, rp, klen, row, o.row_cap, h, path)
         if klen > 0:
             rp += klen
         rp = get_varint(rp, rec_end, &vlen)
         if rp == NULL or vlen < -1 or vlen > rec_end - rp:
-            _corrupt_records(h, path, "bad value length")
+            raise _corrupt_records(h, path, "bad value length")
         arrow_put_binary(&o.value, rp, vlen, row, o.row_cap, h, path)
         if vlen > 0:
             rp += vlen
         rp = get_varint(rp, rec_end, &hcount)
         if rp == NULL or hcount < 0 or hcount > rec_end - rp:
-            _corrupt_records(h, path, "bad header count")
+            raise _corrupt_records(h, path, "bad header count")
         if o.headers:
             if hcount == 0:
                 validity_mark(&o.list_validity, &o.list_nulls, row, o.row_cap, False)
@@ -305,20 +306,20 @@ cdef int arrow_decode_batch(ArrowOut *o, const unsigned char *p, BatchHeader *h,
         for j in range(hcount):
             rp = get_varint(rp, rec_end, &hklen)
             if rp == NULL or hklen < 0 or hklen > rec_end - rp:
-                _corrupt_records(h, path, "bad header key")
+                raise _corrupt_records(h, path, "bad header key")
             if o.headers:
                 arrow_put_header_key(o, rp, hklen, h, path)
             rp += hklen
             rp = get_varint(rp, rec_end, &hvlen)
             if rp == NULL or hvlen < -1 or hvlen > rec_end - rp:
-                _corrupt_records(h, path, "bad header value")
+                raise _corrupt_records(h, path, "bad header value")
             if o.headers:
                 arrow_put_binary(&o.header_value, rp, hvlen, o.header_rows, o.header_cap, h, path)
                 o.header_rows += 1
             if hvlen > 0:
                 rp += hvlen
         if rp != rec_end:
-            _corrupt_records(h, path, "record length does not match its fields")
+            raise _corrupt_records(h, path, "record length does not match its fields")
         if o.headers:
             put_i32(&o.list_offsets, offset32(o.header_rows, h, path))
         ts = h.max_timestamp if ts_type else h.base_timestamp + ts_delta
@@ -327,7 +328,7 @@ cdef int arrow_decode_batch(ArrowOut *o, const unsigned char *p, BatchHeader *h,
         put_i32(&o.timestamp_type, ts_type)
         o.rows += 1
     if rp != rend:
-        _corrupt_records(h, path, "bytes left after the last record")
+        raise _corrupt_records(h, path, "bytes left after the last record")
     return 0
 
 
@@ -389,9 +390,10 @@ def arrow_columns(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, bin
     cdef Py_buffer buf
     cdef ArrowOut o
     cdef const unsigned char *p
-    cdef int64_t pos = 0, n, next_offset = -1
+    cdef int64_t pos = 0, n, next_offset = -1, prev_last = -1
     cdef BatchHeader h
     cdef BatchCheck c
+    cdef OffsetCheck oc
     cdef bint done = False
     cdef int32_t zero = 0
     cdef object result
@@ -416,7 +418,11 @@ def arrow_columns(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, bin
                 break
             if c != CHECK_OK:
                 raise_check(c, path, pos, p + pos, n - pos)
+            oc = check_offsets(p + pos, prev_last, INT64_MAX)
+            if oc != OFFSETS_OK:
+                raise_offsets(oc, path, pos, p + pos, prev_last, INT64_MAX)
             read_header(p + pos, &h)
+            prev_last = h.base_offset + h.last_offset_delta
             if h.base_offset >= max_offset:
                 done = True
                 break

@@ -124,6 +124,31 @@ cdef inline BatchCheck check_batch(const unsigned char *p, int64_t avail, bint v
     return CHECK_OK
 
 
+# Outcome of the offset check every reader applies to a batch after the structural one. baseOffset is outside
+# the CRC, so only this check catches a damaged one: a batch must start after the offsets before it (a
+# segment's first batch: at or after the segment's base offset) and end below the offsets after it (the next
+# segment's base offset, or what a relative offset or an int64 can hold).
+cdef enum OffsetCheck:
+    OFFSETS_OK = 0
+    OFFSETS_BAD_DELTA = 1         # lastOffsetDelta < 0
+    OFFSETS_NOT_AFTER = 2         # baseOffset <= the last offset before the batch
+    OFFSETS_PAST_LIMIT = 3        # the batch's last offset is not below the limit
+
+
+cdef inline OffsetCheck check_offsets(const unsigned char *p, int64_t prev_last, int64_t limit) noexcept nogil:
+    """Offset check of the batch at p (its 61-byte header readable): prev_last < baseOffset, lastOffsetDelta
+    >= 0, lastOffset < limit (computed without overflow, limit <= INT64_MAX)."""
+    cdef int64_t first = <int64_t>get_be64(p + OFF_BASE_OFFSET)
+    cdef int64_t delta = <int32_t>get_be32(p + OFF_LAST_OFFSET_DELTA)
+    if delta < 0:
+        return OFFSETS_BAD_DELTA
+    if first <= prev_last:
+        return OFFSETS_NOT_AFTER
+    if first > limit - 1 - delta:
+        return OFFSETS_PAST_LIMIT
+    return OFFSETS_OK
+
+
 cdef enum:
     SCAN_WINDOW = 4194304         # scan_batches checks this much ahead of the objects built from it (stays in cache)
 

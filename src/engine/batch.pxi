@@ -19,6 +19,40 @@ cdef int raise_check(BatchCheck c, object path, int64_t position, const unsigned
     raise _errors.CorruptRecordError(why, path=path, offset=offset, position=position)
 
 
+cdef str offsets_reason(OffsetCheck c, const unsigned char *p, int64_t prev_last, int64_t limit):
+    """What a failed check_offsets() found wrong with the batch at p."""
+    cdef int64_t first = <int64_t>get_be64(p + OFF_BASE_OFFSET)
+    cdef int32_t delta = <int32_t>get_be32(p + OFF_LAST_OFFSET_DELTA)
+    if c == OFFSETS_BAD_DELTA:
+        return f"batch offsets out of order: lastOffsetDelta {delta} is negative"
+    if c == OFFSETS_NOT_AFTER:
+        return f"batch offsets out of order: base offset {first} is not after offset {prev_last}"
+    return f"batch offsets out of order: offsets {first}..{<object>first + delta} do not end below {limit}"
+
+
+cdef int raise_offsets(OffsetCheck c, object path, int64_t position, const unsigned char *p, int64_t prev_last,
+                       int64_t limit) except -1:
+    """Raise the CorruptRecordError that describes a failed check_offsets() at `position`."""
+    raise _errors.CorruptRecordError(offsets_reason(c, p, prev_last, limit), path=path,
+                                     offset=<int64_t>get_be64(p + OFF_BASE_OFFSET), position=position)
+
+
+def batch_offsets_error(data, int64_t prev_last=-1, int64_t limit=INT64_MAX):
+    """Why the batch at the start of ``data`` breaks the offset rules every reader applies (batch.pxd,
+    check_offsets) when it follows offset ``prev_last`` and must end below ``limit``; None if it does not.
+    Raises CorruptRecordError when ``data`` is shorter than a batch header."""
+    cdef Py_buffer buf
+    cdef OffsetCheck c
+    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    try:
+        if buf.len < BATCH_HEADER_SIZE:
+            raise _errors.CorruptRecordError(f"only {buf.len} bytes: shorter than a batch header")
+        c = check_offsets(<const unsigned char *>buf.buf, prev_last, limit)
+        return None if c == OFFSETS_OK else offsets_reason(c, <const unsigned char *>buf.buf, prev_last, limit)
+    finally:
+        PyBuffer_Release(&buf)
+
+
 cdef inline int64_t now_ms() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_REALTIME, &ts)
@@ -34,14 +68,19 @@ cdef class BatchWriter:
     consumer of the bytes never sees them move. ``full`` turns true once the open batch reaches
     ``batch_bytes`` (uncompressed) or ``batch_records``, or a batch was finished because the next record
     would not fit in ``batch_bytes`` (a batch exceeds it only when a single record does). ``require_keys``
-    refuses records without a key (InvalidRecordError), as a compacted topic must. Not thread-safe: its owner
-    serializes use.
+    refuses records without a key (InvalidRecordError), as a compacted topic must. Record timestamps given to
+    add() are checked by check_timestamps' rules: ``timestamp_before_max_ms`` / ``timestamp_after_max_ms``
+    bound them around now unless ``log_append_time`` (the batch then carries the append time instead);
+    ``accept_no_timestamp`` lets -1 (NO_TIMESTAMP) through, for re-encoding records of a client batch. Not
+    thread-safe: its owner serializes use.
     """
 
     def __cinit__(self, int64_t next_offset=0, compression=None, bint log_append_time=False,
                   Py_ssize_t batch_bytes=16384, int32_t batch_records=INT32_MAX,
                   Py_ssize_t max_record_bytes=1048576, int32_t leader_epoch=0, int64_t producer_id=-1,
-                  int16_t producer_epoch=-1, int32_t next_sequence=-1, bint require_keys=False):
+                  int16_t producer_epoch=-1, int32_t next_sequence=-1, bint require_keys=False,
+                  int64_t timestamp_before_max_ms=INT64_MAX, int64_t timestamp_after_max_ms=INT64_MAX,
+                  bint accept_no_timestamp=False):
         if batch_bytes < 1 or batch_records < 1:
             raise _errors.InvalidArgumentError("batch_bytes and batch_records must be positive")
         _check_next_offset(next_offset)
@@ -55,6 +94,9 @@ cdef class BatchWriter:
         self.next_offset = next_offset
         self.codec = codec_id(compression)
         self.log_append_time = log_append_time
+        self.timestamp_before_max_ms = timestamp_before_max_ms
+        self.timestamp_after_max_ms = timestamp_after_max_ms
+        self.accept_no_timestamp = accept_no_timestamp
         self.batch_bytes = batch_bytes
         self.batch_records = batch_records
         self.max_record_bytes = max_record_bytes
@@ -137,7 +179,7 @@ cdef class BatchWriter:
             raise _errors.RecordTooLargeError(total + BATCH_HEADER_SIZE, self.max_record_bytes, "record",
                                               self.limit_name)
         if self.count > 0 and (self.count >= self.batch_records
-                               or self.pos - self.used - BATCH_HEADER_SIZE + total > self.batch_bytes):
+                               or <Py_ssize_t>(self.pos - self.used) - BATCH_HEADER_SIZE + total > self.batch_bytes):
             self.finish()                       # the batch is at its record budget, or this record would pass its byte budget
             self._open()
             ts_delta = 0
@@ -170,22 +212,35 @@ cdef class BatchWriter:
         self.pos += total
         self.count += 1
         self.next_offset += 1
-        if self.count >= self.batch_records or self.pos - self.used - BATCH_HEADER_SIZE >= self.batch_bytes \
+        if self.count >= self.batch_records or <Py_ssize_t>(self.pos - self.used) - BATCH_HEADER_SIZE >= self.batch_bytes \
                 or self.used > 0:
             self.full = True
         return self.next_offset - 1
 
+    cdef int64_t _record_timestamp(self, object timestamp) except? -1:
+        """A timestamp argument of add(), checked (see the class docstring)."""
+        cdef int64_t ts = _timestamp_arg(timestamp)
+        if ts == -1 and self.accept_no_timestamp:
+            return ts
+        if self.log_append_time or (self.timestamp_before_max_ms == INT64_MAX
+                                    and self.timestamp_after_max_ms == INT64_MAX):
+            _check_timestamps(ts, ts, 0, INT64_MAX, INT64_MAX)
+        else:
+            _check_timestamps(ts, ts, now_ms(), self.timestamp_before_max_ms, self.timestamp_after_max_ms)
+        return ts
+
     cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except? -1:
         """Append one record to the open batch; returns the offset it will have. Raises TypeError for a
-        value or key that is not bytes-like or None (or a timestamp that is not an int), RecordTooLargeError
-        for a record over max_record_bytes, InvalidTimestampError for a timestamp outside int64,
+        value or key that is not bytes-like or None (or a timestamp that is not an int: a float is refused,
+        not truncated), RecordTooLargeError for a record over max_record_bytes, InvalidTimestampError for a
+        timestamp check_timestamps refuses (negative, outside int64 or the before/after window),
         InvalidRecordError for a record without a key when require_keys."""
         cdef Py_buffer kb, vb
         cdef const unsigned char *kp = NULL
         cdef const unsigned char *vp = NULL
         cdef int64_t kl = -1, vl = -1, ts
         cdef bint kbuf = False, vbuf = False
-        ts = now_ms() if timestamp is None else _timestamp_arg(timestamp)
+        ts = now_ms() if timestamp is None else self._record_timestamp(timestamp)
         try:
             if value is None:
                 pass
@@ -374,12 +429,47 @@ cdef int _check_next_offset(int64_t next_offset) except -1:
 
 
 cdef int64_t _timestamp_arg(object timestamp) except? -1:
-    """A record timestamp (ms) as int64; InvalidTimestampError when it does not fit (TypeError if not an int)."""
+    """A timestamp argument (ms) as int64: an int or integer-like object (numpy.int64), never bool or float
+    (TypeError: a float would be truncated); InvalidTimestampError when it does not fit in int64."""
+    if not PyLong_CheckExact(timestamp):
+        if isinstance(timestamp, bool) or not PyIndex_Check(timestamp):
+            raise TypeError(f"timestamp must be an int (milliseconds since the epoch) or None, not "
+                            f"{type(timestamp).__name__} {timestamp!r}")
+        timestamp = PyNumber_Index(timestamp)
     try:
         return timestamp
     except OverflowError:
         raise _errors.InvalidTimestampError(
             f"timestamp {timestamp} does not fit in a record (int64 milliseconds since the epoch)") from None
+
+
+cdef int _check_timestamps(int64_t min_ts, int64_t max_ts, int64_t now, int64_t before_max_ms,
+                           int64_t after_max_ms) except -1:
+    """check_timestamps without the argument conversions."""
+    if min_ts > max_ts:
+        return 0
+    if min_ts < 0:
+        raise _errors.InvalidTimestampError(
+            f"timestamp {min_ts} is negative: record timestamps are milliseconds since the epoch, >= 0 (-1, "
+            "NO_TIMESTAMP, only comes from old formats)")
+    if before_max_ms != INT64_MAX and now - min_ts > before_max_ms:
+        raise _errors.InvalidTimestampError(
+            f"timestamp {min_ts} is more than message.timestamp.before.max.ms={before_max_ms} before now ({now})")
+    if after_max_ms != INT64_MAX and max_ts - now > after_max_ms:
+        raise _errors.InvalidTimestampError(
+            f"timestamp {max_ts} is more than message.timestamp.after.max.ms={after_max_ms} after now ({now})")
+    return 0
+
+
+def check_timestamps(int64_t min_ts, int64_t max_ts, int64_t now_ms, int64_t before_max_ms=INT64_MAX,
+                     int64_t after_max_ms=INT64_MAX):
+    """Kafka's record timestamp rules, the one implementation behind Log.append, append_batch (through
+    BatchWriter.add) and append_raw (so the Producer and the broker): the timestamps min_ts..max_ts are
+    milliseconds since the epoch, >= 0, and (CreateTime; callers skip this for LogAppendTime) within
+    [now_ms - before_max_ms, now_ms + after_max_ms] (message.timestamp.before/after.max.ms, Kafka 3.6+;
+    INT64_MAX: unbounded). min_ts > max_ts (nothing to check: every record NO_TIMESTAMP) passes. Raises
+    InvalidTimestampError."""
+    _check_timestamps(min_ts, max_ts, now_ms, before_max_ms, after_max_ms)
 
 
 cdef int _get_bytes_like(object obj, Py_buffer *b, str what) except -1:
@@ -537,8 +627,9 @@ def batches(data, bint verify_crc=True, path=None):
 cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, BatchHeader *h,
                        int64_t *min_ts, int64_t *max_ts, bint require_keys) noexcept nogil:
     """Walk the records of a batch checking lengths and offset deltas 0..n-1 (and with require_keys, that
-    every record has a key); 0 if well-formed, 2 for a bad offset delta, 3 for a missing key, 1 otherwise."""
-    cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hk, hv, j
+    every record has a key); 0 if well-formed, 2 for a bad offset delta, 3 for a missing key, 1 otherwise.
+    min_ts/max_ts take the smallest and largest record timestamp other than -1 (NO_TIMESTAMP)."""
+    cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hk, hv, j, ts
     cdef const unsigned char *rec_end
     cdef int32_t i
     for i in range(h.records_count):
@@ -580,10 +671,12 @@ cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, Batch
                 rp += hv
         if rp != rec_end:
             return 1
-        if h.base_timestamp + ts_delta < min_ts[0]:
-            min_ts[0] = h.base_timestamp + ts_delta
-        if h.base_timestamp + ts_delta > max_ts[0]:
-            max_ts[0] = h.base_timestamp + ts_delta
+        ts = <int64_t>(<uint64_t>h.base_timestamp + <uint64_t>ts_delta)     # wraps, never undefined
+        if ts != -1:
+            if ts < min_ts[0]:
+                min_ts[0] = ts
+            if ts > max_ts[0]:
+                max_ts[0] = ts
     if rp != rend:
         return 1
     return 0
@@ -598,7 +691,8 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
     known codec and, with ``verify_records``, that the records parse with offset deltas 0..n-1 (decompressing
     if needed); with ``require_keys`` (a compacted topic), that every record has a key (the records are then
     parsed whatever verify_records says). Returns the BatchInfo plus the smallest and largest record
-    timestamps as (info, min_ts, max_ts).
+    timestamps other than -1 (NO_TIMESTAMP) as (info, min_ts, max_ts), min_ts > max_ts when there are none;
+    without parsing the records they come from the header (baseTimestamp, maxTimestamp).
     Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError, UnsupportedForMessageFormatError or
     UnsupportedCompressionTypeError.
     """
@@ -655,8 +749,8 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
             if bad:
                 raise _errors.CorruptRecordError("records do not parse as recordsCount well-formed records",
                                                  offset=h.base_offset)
-        else:
-            min_ts = h.base_timestamp
+        elif h.max_timestamp != -1:
+            min_ts = h.max_timestamp if h.base_timestamp == -1 else h.base_timestamp
             max_ts = h.max_timestamp
         return make_info(&h, 0), min_ts, max_ts
     finally:

@@ -202,6 +202,14 @@ cdef class IndexFile:
             close(self.fd)
             self.fd = -1
 
+    cdef int _keep_entries(self, Py_ssize_t n) except -1:
+        """Read-only indexes: use only the first n entries of the snapshot (the file is not touched)."""
+        if self.writable:
+            raise _errors.InvalidArgumentError("only read-only indexes drop entries unseen; writable ones truncate")
+        if n < self.entries:
+            self.entries = n
+        return 0
+
     def discard(self):
         """Read-only indexes that failed their sanity check: forget the entries (lookups scan the .log)."""
         if self.writable:
@@ -302,6 +310,19 @@ cdef class OffsetIndex(IndexFile):
         self.entries += 1
         return 0
 
+    def drop_past(self, int64_t log_size):
+        """Read-only indexes: forget the entries at positions >= log_size. The writing process indexes a batch
+        after writing it, so a snapshot read after the reader took the .log's size may hold entries of batches
+        beyond it. Positions increase: a binary search finds the first such entry."""
+        cdef Py_ssize_t lo = 0, hi = self.entries, mid
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self._pos(mid) < log_size:
+                lo = mid + 1
+            else:
+                hi = mid
+        self._keep_entries(lo)
+
     def sanity_check(self, int64_t log_size):
         """Raise CorruptIndexError unless entries strictly increase and point inside the log (log_size bytes)."""
         cdef Py_ssize_t i
@@ -370,6 +391,12 @@ cdef class TimeIndex(IndexFile):
         self._write_entry(self.entries, e)
         self.entries += 1
         return 0
+
+    def drop_from(self, int64_t next_offset):
+        """Read-only indexes: forget the entries for offsets >= next_offset (batches the reader does not see
+        yet, see OffsetIndex.drop_past)."""
+        cdef int64_t rel = next_offset - self.base_offset
+        self._keep_entries(self._first_rel_at_least(rel if rel > 0 else 0))
 
     def sanity_check(self, int64_t next_offset):
         """Raise CorruptIndexError unless timestamps and offsets never decrease and offsets < next_offset."""

@@ -188,7 +188,7 @@ cdef class RecordAccumulator:
         cdef list slots
         n = self._count(topic)
         p = self._choose(topic, key, partition, n)
-        ts = now_ms() if timestamp is None else timestamp
+        ts = now_ms() if timestamp is None else _timestamp_arg(timestamp)
         self._acquire()
         try:
             if self.closed:

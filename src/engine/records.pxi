@@ -83,33 +83,33 @@ cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t 
     for i in range(h.records_count):
         rp = get_varint(rp, rend, &length)
         if rp == NULL or length < 6 or length > rend - rp:
-            _corrupt_records(h, path, "bad record length")
+            raise _corrupt_records(h, path, "bad record length")
         rec_end = rp + length
         rp += 1                                    # record attributes (unused, always 0)
         rp = get_varlong(rp, rec_end, &ts_delta)
         if rp != NULL:
             rp = get_varint(rp, rec_end, &off_delta)
         if rp == NULL:
-            _corrupt_records(h, path, "bad record timestamp or offset delta")
+            raise _corrupt_records(h, path, "bad record timestamp or offset delta")
         offset = h.base_offset + off_delta
         if offset < min_offset or offset >= max_offset:
             rp = rec_end
             continue
         rp = get_varint(rp, rec_end, &klen)
         if rp == NULL or klen < -1 or klen > rec_end - rp:
-            _corrupt_records(h, path, "bad key length")
+            raise _corrupt_records(h, path, "bad key length")
         key = _bytes_or_none(rp, klen)
         if klen > 0:
             rp += klen
         rp = get_varint(rp, rec_end, &vlen)
         if rp == NULL or vlen < -1 or vlen > rec_end - rp:
-            _corrupt_records(h, path, "bad value length")
+            raise _corrupt_records(h, path, "bad value length")
         value = _bytes_or_none(rp, vlen)
         if vlen > 0:
             rp += vlen
         rp = get_varint(rp, rec_end, &hcount)
         if rp == NULL or hcount < 0 or hcount > rec_end - rp:
-            _corrupt_records(h, path, "bad header count")
+            raise _corrupt_records(h, path, "bad header count")
         if hcount == 0:
             headers = ()
         else:
@@ -117,18 +117,18 @@ cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t 
             for j in range(hcount):
                 rp = get_varint(rp, rec_end, &hklen)
                 if rp == NULL or hklen < 0 or hklen > rec_end - rp:
-                    _corrupt_records(h, path, "bad header key")
+                    raise _corrupt_records(h, path, "bad header key")
                 hkey = PyUnicode_DecodeUTF8(<const char *>rp, <Py_ssize_t>hklen, "replace")
                 rp += hklen
                 rp = get_varint(rp, rec_end, &hvlen)
                 if rp == NULL or hvlen < -1 or hvlen > rec_end - rp:
-                    _corrupt_records(h, path, "bad header value")
+                    raise _corrupt_records(h, path, "bad header value")
                 hl.append((hkey, _bytes_or_none(rp, hvlen)))
                 if hvlen > 0:
                     rp += hvlen
             headers = tuple(hl)
         if rp != rec_end:
-            _corrupt_records(h, path, "record length does not match its fields")
+            raise _corrupt_records(h, path, "record length does not match its fields")
         r = Record.__new__(Record)
         r.topic = topic
         r.partition = partition
@@ -140,12 +140,15 @@ cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t 
         r.headers = headers
         out.append(r)
     if rp != rend:
-        _corrupt_records(h, path, "bytes left after the last record")
+        raise _corrupt_records(h, path, "bytes left after the last record")
     return 0
 
 
-cdef int _corrupt_records(BatchHeader *h, object path, str why) except -1:
-    raise _errors.CorruptRecordError(f"corrupt records in batch: {why}", path=path, offset=h.base_offset)
+cdef object _corrupt_records(BatchHeader *h, object path, str why):
+    """The error for records that do not parse; callers `raise` it themselves, so the C compiler sees that
+    control never continues past the failed check (a helper raising on its own leaves every variable the check
+    guards "maybe uninitialized" on the path where it would return)."""
+    return _errors.CorruptRecordError(f"corrupt records in batch: {why}", path=path, offset=h.base_offset)
 
 
 def decode_records(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, topic=None, int partition=-1,
@@ -153,14 +156,18 @@ def decode_records(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, to
     """Records of the whole batches in ``data`` with offsets in [min_offset, max_offset), as a list.
 
     A final batch cut short (as fetch responses end) is ignored; any other malformed or corrupt batch raises
-    CorruptRecordError. Control batches are skipped. CRCs are checked unless ``verify_crc`` is False.
+    CorruptRecordError (its position in ``data``), as does a batch whose offsets are out of order: negative,
+    not after the previous batch's, or a negative lastOffsetDelta (baseOffset is outside the CRC: this check is
+    what stops a damaged one from hiding or renumbering records). Control batches are skipped. CRCs are checked
+    unless ``verify_crc`` is False.
     """
     cdef Py_buffer buf
     cdef list out = []
     cdef const unsigned char *p
-    cdef int64_t pos = 0, n, stop
+    cdef int64_t pos = 0, n, stop, prev_last = -1
     cdef BatchHeader h
     cdef BatchCheck c
+    cdef OffsetCheck oc
     PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
     try:
         p = <const unsigned char *>buf.buf
@@ -170,7 +177,11 @@ def decode_records(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, to
             if c != CHECK_OK and c != CHECK_SHORT_HEADER and c != CHECK_INCOMPLETE:
                 raise_check(c, path, stop, p + stop, n - stop)
             while pos < stop:
+                oc = check_offsets(p + pos, prev_last, INT64_MAX)
+                if oc != OFFSETS_OK:
+                    raise_offsets(oc, path, pos, p + pos, prev_last, INT64_MAX)
                 read_header(p + pos, &h)
+                prev_last = h.base_offset + h.last_offset_delta
                 decode_batch(p + pos, &h, out, min_offset, max_offset, topic, partition, path)
                 pos += LOG_OVERHEAD + h.length
             if c != CHECK_OK or pos >= n:

@@ -6,13 +6,22 @@
 # the error is raised. An index entry is added for a batch when more than index.interval.bytes were appended
 # since the last entry (the batch's last offset -> its position), as Kafka does, so Kafka's indexes and ours
 # are interchangeable. Reads map the file (MappedFile) and export views; a read-only segment (another
-# process's log) reads with pread instead, so the writer truncating the file can never fault this process.
+# process's log) reads with pread instead, so the writer truncating the file can never fault this process:
+# batch headers HEADER_WINDOW bytes at a time, and read() takes its whole range in one pread and walks it in
+# memory.
+#
+# Offsets: every walk over the .log (reads, lookups, recovery, scan_tail) checks each batch's offsets with
+# check_offsets (batch.pxd): after the batch before it (the first at or after base_offset) and below _limit(),
+# the next segment's base offset as the owning Log sets it in `offset_limit`. baseOffset is outside the CRC,
+# so this is what keeps a damaged one from hiding or renumbering records: such a batch is never returned.
 #
 # Locking: a Segment is not thread-safe. The owning Log serializes every call that writes or truncates;
 # reads may run concurrently with appends because appends only add bytes past `size` before publishing it.
 
 cdef enum:
     MAP_ALIGN = 2097152              # active segments are mapped in 2 MiB steps of virtual space
+    HEADER_WINDOW = 65536            # read-only segments read batch headers this many bytes at a time
+    SCAN_CHUNK = 1048576             # ... and scan_tail() checks this many bytes at a time
     WALK_ENTRIES = 65536             # recover() writes index entries in steps of at most this many
     WALK_OK = 0                      # Walk.reason: 1-5 are BatchCheck failures, then:
     WALK_BAD_ORDER = 6
@@ -24,6 +33,7 @@ ctypedef struct Walk:
     int64_t size
     int64_t base_offset
     int64_t interval                 # index.interval.bytes
+    int64_t limit                    # offsets stay below it (Segment._limit())
     int64_t pos                      # where the walk goes on: the end of the valid batches so far
     int64_t next_offset              # last offset + 1 of the valid batches so far
     int64_t max_ts                   # largest maxTimestamp so far (-1 none) and the last offset of its batch
@@ -43,7 +53,7 @@ cdef void _walk_log(Walk *w) noexcept nogil:
     """Validate batches from w.pos as Segment.recover() documents, making index entries as Segment.append
     does, until the end of the file, the first invalid batch (w.reason) or a full entry buffer (w.cap)."""
     cdef const unsigned char *p
-    cdef int64_t bsize, first, last, ts
+    cdef int64_t bsize, last, ts
     cdef BatchCheck c
     while w.pos < w.size and w.on < w.cap and w.tn < w.cap:
         p = w.base + w.pos
@@ -51,12 +61,11 @@ cdef void _walk_log(Walk *w) noexcept nogil:
         if c != CHECK_OK:
             w.reason = <int>c
             return
-        bsize = batch_size_at(p)
-        first = <int64_t>get_be64(p)
-        last = last_offset_at(p)
-        if first < w.next_offset or last < first or last - w.base_offset > INT32_MAX:
+        if check_offsets(p, w.next_offset - 1, w.limit) != OFFSETS_OK:
             w.reason = WALK_BAD_ORDER
             return
+        bsize = batch_size_at(p)
+        last = last_offset_at(p)
         ts = <int64_t>get_be64(p + OFF_MAX_TIMESTAMP)
         if ts > w.max_ts:
             w.max_ts = ts
@@ -92,6 +101,8 @@ cdef class Segment:
         self.bytes_since_index = 0
         self.verified_end = 0
         self.map_hint = 0
+        self.offset_limit = INT64_MAX
+        self.window_len = 0
 
     def __init__(self, str directory, int64_t base_offset, *, Py_ssize_t index_interval_bytes=4096,
                  Py_ssize_t max_index_bytes=10485760, bint writable=True, bint create=False):
@@ -138,10 +149,15 @@ cdef class Segment:
         return 0
 
     def open_indexes(self):
-        """Open the index files (created empty if missing and writable). Idempotent."""
+        """Open the index files (created empty if missing and writable; empty if missing and read-only: the
+        writer creates them just after the .log). Idempotent. A read-only segment's offset index keeps only
+        the entries inside its size: the writer may have indexed batches appended after that size was taken
+        (time index entries past the next offset are dropped as _load_tail finds it)."""
         if self.oindex is None:
             self.oindex = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, self.writable)
             self.tindex = TimeIndex(self.timeindex_path, self.base_offset, self.max_index_bytes, self.writable)
+            if not self.writable:
+                self.oindex.drop_past(self.size)
 
     @property
     def offset_index(self):
@@ -209,38 +225,51 @@ cdef class Segment:
 
     cdef int _load_tail(self) except -1:
         """Find next_offset and the max timestamp by walking the batches after the last index entry. Raises
-        CorruptIndexError when that walk does not end exactly at the file's end on whole batches (a torn tail,
-        or an index entry that does not point at a batch): the owner rebuilds the segment (recover())."""
-        cdef int64_t pos, ts, last, entry_offset
+        CorruptIndexError when the last index entry does not point at a batch ending at its offset (the owner
+        rebuilds the indexes: recover()), CorruptRecordError when the walk does not end exactly at the file's
+        end on whole batches with offsets in order (a torn tail, a damaged header: the owner decides whether
+        to cut it, recover(), or to let reads report it). Read-only segments first drop the index entries past
+        the size they trust (see open_indexes): the writer may have indexed batches appended since."""
+        cdef int64_t pos, ts, last, entry_offset, prev_last = self.base_offset - 1, limit = self._limit()
+        cdef int64_t walk_ts = -1, walk_offset = -1
         cdef const unsigned char *p
         self.open_indexes()
+        self.window_len = 0
+        if not self.writable:
+            self.oindex.drop_past(self.size)
         entry_offset, pos = self.oindex.last_entry
-        ts, last = self.tindex.last_entry
-        self.max_timestamp = ts
-        self.offset_of_max_timestamp = last if ts >= 0 else -1
         self._next_offset = self.base_offset
         try:
+            if pos > 0 and (pos + BATCH_HEADER_SIZE > self.size or last_offset_at(self._header(pos)) != entry_offset):
+                raise CorruptIndexError("the last index entry does not point at its batch", path=self.index_path,
+                                        position=pos)
             if self.size > 0:
                 self._batch_at(0, &p)
                 self.rolling_ts = <int64_t>get_be64(p + OFF_MAX_TIMESTAMP)
-            if pos > 0 and (pos >= self.size or last_offset_at(self._header(pos)) != entry_offset):
-                raise _errors.CorruptRecordError("the last index entry does not point at its batch",
-                                                 path=self.index_path, position=pos)
             while pos < self.size:
-                pos += self._batch_at(pos, &p)
-                last = last_offset_at(p)
+                pos += self._walk_batch(pos, &prev_last, limit, &p)
                 ts = <int64_t>get_be64(p + OFF_MAX_TIMESTAMP)
-                if ts > self.max_timestamp:
-                    self.max_timestamp = ts
-                    self.offset_of_max_timestamp = last
-                self._next_offset = last + 1
-        except _errors.CorruptRecordError as e:
+                if ts > walk_ts:
+                    walk_ts = ts
+                    walk_offset = prev_last
+                self._next_offset = prev_last + 1
+        except _errors.CorruptRecordError:
             self._next_offset = -1
-            raise CorruptIndexError(f"segment does not walk to its end: {e}", path=self.log_path) from None
+            raise
+        if not self.writable:
+            self.tindex.drop_from(self._next_offset)
+        ts, last = self.tindex.last_entry
+        self.max_timestamp = ts
+        self.offset_of_max_timestamp = last if ts >= 0 else -1
+        if walk_ts > self.max_timestamp:
+            self.max_timestamp = walk_ts
+            self.offset_of_max_timestamp = walk_offset
         return 0
 
     def activate(self, int64_t map_bytes):
-        """Make this the active segment: indexes extended to full size, reads mapped up to map_bytes."""
+        """Make this the active segment: indexes extended to full size, reads mapped up to map_bytes, no
+        offset_limit (the last segment's offsets may grow)."""
+        self.offset_limit = INT64_MAX
         self.open_indexes()
         self.oindex.grow()
         self.tindex.grow()
@@ -273,27 +302,64 @@ cdef class Segment:
             self.mapping = MappedFile.map_fd(self.fd, <size_t>length, self.log_path)
         return self.mapping
 
+    cdef int64_t _limit(self) noexcept:
+        """Offsets of this segment stay below this: offset_limit, and base_offset + 2**31 (relative offsets are
+        int32 in the indexes)."""
+        if self.base_offset > INT64_MAX - INT32_MAX - 1:
+            return self.offset_limit
+        return min(self.offset_limit, self.base_offset + INT32_MAX + 1)
+
     cdef const unsigned char *_header(self, int64_t pos) except NULL:
-        """Pointer to the batch header at pos (< size); raises CorruptRecordError if it does not fit."""
+        """Pointer to the batch header at pos (< size); raises CorruptRecordError if it does not fit. Read-only
+        segments pread HEADER_WINDOW bytes from pos into `window` and serve later headers inside it from there;
+        the methods that start a walk empty it first (window_len = 0), so no call sees bytes an earlier call
+        read (the writing process may have truncated and rewritten them since)."""
+        cdef int64_t n
+        cdef ssize_t got
         if pos < 0 or pos + BATCH_HEADER_SIZE > self.size:
             raise _errors.CorruptRecordError(f"batch header at position {pos} runs past the end of the segment",
                                              path=self.log_path, position=pos)
         if self.writable:
             return self._mapping(self.size).addr + pos
-        if pread(self.fd, self.scratch, BATCH_HEADER_SIZE, pos) != BATCH_HEADER_SIZE:
-            raise_storage_error("cannot read segment", self.log_path)
-        return self.scratch
+        if pos < self.window_pos or pos + BATCH_HEADER_SIZE > self.window_pos + self.window_len:
+            if self.window is None:
+                self.window = PyBytes_FromStringAndSize(NULL, HEADER_WINDOW)
+            n = min(<int64_t>HEADER_WINDOW, self.size - pos)
+            self.window_len = 0
+            got = pread_big(self.fd, PyBytes_AS_STRING(self.window), <size_t>n, pos)
+            if got < BATCH_HEADER_SIZE:
+                raise_storage_error("cannot read segment", self.log_path)
+            self.window_pos = pos
+            self.window_len = got
+        return <const unsigned char *>PyBytes_AS_STRING(self.window) + (pos - self.window_pos)
 
     cdef int64_t _batch_at(self, int64_t pos, const unsigned char **header) except -1:
         """Size of the batch at pos after checking its header fits, its length is sane and it ends inside the
         trusted size (magic 2); `header` gets a pointer to it. CorruptRecordError otherwise: a walk never
         follows a length it has not checked."""
         cdef const unsigned char *p = self._header(pos)
+        why = self._frame_error(pos, p)
+        if why is not None:
+            raise _errors.CorruptRecordError(why, path=self.log_path, position=pos)
+        header[0] = p
+        return batch_size_at(p)
+
+    cdef object _frame_error(self, int64_t pos, const unsigned char *p):
+        """Why the header p read at pos does not frame a whole batch inside the trusted size, or None."""
         cdef int64_t bsize = batch_size_at(p)
         if bsize < BATCH_HEADER_SIZE or pos + bsize > self.size or p[OFF_MAGIC] != 2:
-            raise _errors.CorruptRecordError(f"no whole batch at position {pos} (length {bsize}, magic "
-                                             f"{<int8_t>p[OFF_MAGIC]})", path=self.log_path, position=pos)
-        header[0] = p
+            return f"no whole batch at position {pos} (length {bsize}, magic {<int8_t>p[OFF_MAGIC]})"
+        return None
+
+    cdef int64_t _walk_batch(self, int64_t pos, int64_t *prev_last, int64_t limit,
+                             const unsigned char **header) except -1:
+        """_batch_at, then check_offsets: the batch must follow offset *prev_last (which becomes its last offset)
+        and end below limit. CorruptRecordError (path, offset, position) when it does not."""
+        cdef int64_t bsize = self._batch_at(pos, header)
+        cdef OffsetCheck c = check_offsets(header[0], prev_last[0], limit)
+        if c != OFFSETS_OK:
+            raise_offsets(c, self.log_path, pos, header[0], prev_last[0], limit)
+        prev_last[0] = last_offset_at(header[0])
         return bsize
 
     # -- append -------------------------------------------------------------------------------------------------
@@ -418,63 +484,128 @@ cdef class Segment:
     # -- read ---------------------------------------------------------------------------------------------------
 
     def find_position(self, int64_t offset):
-        """Position of the first batch whose last offset is >= offset, or -1 if there is none. Raises
-        CorruptRecordError if the walk meets a batch whose length does not hold."""
-        cdef int64_t entry_offset, pos, bsize
+        """Position of the first batch whose last offset is >= offset, or -1 if there is none. Walks from the
+        offset index entry below offset. Raises CorruptRecordError if the walk meets a batch whose length does
+        not hold or whose offsets are out of order (from the walk's first batch on, which must start at or
+        after base_offset)."""
+        cdef int64_t entry_offset, pos, bsize, prev_last = self.base_offset - 1, limit = self._limit()
         cdef const unsigned char *p
         self.open_indexes()
+        self.window_len = 0
         pos = self.oindex.lookup_position(offset, &entry_offset)
         if pos > 0 and (pos + BATCH_HEADER_SIZE > self.size or last_offset_at(self._header(pos)) != entry_offset):
             pos = 0                     # an entry past the trusted end, or not at its batch: scan instead
         while pos < self.size:
-            bsize = self._batch_at(pos, &p)
-            if last_offset_at(p) >= offset:
+            bsize = self._walk_batch(pos, &prev_last, limit, &p)
+            if prev_last >= offset:
                 return pos
             pos += bsize
         return -1
 
     def read(self, int64_t position, int64_t max_bytes, int64_t max_offset=INT64_MAX, bint min_one=True):
-        """Whole batches from position: as many as fit in max_bytes (but at least one when min_one), none
+        """Whole batches from position: as many as fit in max_bytes (>= 0; but at least one when min_one), none
         holding an offset >= max_offset. Returns (view, next_position, next_offset), next_offset being the
-        last returned offset + 1 (-1 when nothing is returned). The view is zero-copy from the mapping, or a
-        copy for read-only segments. Batches past the verified prefix are CRC-checked first: a corrupt one is
-        never returned (CorruptRecordError if it would be the first)."""
-        cdef int64_t end = position, bsize, next_offset = -1, last
-        cdef const unsigned char *p
-        cdef MappedFile m
-        cdef bytes copy
+        last returned offset + 1 (-1 when nothing is returned). The view is zero-copy from the mapping, or, for
+        read-only segments, a slice of one pread of the range (and the header after it).
+
+        Every batch is checked before it is returned: framing and offsets on the walk (check_offsets: the
+        first at or after base_offset, each after the one before, all below _limit()), the CRC when it lies
+        past the verified prefix. The walk also checks the header after the last batch it returns: a batch
+        whose base offset is not after its predecessor's last offset makes both suspect (either may carry the
+        damaged baseOffset), so neither is returned, unless its base offset is below base_offset (then it alone
+        is damaged). A batch failing a check is never returned:
+        CorruptRecordError (path, position; offset for offsets out of order) if nothing before it can be, else
+        the read ends before it (the next read, starting there, raises)."""
+        cdef int64_t end, next_offset = -1, avail, want, bsize
+        cdef const unsigned char *base
+        cdef MappedFile m = None
+        cdef bytes copy = None
         if position < 0 or position > self.size:
             raise _errors.InvalidArgumentError(f"position {position} outside segment of {self.size} bytes")
+        if max_bytes < 0:
+            raise _errors.InvalidArgumentError(f"max_bytes must not be negative: {max_bytes}")
+        if position == self.size:
+            return memoryview(b""), position, -1
+        if self.writable:
+            m = self._mapping(self.size)
+            base = m.addr
+            avail = self.size
+        else:
+            # max_bytes of batches, and room for the header after them (the walk checks it)
+            want = min(self.size - position, max(max_bytes, <int64_t>BATCH_HEADER_SIZE) + BATCH_HEADER_SIZE)
+            copy = self._pread(position, want)
+            if min_one and want >= BATCH_HEADER_SIZE:
+                bsize = batch_size_at(<const unsigned char *>PyBytes_AS_STRING(copy))
+                if max_bytes < bsize <= self.size - position:      # one batch larger than max_bytes
+                    want = min(self.size - position, bsize + BATCH_HEADER_SIZE)
+                    copy = self._pread(position, want)
+            base = <const unsigned char *>PyBytes_AS_STRING(copy) - position
+            avail = position + want
+        end = self._read_extent(base, position, avail, max_bytes, max_offset, min_one, &next_offset)
+        if end == position:
+            return memoryview(b""), position, -1
+        good = self._verify(base, position, end)
+        if good < end:
+            end, next_offset = good, last_offset_at(base + self._last_batch_before(base, position, good)) + 1
+        if m is not None:
+            return m.view(position, end), end, next_offset
+        return memoryview(copy)[:end - position], end, next_offset
+
+    cdef bytes _pread(self, int64_t position, int64_t n):
+        """n bytes of the .log from position (StorageError when fewer are there)."""
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+        if pread_big(self.fd, PyBytes_AS_STRING(out), <size_t>n, position) != n:
+            raise_storage_error("cannot read segment", self.log_path)
+        return out
+
+    cdef int64_t _read_extent(self, const unsigned char *base, int64_t position, int64_t avail, int64_t max_bytes,
+                              int64_t max_offset, bint min_one, int64_t *next_offset) except -1:
+        """read()'s walk: the end of the batches it returns from position. base + pos is byte pos of the file for
+        pos < avail (avail = size for the mapping, the end of read()'s pread otherwise: a batch past it ends
+        the walk as max_bytes does). *next_offset gets the last returned offset + 1. Header checks as read()
+        describes: each batch's header is checked before the walk decides whether to return it, so the walk
+        checks one batch more than it returns, except at the end of the segment."""
+        cdef int64_t end = position, bsize = 0, fail, last
+        cdef int64_t prev_pos = -1, prev_last = self.base_offset - 1, kept_next = -1, limit = self._limit()
+        cdef const unsigned char *p = NULL
+        cdef OffsetCheck oc
+        cdef object why
         while end < self.size:
-            try:
-                bsize = self._batch_at(end, &p)
-            except _errors.CorruptRecordError:
+            why = None
+            oc = OFFSETS_OK
+            if end + BATCH_HEADER_SIZE > self.size:
+                why = f"batch header at position {end} runs past the end of the segment"
+            elif end + BATCH_HEADER_SIZE > avail:
+                break
+            else:
+                p = base + end
+                bsize = batch_size_at(p)
+                why = self._frame_error(end, p)
+                if why is None:
+                    oc = check_offsets(p, prev_last, limit)
+            if why is not None or oc != OFFSETS_OK:
+                fail = end
+                if oc == OFFSETS_NOT_AFTER and prev_pos >= 0 and <int64_t>get_be64(p) >= self.base_offset:
+                    end = prev_pos           # the batch before is as suspect: either baseOffset may be the damaged one
+                    next_offset[0] = kept_next
                 if end > position:
-                    break                # serve the whole batches before the damage; the next read raises
-                raise
+                    break                    # serve the whole batches before the damage; the next read raises
+                if why is not None:
+                    raise _errors.CorruptRecordError(why, path=self.log_path, position=fail)
+                raise_offsets(oc, self.log_path, fail, base + fail, prev_last, limit)
             last = last_offset_at(p)
             if last >= max_offset:
                 break
             if end - position + bsize > max_bytes and (end > position or not min_one):
                 break
+            if end + bsize > avail:
+                break
+            kept_next = next_offset[0]
+            prev_pos = end
+            prev_last = last
             end += bsize
-            next_offset = last + 1
-        if end == position:
-            return memoryview(b""), position, -1
-        if self.writable:
-            m = self._mapping(end)
-            good = self._verify(m.addr, position, end)
-            if good < end:
-                end, next_offset = good, last_offset_at(m.addr + self._last_batch_before(m.addr, position, good)) + 1
-            return m.view(position, end), end, next_offset
-        copy = PyBytes_FromStringAndSize(NULL, end - position)
-        if pread_big(self.fd, PyBytes_AS_STRING(copy), end - position, position) != end - position:
-            raise_storage_error("cannot read segment", self.log_path)
-        base = <const unsigned char *>PyBytes_AS_STRING(copy) - position
-        good = self._verify(base, position, end)
-        if good < end:
-            end, next_offset = good, last_offset_at(base + self._last_batch_before(base, position, good)) + 1
-        return memoryview(copy)[:end - position], end, next_offset
+            next_offset[0] = last + 1
+        return end
 
     cdef int64_t _last_batch_before(self, const unsigned char *base, int64_t start, int64_t stop) noexcept:
         """Position of the last batch that starts in [start, stop) (batches tile the range from start)."""
@@ -506,16 +637,15 @@ cdef class Segment:
     def find_offset_by_timestamp(self, int64_t timestamp, int64_t start_offset):
         """(offset, timestamp) of the first record at or after start_offset whose timestamp is >= timestamp,
         or None if this segment has none."""
-        cdef int64_t entry_ts, entry_offset, pos, bsize
+        cdef int64_t entry_ts, entry_offset, pos, bsize, prev_last = self.base_offset - 1, limit = self._limit()
         cdef const unsigned char *p
-        cdef BatchHeader h
         self.open_indexes()
         entry_ts, entry_offset = self.tindex.lookup(timestamp)
         pos = self.find_position(max(entry_offset, start_offset))
         if pos < 0:
             return None
         while pos < self.size:
-            bsize = self._batch_at(pos, &p)
+            bsize = self._walk_batch(pos, &prev_last, limit, &p)
             if <int64_t>get_be64(p + OFF_MAX_TIMESTAMP) >= timestamp and not (get_be16(p + OFF_ATTRIBUTES) & ATTR_CONTROL):
                 view = self.read(pos, bsize)[0]
                 for r in decode_records(view, start_offset, INT64_MAX, None, -1, False, self.log_path):
@@ -526,10 +656,12 @@ cdef class Segment:
 
     # -- recovery and truncation ---------------------------------------------------------------------------------
 
-    def recover(self):
-        """Rescan the whole .log: validate every batch (length, magic, CRC, offsets increasing), rebuild both
-        indexes from scratch, and cut the file at the first invalid batch (views of the cut bytes stay valid, see
-        truncate_to_position). Returns (truncated_bytes, reason), reason None when the file was whole.
+    def recover(self, bint truncate=True):
+        """Rescan the whole .log: validate every batch (length, magic, CRC, offsets: check_offsets from
+        base_offset on, below _limit()), rebuild both indexes from scratch, and cut the file at the first invalid
+        batch (views of the cut bytes stay valid, see truncate_to_position). Returns (truncated_bytes, reason),
+        reason None when the file was whole. With truncate=False the file keeps every byte: the indexes and
+        next_offset cover the valid prefix, and reads report the invalid batch when they reach it.
 
         Each index takes entries until it is full (segment.index.bytes may have been lowered since the segment
         was written): lookups past the last entry scan the .log from there, and an active segment with a full
@@ -550,6 +682,7 @@ cdef class Segment:
         w.size = size
         w.base_offset = self.base_offset
         w.interval = self.index_interval_bytes
+        w.limit = self._limit()
         w.pos = 0
         w.next_offset = self.base_offset
         w.max_ts = -1
@@ -590,7 +723,7 @@ cdef class Segment:
         self.rolling_ts = w.rolling_ts
         self.bytes_since_index = w.since_index
         self._next_offset = w.next_offset
-        truncated = size - w.pos
+        truncated = size - w.pos if truncate else 0
         if truncated:
             self.truncate_to_position(w.pos)
         self.verified_end = w.pos
@@ -616,9 +749,10 @@ cdef class Segment:
         return removed
 
     cdef int truncate_to_position(self, int64_t pos) except -1:
-        """Cut the .log to pos bytes. In place (ftruncate) unless a view of the file is alive through any
-        mapping in the process (view.pxi): then the kept prefix is copied to `<name>.log.trunc`, fsynced and
-        renamed over the .log, so the old inode stays whole for its views."""
+        """Cut the .log to pos bytes, durably: in place (ftruncate, then fdatasync, which covers the new size)
+        unless a view of the file is alive through any mapping in the process (view.pxi): then the kept prefix
+        is copied to `<name>.log.trunc`, fsynced and renamed over the .log, and the directory is fsynced, so
+        the old inode stays whole for its views and a crash finds the truncated file under the name."""
         cdef int newfd
         if file_has_views(self.fd, self.log_path):
             tmp = self.log_path + ".trunc"
@@ -638,8 +772,15 @@ cdef class Segment:
             close(self.fd)
             self.fd = newfd
             self.mapping = None
-        elif ftruncate(self.fd, pos) != 0:
-            raise_storage_error("cannot truncate segment", self.log_path)
+            sync_dir(self.directory)
+        else:
+            if ftruncate(self.fd, pos) != 0:
+                raise_storage_error("cannot truncate segment", self.log_path)
+            try:
+                os.fdatasync(self.fd)            # truncation is rare: the os module's call, which tests can watch
+            except OSError as e:
+                raise _errors.StorageError(f"cannot sync truncated segment: {e.strerror}", self.log_path,
+                                           e.errno) from None
         self.size = pos
         if self.verified_end > pos:
             self.verified_end = pos
@@ -652,45 +793,91 @@ cdef class Segment:
         self.tindex.sanity_check(self.next_offset)
 
     def scan_tail(self):
-        """Read-only segments: set `size` to the end of the whole, CRC-valid batches now in the file (another
-        process is appending) and stop at the first incomplete or invalid one. Scans from the verified prefix,
-        or from the last offset index entry (batches before it were complete when it was written). Returns
-        the new size."""
+        """Read-only segments: set `size` to the end of the whole, CRC-valid batches in offset order now in the
+        file (another process is appending) and stop at the first incomplete or invalid one. Scans from the
+        verified prefix, or from the last offset index entry (batches before it were complete when it was
+        written), SCAN_CHUNK bytes per pread, checked without the GIL (_valid_run). Returns the new size."""
         cdef stat_t st
-        cdef int64_t pos, file_size, bsize
-        cdef bytes buf
+        cdef int64_t pos, file_size, n, bsize, used, prev_last = self.base_offset - 1, limit = self._limit()
+        cdef ssize_t got
+        cdef bytes buf = None
+        cdef const unsigned char *q
         cdef BatchCheck c
+        cdef OffsetCheck oc
         if fstat(self.fd, &st) != 0:
             raise_storage_error("cannot stat segment", self.log_path)
         file_size = st.st_size
         self.open_indexes()
+        self.window_len = 0
         if self.verified_end > file_size:          # the writer truncated: start over from its index
             self.oindex.reload()
             self.tindex.reload()
             self.verified_end = 0
+        self.oindex.drop_past(file_size)           # entries of batches appended after the fstat
         pos = self.verified_end
         if pos == 0:
             pos = self.oindex.last_entry[1]
-            if pos > file_size:
-                pos = 0
         while pos + BATCH_HEADER_SIZE <= file_size:
-            if pread(self.fd, self.scratch, BATCH_HEADER_SIZE, pos) != BATCH_HEADER_SIZE:
+            n = min(<int64_t>SCAN_CHUNK, file_size - pos)
+            if buf is None or PyBytes_GET_SIZE(buf) < n:
+                buf = PyBytes_FromStringAndSize(NULL, n)
+            q = <const unsigned char *>PyBytes_AS_STRING(buf)
+            got = pread_big(self.fd, <void *>q, <size_t>n, pos)
+            if got < BATCH_HEADER_SIZE:
                 break
-            bsize = batch_size_at(self.scratch)
-            if bsize < BATCH_HEADER_SIZE or pos + bsize > file_size:
-                break
-            buf = PyBytes_FromStringAndSize(NULL, bsize)
-            if pread_big(self.fd, PyBytes_AS_STRING(buf), bsize, pos) != bsize:
-                break
-            scan_batches_gil(<const unsigned char *>PyBytes_AS_STRING(buf), bsize, 0, True, &c)
-            if c != CHECK_OK:
-                break
-            pos += bsize
+            bsize = batch_size_at(q)
+            if got < bsize <= file_size - pos:           # one batch larger than the chunk: read it whole
+                buf = PyBytes_FromStringAndSize(NULL, bsize)
+                q = <const unsigned char *>PyBytes_AS_STRING(buf)
+                got = pread_big(self.fd, <void *>q, <size_t>bsize, pos)
+            if got >= NOGIL_BYTES:
+                with nogil:
+                    used = _valid_run(q, got, &prev_last, limit, &c, &oc)
+            else:
+                used = _valid_run(q, got, &prev_last, limit, &c, &oc)
+            pos += used
             self.verified_end = pos
+            if used == 0 or oc != OFFSETS_OK or (c != CHECK_OK and c != CHECK_INCOMPLETE
+                                                 and c != CHECK_SHORT_HEADER):
+                break
         self.size = pos
+        self.oindex.drop_past(pos)                 # ... or of a batch the scan found incomplete
         self._next_offset = -1
         self.max_timestamp = -1
         return pos
+
+
+cdef int64_t _valid_run(const unsigned char *p, int64_t n, int64_t *prev_last, int64_t limit, BatchCheck *c,
+                        OffsetCheck *oc) noexcept nogil:
+    """Length of the run of whole batches at the start of p[0:n] that pass check_batch (CRC included) and
+    check_offsets after *prev_last (left at the run's last offset). *c and *oc say why the run stopped (both OK
+    when it reached n; CHECK_INCOMPLETE / CHECK_SHORT_HEADER for a batch cut short by n)."""
+    cdef int64_t pos = 0
+    c[0] = CHECK_OK
+    oc[0] = OFFSETS_OK
+    while pos < n:
+        c[0] = check_batch(p + pos, n - pos, True)
+        if c[0] != CHECK_OK:
+            return pos
+        oc[0] = check_offsets(p + pos, prev_last[0], limit)
+        if oc[0] != OFFSETS_OK:
+            return pos
+        prev_last[0] = last_offset_at(p + pos)
+        pos += batch_size_at(p + pos)
+    return pos
+
+
+cdef int sync_dir(str path) except -1:
+    """fsync a directory, so a rename inside it is durable. Raises StorageError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise _errors.StorageError(f"cannot fsync directory: {e.strerror}", path, e.errno) from None
+    return 0
 
 
 cdef int64_t _check_range(const unsigned char *base, int64_t start, int64_t end, int64_t *verified,

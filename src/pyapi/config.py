@@ -3,18 +3,22 @@
 :class:`LogConfig` holds the per-log (per-topic) settings. Python code uses attribute names
 (``segment_bytes``); Kafka-style maps use the dotted names (``segment.bytes``) through
 :meth:`LogConfig.from_kafka` / :meth:`LogConfig.to_kafka`. Every value is validated when the object is built;
-a bad name or value raises :class:`seglog.errors.InvalidConfigError` naming the key and the rule.
+a bad value raises :class:`seglog.errors.InvalidConfigError` naming the key and the rule, an unknown name
+(``LogConfig(segmnt_bytes=5)``, ``from_kafka({"segmnt.bytes": 5})``) :class:`seglog.errors.UnknownConfigError`,
+which is an InvalidConfigError and also the TypeError Python raises for an unexpected keyword argument.
 Defaults are Kafka's; ``None`` for ``flush_messages``/``flush_ms`` means "never" (Kafka's Long.MAX_VALUE).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import InvalidConfigError
+from .errors import InvalidConfigError, UnknownConfigError
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -82,6 +86,29 @@ def _k(kafka: str, kind: str, default: Any, **kw) -> Any:
     return field(default=default, metadata={"key": _Key(kafka, kind, **kw)})
 
 
+def _unknown(what: str, name: str, known) -> UnknownConfigError:
+    """The error for a name that is not a setting, suggesting the closest real one."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return UnknownConfigError(f"Unknown {what} config name: {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+
+
+def _reject_unknown_names(cls, what: str):
+    """Class decorator: keyword arguments that are not fields raise UnknownConfigError (a dataclass raises a
+    bare TypeError)."""
+    init = cls.__init__
+    names = frozenset(f.name for f in dataclasses.fields(cls))
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        for name in kwargs:
+            if name not in names:
+                raise _unknown(what, name, names)
+        init(self, *args, **kwargs)
+    cls.__init__ = __init__
+    return cls
+
+
+@functools.partial(_reject_unknown_names, what="topic")
 @dataclass(frozen=True)
 class LogConfig:
     """Settings of one log (a topic's partitions share them). Attribute names are Kafka's with ``_``.
@@ -124,14 +151,14 @@ class LogConfig:
     def from_kafka(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":
         """Build from Kafka-named properties (strings or Python values) over ``base`` (defaults if None).
 
-        Unknown names raise InvalidConfigError: a typo must not silently fall back to a default.
+        Unknown names raise UnknownConfigError: a typo must not silently fall back to a default.
         """
         by_kafka = _KAFKA_TO_ATTR
         changes = {}
         for name, raw in props.items():
             attr = by_kafka.get(name)
             if attr is None:
-                raise InvalidConfigError(f"Unknown topic config name: {name}")
+                raise _unknown("topic", name, by_kafka)
             changes[attr] = raw
         return dataclasses.replace(base or cls(), **changes)
 

@@ -149,6 +149,14 @@ _define("InvalidReplicationFactorError", 38, "INVALID_REPLICATION_FACTOR",
         doc="The replication factor is not valid (e.g. larger than the live brokers).")
 _define("InvalidReplicaAssignmentError", 39, "INVALID_REPLICA_ASSIGNMENT", doc="The replica assignment is not valid.")
 _define("InvalidConfigError", 40, "INVALID_CONFIG", doc="A configuration name or value is not valid.")
+
+
+class UnknownConfigError(InvalidConfigError, TypeError):  # noqa: F821
+    """A configuration name that does not exist (a typo). An InvalidConfigError like every bad setting, and a
+    TypeError as Python raises for an unexpected keyword argument, so either ``except`` catches it."""
+
+
+__all__.append("UnknownConfigError")
 _define("PolicyViolationError", 44, "POLICY_VIOLATION", doc="The request breaks a configured policy.")
 _define("TopicDeletionDisabledError", 73, "TOPIC_DELETION_DISABLED", doc="delete.topic.enable is false.")
 _define("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True, doc="The topic id is not known.")

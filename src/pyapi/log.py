@@ -60,6 +60,7 @@ PRODUCER_ID_EXPIRATION_MS = 86_400_000   # Kafka's producer.id.expiration.ms: id
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
 _INT64_MAX = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1
 _TEMP_SUFFIXES = (".deleted", ".trunc", ".cleaned", ".tmp")
 
 
@@ -71,7 +72,7 @@ class TimestampOffset(NamedTuple):
 
 @dataclasses.dataclass
 class RecoveryReport:
-    """What opening the log had to repair (all zero after a clean shutdown)."""
+    """What opening the log had to repair (all zero after a clean shutdown with a readable checkpoint)."""
     clean_shutdown: bool
     segments_scanned: int = 0
     bytes_scanned: int = 0
@@ -79,6 +80,7 @@ class RecoveryReport:
     segments_deleted: int = 0
     corruption: str | None = None        # the first invalid batch found: why, where
     indexes_rebuilt: int = 0
+    corrupt_checkpoint: bool = False     # the state checkpoint did not parse: every segment was rescanned
 
 
 class Log:
@@ -95,6 +97,13 @@ class Log:
                  max_open_segments: int = 64, retention_check_interval_ms: int = 300_000,
                  scheduler: Scheduler | None = None):
         self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        self._closed = True
+        self._writer = None
+        self._batch_writers: dict = {}
+        self._task = None                  # the periodic maintain() (writable logs), run every _task_interval s
+        self._task_interval = None
+        self._retention_check_s = retention_check_interval_ms / 1000
         self.config = config or LogConfig()
         if max_open_segments < 1:
             raise InvalidArgumentError("max_open_segments must be at least 1")
@@ -102,8 +111,6 @@ class Log:
         self.topic = topic if topic is not None else (m.group(1) if m else None)
         self.partition = partition if partition is not None else (int(m.group(2)) if m else -1)
         self.readonly = readonly
-        self._lock = threading.Lock()
-        self._closed = True
         self._lock_fd = -1
         self._max_open = max_open_segments
         self._open_segments: OrderedDict[int, _engine.Segment] = OrderedDict()
@@ -112,46 +119,66 @@ class Log:
         self._unflushed = 0
         self._last_flush = time.monotonic()
         self._last_checkpoint = 0.0
-        self._tasks = []
         self._scheduler = scheduler
         self._leader_epoch = 0
         self._marker_kept = False          # the clean-shutdown marker stays until the first change
         self._dirty = False                # something to checkpoint at close
-        self._batch_writers: dict = {}
         self._jitter_for = None            # the segment the roll jitter was drawn for (see _roll_ms)
         self._jitter_ms = 0
         self._open(create)
         self._closed = False
         if not readonly:
-            sched = scheduler or default_scheduler()
-            self._scheduler = sched
-            interval = retention_check_interval_ms / 1000
-            if self.config.flush_ms is not None:
-                interval = min(interval, max(self.config.flush_ms / 1000, 0.01))
-            if self.config.compact:        # log compaction: the cleaner looks every log.cleaner.backoff.ms
-                interval = min(interval, _cleaner.CLEANER_BACKOFF_MS / 1000)
-            ref = weakref.ref(self)
-
-            def tick():
-                owner = ref()
-                if owner is not None:
-                    owner._maintain_quietly()
-            self._tasks.append(sched.schedule(tick, interval, interval, f"maintain {self.path}"))
+            self._scheduler = scheduler or default_scheduler()
+            self._schedule_maintenance()
 
     @property
     def config(self) -> LogConfig:
-        """The log's settings. Assigning another LogConfig (a topic's config altered) applies it from the next
-        call on."""
+        """The log's settings. Assigning another LogConfig (a topic's config altered) applies it in full from
+        the next call on: records append() buffered so far are written first, as a batch under the old
+        settings; then every writer the log holds takes the new ones (_configure_writer: max.message.bytes,
+        the batch size budget, message.timestamp.type and the timestamp window, flush.messages, the key rule of
+        compaction), the flush.ms / cleaner timer is rescheduled, and retention, roll (segment.bytes,
+        segment.ms) and flush decisions read the config as they are made. Index settings apply to segments
+        created later, as in Kafka. Raises InvalidArgumentError for anything but a LogConfig, StorageError if
+        the buffered records cannot be written."""
         return self._config
 
     @config.setter
     def config(self, config: LogConfig) -> None:
         if not isinstance(config, LogConfig):
             raise InvalidArgumentError(f"config must be a LogConfig, not {type(config).__name__}")
-        self._config = config
-        for w in [getattr(self, "_writer", None), *getattr(self, "_batch_writers", {}).values()]:
-            if w is not None:
-                w.require_keys = config.compact
+        with self._lock:
+            if not self._closed:
+                self._seal_pending()
+            self._config = config
+            if self._writer is not None:
+                self._configure_writer(self._writer, PENDING_BATCH_BYTES)
+            for w in self._batch_writers.values():
+                self._configure_writer(w, APPEND_BATCH_BYTES)
+        if self._task is not None and not self._closed:
+            self._schedule_maintenance()
+
+    def _schedule_maintenance(self) -> None:
+        """(Re)schedule the periodic maintain() at the interval the config asks for: every
+        retention_check_interval_ms, or more often for flush.ms or the cleaner's backoff (compacted logs)."""
+        cfg = self.config
+        interval = self._retention_check_s
+        if cfg.flush_ms is not None:
+            interval = min(interval, max(cfg.flush_ms / 1000, 0.01))
+        if cfg.compact:                    # log compaction: the cleaner looks every log.cleaner.backoff.ms
+            interval = min(interval, _cleaner.CLEANER_BACKOFF_MS / 1000)
+        if interval == self._task_interval:
+            return
+        if self._task is not None:
+            self._task.cancel()
+        ref = weakref.ref(self)
+
+        def tick():
+            owner = ref()
+            if owner is not None:
+                owner._maintain_quietly()
+        self._task = self._scheduler.schedule(tick, interval, interval, f"maintain {self.path}")
+        self._task_interval = interval
 
     # ------------------------------------------------------------------------------------------ opening
 
@@ -204,6 +231,22 @@ class Log:
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         self.recovery = RecoveryReport(clean_shutdown=clean)
+        if state is None:
+            state = {}
+            self.recovery.corrupt_checkpoint = True
+            if self.readonly:
+                log.warning("%s: %s does not parse; reading on with the log start offset at the first segment's "
+                            "base and the high watermark at the log end", self.path, STATE_FILE)
+            else:
+                # the recovery point, log start offset and high watermark are lost: recover as after a crash
+                # (every segment rescanned, since the recovery point falls back to 0) and write a new checkpoint
+                log.warning("%s: %s does not parse; rescanning every segment, taking the first segment's base as "
+                            "the log start offset and the log end as the high watermark, and writing a new "
+                            "checkpoint", self.path, STATE_FILE)
+                if clean:
+                    _unlink_all([marker])
+                    fsync_dir(self.path)
+                    clean = False
         self._recovery_point = state.get("recovery-point", 0)
         self._start_offset = state.get("log-start-offset", 0)
         self._hw = state.get("high-watermark")
@@ -224,7 +267,7 @@ class Log:
             seg = self._segment_object(self._bases[-1], check=False)
             self._open_segments.pop(seg.base_offset, None)
             if clean:
-                self._check_or_rebuild(seg)
+                self._check_or_rebuild(seg, active=True)
         seg.activate(self._map_bytes())
         self._active = seg
         self._start_offset = max(self._start_offset, self._bases[0])
@@ -248,13 +291,13 @@ class Log:
         self._writer = None
         self._start_offset = max(self._start_offset, self._bases[0])
 
-    def _read_state(self) -> dict[str, int]:
+    def _read_state(self) -> dict[str, int] | None:
+        """The state checkpoint's entries ({} before the first one is written); None if it does not parse."""
         try:
             rows = read_checkpoint(os.path.join(self.path, STATE_FILE), 2) or []
             return {k: int(v) for k, v in rows}
         except (CorruptCheckpointError, ValueError):
-            log.warning("%s: state checkpoint is corrupt; recovering the whole log", self.path)
-            return {}
+            return None
 
     def _write_state(self) -> None:
         entries = [("recovery-point", self._recovery_point), ("log-start-offset", self._start_offset)]
@@ -322,7 +365,12 @@ class Log:
                 offset = next_offset
             i += 1
 
-    def _check_or_rebuild(self, seg) -> None:
+    def _check_or_rebuild(self, seg, active: bool = False) -> None:
+        """Check a segment's indexes (and the batches after the last entry) as it opens; rebuild the indexes
+        from the .log if they fail. Damage in the .log itself is cut only from the segment that becomes active
+        at open (appends need a log that ends on whole batches in order, as after a crash); a sealed segment
+        keeps every byte, rather than lose records quietly: reads before the damage work, reads reaching it
+        raise CorruptRecordError."""
         missing = not (os.path.exists(seg.index_path) and os.path.exists(seg.timeindex_path))
         try:
             if missing:
@@ -334,13 +382,24 @@ class Log:
                 seg.time_index.discard()
             else:
                 log.warning("%s: rebuilding indexes of %s (%s)", self.path, seg.log_path, e)
-                truncated, reason = seg.recover()
-                seg.seal()                            # trimmed and fsynced as at a roll
-                self.recovery.indexes_rebuilt += 1
-                if reason is not None:
-                    self.recovery.bytes_truncated += truncated
-                    self.recovery.corruption = f"{reason} in {seg.log_path}"
-                    log.warning("%s: %s: cut %d bytes", self.path, reason, truncated)
+                self._rebuild(seg, cut=active)
+        except CorruptRecordError as e:
+            if active:
+                log.warning("%s: recovering the active segment %s (%s)", self.path, seg.log_path, e)
+                self._rebuild(seg, cut=True)
+            else:
+                log.warning("%s: %s is damaged (%s); reads reaching the damage raise", self.path, seg.log_path, e)
+
+    def _rebuild(self, seg, cut: bool) -> None:
+        """Segment.recover (cutting at the first invalid batch if `cut`), then trim and fsync as at a roll."""
+        truncated, reason = seg.recover(cut)
+        seg.seal()
+        self.recovery.indexes_rebuilt += 1
+        if reason is not None:
+            self.recovery.bytes_truncated += truncated
+            self.recovery.corruption = f"{reason} in {seg.log_path}"
+            log.warning("%s: %s in %s: %s", self.path, reason, seg.log_path,
+                        f"cut {truncated} bytes" if cut else "kept; reads reaching it raise CorruptRecordError")
 
     # ---------------------------------------------------------------------------------------- segments
 
@@ -353,18 +412,28 @@ class Log:
         return seg
 
     def _segment_object(self, base: int, check: bool = True):
-        """The Segment for base (opened on demand; at most max_open_segments sealed ones stay open)."""
+        """The Segment for base (opened on demand; at most max_open_segments sealed ones stay open), its
+        offset_limit set to the next segment's base offset, so its walks refuse batches reaching past it (the
+        active segment has none: Segment.activate)."""
         active = getattr(self, "_active", None)
         if active is not None and active.base_offset == base:
             return active
+        i = bisect.bisect_right(self._bases, base)
+        limit = self._bases[i] if i < len(self._bases) else _INT64_MAX
         seg = self._open_segments.get(base)
         if seg is not None:
             self._open_segments.move_to_end(base)
+            seg.offset_limit = limit
             return seg
         seg = _engine.Segment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
                               max_index_bytes=self.config.segment_index_bytes, writable=not self.readonly)
+        seg.offset_limit = limit
         if check and active is not None:
-            self._check_or_rebuild(seg)
+            try:
+                self._check_or_rebuild(seg)
+            except BaseException:
+                seg.close()
+                raise
         self._open_segments[base] = seg
         while len(self._open_segments) > self._max_open:
             _, old = self._open_segments.popitem(last=False)
@@ -450,16 +519,24 @@ class Log:
 
     @property
     def segment_count(self) -> int:
-        return len(self._bases)
+        """Number of segments. Like segment_bases and size_bytes it is read under the log's lock, so it never
+        shows a state inside a call (an append_batch rolling segments it may still take back)."""
+        with self._lock:
+            return len(self._bases)
 
     @property
     def segment_bases(self) -> list[int]:
         """Base offsets of the segments, oldest first."""
-        return list(self._bases)
+        with self._lock:
+            return list(self._bases)
 
     @property
     def size_bytes(self) -> int:
-        """Bytes of all .log files (reads each segment's size from the file system)."""
+        """Bytes of all .log files (the trusted size of open segments, the file system's for the others)."""
+        with self._lock:
+            return self._size_bytes_locked()
+
+    def _size_bytes_locked(self) -> int:
         total = 0
         for base in self._bases:
             seg = self._open_segments.get(base)
@@ -522,22 +599,36 @@ class Log:
         self._dirty = True
 
     def _new_writer(self, next_offset: int, compression=None, batch_bytes: int = PENDING_BATCH_BYTES):
+        w = _engine.BatchWriter(next_offset=next_offset, compression=compression, leader_epoch=self._leader_epoch)
+        self._configure_writer(w, batch_bytes)
+        return w
+
+    def _configure_writer(self, w, batch_bytes: int) -> None:
+        """The one place a writer's settings come from the config (at its creation and at every config change).
+        batch_bytes is the writer's own target (PENDING_BATCH_BYTES for append(), APPEND_BATCH_BYTES for
+        append_batch())."""
         cfg = self.config
         # a batch stays under max.message.bytes even after compression, and several fit in a segment
-        budget = max(1, min(batch_bytes, cfg.max_message_bytes - 61 - 64 - (cfg.max_message_bytes >> 7),
-                            cfg.segment_bytes // 4))
-        records = cfg.flush_messages if cfg.flush_messages is not None else 2 ** 31 - 1
-        return _engine.BatchWriter(next_offset=next_offset, compression=compression,
-                                   log_append_time=cfg.log_append_time, batch_bytes=budget,
-                                   batch_records=min(records, 2 ** 31 - 1), max_record_bytes=cfg.max_message_bytes,
-                                   leader_epoch=self._leader_epoch, require_keys=cfg.compact)
+        w.batch_bytes = max(1, min(batch_bytes, cfg.max_message_bytes - 61 - 64 - (cfg.max_message_bytes >> 7),
+                                   cfg.segment_bytes // 4))
+        w.batch_records = min(cfg.flush_messages or _INT32_MAX, _INT32_MAX)   # flush.messages: whole batches
+        w.max_record_bytes = cfg.max_message_bytes
+        w.log_append_time = cfg.log_append_time
+        w.timestamp_before_max_ms = cfg.message_timestamp_before_max_ms
+        w.timestamp_after_max_ms = cfg.message_timestamp_after_max_ms
+        w.require_keys = cfg.compact
 
     def append(self, value, key=None, headers=None, timestamp: int | None = None) -> int:
         """Append one record; returns its offset. value/key: bytes-like or None (a compacted log requires a
-        key); headers: (str, bytes|None) pairs; timestamp: ms since the epoch (now if None). Buffered into a
-        batch (see the module docstring). Raises TypeError, InvalidRecordError (no key on a compacted log),
-        InvalidTimestampError, RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError,
-        StorageError."""
+        key); headers: (str, bytes|None) pairs; timestamp: an int, ms since the epoch, >= 0 (now if None).
+        Timestamps follow the topic's rules (_engine.check_timestamps, as append_raw's): with
+        message.timestamp.type=CreateTime they must lie within message.timestamp.before.max.ms before and
+        message.timestamp.after.max.ms after now; with LogAppendTime the batch carries the time it is written
+        and readers see that. Buffered into a batch (see the module docstring).
+        Wrong types raise TypeError (value, key, headers; a timestamp that is a float or bool rather than
+        being truncated); InvalidTimestampError for a negative timestamp (-1, NO_TIMESTAMP, only exists in
+        old formats: None means now) or one outside the window; InvalidRecordError (no key on a compacted
+        log), RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError, StorageError."""
         with self._lock:
             w = self._writer
             if w is None or self._closed or self._marker_kept:
@@ -551,7 +642,8 @@ class Log:
                      timestamps: Sequence[int] | None = None, compression: str | None = None) -> tuple[int, int]:
         """Append records given as parallel sequences (keys, headers, timestamps: None for no keys, no headers,
         now), encoded into batches of ~64 KiB (compressed with `compression`: none, gzip, snappy, lz4 or zstd).
-        Returns (first offset, last offset) of the records, which get consecutive offsets.
+        Returns (first offset, last offset) of the records, which get consecutive offsets. Each record is
+        checked as append() checks it (types, timestamps, size, key).
 
         All or nothing: records are encoded and written ~4 MiB at a time, and if one is rejected (TypeError,
         RecordTooLargeError, InvalidTimestampError) or a write fails (StorageError), the batches already
@@ -596,8 +688,9 @@ class Log:
         OutOfOrderSequenceError, stale epochs InvalidProducerEpochError (see producer_state). `now_ms` is the
         append time (LogAppendTime topics stamp it; timestamps are checked against it).
 
-        Validated as Kafka's broker does (see _engine.validate_client_batch; timestamps against
-        message.timestamp.before/after.max.ms; on a compacted log every record needs a key), then stored as
+        Validated as Kafka's broker does (see _engine.validate_client_batch; CreateTime timestamps by
+        _engine.check_timestamps: >= 0 or -1 (NO_TIMESTAMP, not checked further), within
+        message.timestamp.before/after.max.ms of now; on a compacted log every record needs a key), then stored as
         it came: only base offset and leader epoch are stamped (and, for LogAppendTime topics, the append
         time, with a new CRC). A topic whose
         compression.type names a codec gets the batch recompressed to it. Raises CorruptRecordError,
@@ -606,10 +699,9 @@ class Log:
         info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records,
                                                              cfg.compact)
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        if not cfg.log_append_time and (min_ts < now - cfg.message_timestamp_before_max_ms
-                                        or max_ts > now + cfg.message_timestamp_after_max_ms):
-            raise InvalidTimestampError(f"record timestamps {min_ts}..{max_ts} are outside the topic's "
-                                        f"message.timestamp.before/after.max.ms of now ({now})")
+        if not cfg.log_append_time:
+            _engine.check_timestamps(min_ts, max_ts, now, cfg.message_timestamp_before_max_ms,
+                                     cfg.message_timestamp_after_max_ms)
         data = self._convert_codec(batch, info)
         idempotent = info.producer_id >= 0
         with self._lock:
@@ -636,7 +728,8 @@ class Log:
             return bytearray(batch)
         bw = _engine.BatchWriter(next_offset=0, compression=target, batch_bytes=1 << 62,
                                  max_record_bytes=1 << 62, producer_id=info.producer_id,
-                                 producer_epoch=info.producer_epoch, next_sequence=info.base_sequence)
+                                 producer_epoch=info.producer_epoch, next_sequence=info.base_sequence,
+                                 accept_no_timestamp=True)
         for r in _engine.decode_records(batch, verify_crc=False):
             bw.add(r.value, r.key, r.headers, r.timestamp)
         bw.finish()
@@ -714,9 +807,13 @@ class Log:
 
     def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> memoryview:
         """Whole batches starting with the one holding `offset`, zero-copy from the mapped segment: as many as
-        fit in max_bytes, at least one, none holding an offset >= max_offset (default: no limit). The first
-        batch may start before `offset` (batches are never split). Empty at end_offset. Reads stay within one
-        segment. Raises OffsetOutOfRangeError outside [start_offset, end_offset], CorruptRecordError."""
+        fit in max_bytes (>= 0), at least one, none holding an offset >= max_offset (default: no limit). The
+        first batch may start before `offset` (batches are never split). Empty at end_offset. Reads stay within
+        one segment. Every batch returned passed its checks (framing, CRC, offsets in order and inside the
+        segment's range): a damaged one is never returned or skipped, the read ends before it and a read
+        starting at it raises CorruptRecordError (path, offset, position). Raises OffsetOutOfRangeError outside
+        [start_offset, end_offset], InvalidArgumentError for an offset, max_bytes or max_offset that is not a
+        non-negative int."""
         return self.read_next(offset, max_bytes, max_offset)[0]
 
     def read_next(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None,
@@ -724,6 +821,10 @@ class Log:
         """read(), plus the offset after the last returned batch: (view, next_offset), next_offset -1 when
         the view is empty. Fetchers use it to know where to continue. min_one=False returns nothing rather
         than one batch larger than max_bytes."""
+        offset = _int_arg(offset, "read offset")
+        max_bytes = _int_arg(max_bytes, "max_bytes")
+        if max_offset is not None:
+            max_offset = _int_arg(max_offset, "max_offset")
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
@@ -746,10 +847,22 @@ class Log:
 
     def records(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
         """Records with offsets in [start, end): start defaults to start_offset, end to end_offset as of the
-        call. Batches are decoded in C; the iterator reads about 1 MiB at a time (the log may be appended
-        to meanwhile). Raises OffsetOutOfRangeError if start is outside the log."""
-        offset = self.start_offset if start is None else start
-        stop = self.end_offset if end is None else end
+        call (an end past it reads up to the log's end). Batches are decoded in C; the iterator reads about
+        1 MiB at a time (the log may be appended to meanwhile). The arguments are checked at the call, as a
+        Kafka fetch checks its offset: OffsetOutOfRangeError for a start outside [start_offset, end_offset]
+        (start == end_offset yields nothing), InvalidArgumentError for a start or end that is not a
+        non-negative int. Iterating raises CorruptRecordError at a damaged batch (see read()) and
+        OffsetOutOfRangeError if retention or truncation removes offsets not read yet."""
+        offset = self.start_offset if start is None else _int_arg(start, "records start")
+        stop = self.end_offset if end is None else _int_arg(end, "records end")
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"log {self.path} is closed")
+            if not self._start_offset <= offset <= self.end_offset:
+                raise OffsetOutOfRangeError(offset, self._start_offset, self.end_offset)
+        return self._records(offset, stop)
+
+    def _records(self, offset: int, stop: int) -> Iterator[Record]:
         topic, partition, path = self.topic, self.partition, self.path
         decode = _engine.decode_records
         while offset < stop:
@@ -761,7 +874,12 @@ class Log:
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none.
-        Raises InvalidTimestampError for a timestamp outside int64."""
+        Raises TypeError for a timestamp that is not an int (as append() does), InvalidTimestampError for one
+        outside int64."""
+        if type(timestamp) is not int and (isinstance(timestamp, bool) or not hasattr(type(timestamp), "__index__")):
+            raise TypeError(f"timestamp must be an int (milliseconds since the epoch), not "
+                            f"{type(timestamp).__name__} {timestamp!r}")
+        timestamp = operator.index(timestamp)
         if not -_INT64_MAX - 1 <= timestamp <= _INT64_MAX:
             raise InvalidTimestampError(f"timestamp {timestamp} does not fit in int64 milliseconds")
         with self._lock:
@@ -782,9 +900,11 @@ class Log:
         """Remove every record at or after `offset` (replication truncates diverged tails this way). Batches are
         never split: one holding `offset` goes whole, so end_offset may end below `offset`. Below start_offset
         the log is emptied and restarts at `offset`; at or past end_offset nothing changes (as Kafka's
-        truncateTo). Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or
-        one that is not an int."""
-        offset = _offset_arg(offset, "truncation offset")
+        truncateTo). Durable on return: the segment fsyncs the file it cut (and the directory when it copied
+        and renamed it), and the checkpoint written last fsyncs the directory, making the removal of later
+        segments durable too. Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or one
+        that is not an int."""
+        offset = _int_arg(offset, "truncation offset")
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -806,7 +926,7 @@ class Log:
             self._active = seg
         else:
             self._delete_segments(above)
-        seg.truncate_to(offset)
+        seg.truncate_to(offset)           # fsyncs the cut file (and the directory after a copy-and-rename)
         seg.activate(self._map_bytes())
         self._after_truncation()
 
@@ -814,7 +934,7 @@ class Log:
         """Delete every segment and restart the log empty at `offset` (a replica whose log no longer overlaps
         its leader's). Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or
         one that is not an int."""
-        offset = _offset_arg(offset, "new start offset")
+        offset = _int_arg(offset, "new start offset")
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -844,15 +964,24 @@ class Log:
 
     def delete_records_before(self, offset: int) -> int:
         """Raise the log start offset to `offset` (Kafka's DeleteRecords); whole segments below it are deleted
-        by the next retention pass. Returns the new start offset. Offsets above the high watermark raise."""
+        by the next retention pass. As Kafka's: -1 means the high watermark (delete every committed record);
+        an offset at or below start_offset changes nothing. Returns the log start offset after the call (the
+        request's low watermark). Raises OffsetOutOfRangeError for an offset above the high watermark or
+        negative other than -1, InvalidArgumentError for one that is not an int."""
+        if not (type(offset) is int and offset < 0):      # negative ints are judged below, as Kafka does
+            offset = _int_arg(offset, "delete records offset")
         with self._lock:
             self._check_writable()
-            if not self._start_offset <= offset <= self.high_watermark:
-                raise OffsetOutOfRangeError(offset, self._start_offset, self.high_watermark, "delete records")
-            self._start_offset = offset
-            self._epochs.truncate_from_start(offset)
-            self._write_state()
-            return offset
+            hw = self.high_watermark
+            if offset == -1:
+                offset = hw
+            if not 0 <= offset <= hw:
+                raise OffsetOutOfRangeError(offset, self._start_offset, hw, "delete records")
+            if offset > self._start_offset:
+                self._start_offset = offset
+                self._epochs.truncate_from_start(offset)
+                self._write_state()
+            return self._start_offset
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole old segments (cleanup.policy=delete): those wholly below the log start offset, those
@@ -869,7 +998,7 @@ class Log:
     def _retention_locked(self, now_ms: int) -> int:
         cfg = self.config
         hw = self.high_watermark
-        excess = self.size_bytes - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
+        excess = self._size_bytes_locked() - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
         doomed = []
         for i, base in enumerate(self._bases):
             upper = self._bases[i + 1] if i + 1 < len(self._bases) else self.end_offset
@@ -1051,7 +1180,7 @@ class Log:
                 if seg is not None:
                     seg.close()
             self._bases = bases
-            state = self._read_state()
+            state = self._read_state() or {}        # unparsable: the writer rewrites it at its next open
             self._start_offset = max(state.get("log-start-offset", 0), bases[0])
             self._hw = state.get("high-watermark")
             if self._active.base_offset != bases[-1]:
@@ -1070,8 +1199,8 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            for t in self._tasks:
-                t.cancel()
+            if self._task is not None:
+                self._task.cancel()
             try:
                 if not self.readonly and not self._dirty:
                     self._active.seal(sync=False)        # untouched since open: the old marker still holds
@@ -1100,15 +1229,15 @@ class Log:
         self.close()
 
 
-def _offset_arg(value, what: str) -> int:
-    """`value` as an offset: an int (or integer-like, e.g. numpy.int64) in 0..2**63-1. bool and float are
-    refused rather than truncated. Raises InvalidArgumentError."""
+def _int_arg(value, what: str) -> int:
+    """`value` as an offset or size: an int (or integer-like, e.g. numpy.int64) in 0..2**63-1. bool and float
+    are refused rather than truncated. Raises InvalidArgumentError naming the argument (`what`)."""
     if type(value) is not int:
         if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-            raise InvalidArgumentError(f"{what} must be an integer offset, not {type(value).__name__} {value!r}")
+            raise InvalidArgumentError(f"{what} must be an int, not {type(value).__name__} {value!r}")
         value = operator.index(value)
     if not 0 <= value <= _INT64_MAX:
-        raise InvalidArgumentError(f"{what} {value} is not a valid offset: offsets are 0..{_INT64_MAX}")
+        raise InvalidArgumentError(f"{what} must be in 0..{_INT64_MAX}, not {value}")
     return value
 
 

@@ -175,7 +175,27 @@ def test_bad_arguments():
             w.add(b"v", timestamp=ts)
     with pytest.raises(InvalidTimestampError):
         w.add_many([b"a", b"b"], timestamps=[0, 1 << 64])
-    assert w.add(b"w", timestamp=-1) == 1               # -1 (no timestamp) is a timestamp like any other
+    for ts in (-1, -5):                                 # was stored as given
+        with pytest.raises(InvalidTimestampError, match="negative"):
+            w.add(b"w", timestamp=ts)
+    for ts in (1.9, True):                              # 1.9 was stored as 1
+        with pytest.raises(TypeError, match="timestamp must be an int"):
+            w.add(b"w", timestamp=ts)
+    assert w.add(b"w", timestamp=np_int(7)) == 1        # integer-like objects are ints
+    copier = _engine.BatchWriter(accept_no_timestamp=True)   # re-encoding a client batch keeps NO_TIMESTAMP
+    assert copier.add(b"w", timestamp=-1) == 0
+    with pytest.raises(InvalidTimestampError, match="negative"):
+        copier.add(b"w", timestamp=-2)
+
+
+class np_int:
+    """An integer-like object that is not an int (as numpy.int64 is)."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
 
 
 def one_batch(n=3, codec="none", **kw):

@@ -310,7 +310,7 @@ def test_log_append_time_and_timestamp_limits(tmp_path):
             log.append(b"z", timestamp=1 << 63)
         with pytest.raises(InvalidTimestampError, match="int64"):
             log.append_batch([b"a", b"b"], timestamps=[1, -(1 << 64)])
-        assert log.end_offset == 0 and log.append(b"ok", timestamp=-1) == 0
+        assert log.end_offset == 0
         with pytest.raises(InvalidTimestampError, match="int64"):
             log.offset_for_timestamp(1 << 63)
 

@@ -9,7 +9,10 @@ A .log is read WINDOW bytes at a time, so its size does not matter. A batch whos
 printed with ``isvalid: false`` and a ``corrupt batch`` line, its records are not, and the dump goes on with
 the next batch; a batch length or magic byte that makes no sense ends the file's dump with a ``corrupt batch``
 line (nothing after it can be framed), as bytes too few for a batch at the end are reported. A batch whose
-records do not parse gets a ``corrupt batch`` line after its own. Index entries are printed up to the
+records do not parse gets a ``corrupt batch`` line after its own, and so does a batch whose offsets are out of
+order, as Log reads refuse it (baseOffset is not covered by the CRC): not after the previous batch's last offset
+(the first batch: below the base offset in the file name), a negative lastOffsetDelta, or reaching the base
+offset of the next segment in the same directory; its records are not printed. Index entries are printed up to the
 zero-filled tail a segment's index keeps while it is active. Exit status 1 when a file cannot be read, else 2
 when one is damaged, else 0.
 """
@@ -24,6 +27,7 @@ from ..errors import CorruptRecordError, SeglogError
 
 WINDOW = 8 << 20                         # .log bytes handed to the engine at a time
 _BASE_RE = re.compile(r"^(\d{20})\.")
+_SEGMENT_RE = re.compile(r"^\d{20}\.log$")
 
 
 def register(sub) -> None:
@@ -74,6 +78,7 @@ def _dump_log(f, path: str, payload: bool) -> bool:
     """Print the batches and records of an open .log; True if anything was damaged."""
     from .. import _engine
     damaged = False
+    prev_last, limit = _offset_bounds(path)
     for position, info, raw in _batches(f):
         if info is None:                                   # framing lost: nothing after it can be read
             print(raw)
@@ -85,6 +90,12 @@ def _dump_log(f, path: str, payload: bool) -> bool:
                   f"{_engine.crc32c(raw[21:]):#010x}")
             damaged = True
             continue
+        why = _engine.batch_offsets_error(raw, prev_last, limit)
+        if why is not None:
+            print(f"corrupt batch at position {position}: {why}")
+            damaged = True
+            continue
+        prev_last = info.last_offset
         try:
             records = _engine.decode_records(raw, verify_crc=False, path=path)
         except SeglogError as e:
@@ -94,6 +105,22 @@ def _dump_log(f, path: str, payload: bool) -> bool:
         for r in records:
             _print_record(r, info, payload)
     return damaged
+
+
+def _offset_bounds(path: str) -> tuple[int, int]:
+    """(the offset the file's first batch must follow, the offset its batches must end below) from the segment
+    names: the base offset in the file's name, the next segment's in its directory (no bounds for other
+    names)."""
+    m = _BASE_RE.match(os.path.basename(path))
+    if m is None:
+        return -1, (1 << 63) - 1
+    base = int(m.group(1))
+    try:
+        names = os.listdir(os.path.dirname(path) or ".")
+    except OSError:
+        names = []
+    later = [int(n[:20]) for n in names if _SEGMENT_RE.match(n) and int(n[:20]) > base]
+    return base - 1, min(later, default=(1 << 63) - 1)
 
 
 def _batches(f):

@@ -164,9 +164,8 @@ def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
         while offset < end:
             try:
                 view, next_offset = lg.read_next(offset, CHUNK_BYTES)
-            except (OffsetOutOfRangeError, StorageError, _engine.CorruptIndexError):
-                # retention deleted segments meanwhile, or a writer was resizing (or indexing) a file we opened
-                # (see open_readonly_log): look again
+            except (OffsetOutOfRangeError, StorageError):
+                # retention deleted segments meanwhile, or a writer truncated the segment being read: look again
                 failures += 1
                 lg.close()
                 lg = open_readonly_log(split.location, split.topic, split.partition)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -228,29 +227,11 @@ def _listing(topics: dict) -> str:
     return ", ".join(names) if names else "none"
 
 
-def open_readonly_log(path: str, topic: str, partition: int, attempts: int = 6) -> Log:
-    """A read-only Log of a partition directory with its end offset loaded, retrying a few times (20 ms,
-    doubling) when that fails while the directory exists. A process appending meanwhile can make a reader's
-    snapshot inconsistent for a moment: an index file being resized (activate, roll, close) fails to load
-    (StorageError), and an offset index entry written after the open scanned the active segment's tail
-    points past the size the reader saw (CorruptIndexError when the end offset is first computed). Raises
-    StorageError / CorruptIndexError once the attempts are used up, StorageError when the directory does
-    not exist."""
-    delay = 0.02
-    for attempt in range(attempts):
-        lg = None
-        try:
-            lg = Log(path, readonly=True, topic=topic, partition=partition, max_open_segments=4)
-            lg.end_offset                       # computes the active segment's end now, inside the retry
-            return lg
-        except (StorageError, _engine.CorruptIndexError):
-            if lg is not None:
-                lg.close()
-            if attempt == attempts - 1 or not os.path.isdir(path):
-                raise
-        time.sleep(delay)
-        delay *= 2
-    raise AssertionError("unreachable")
+def open_readonly_log(path: str, topic: str, partition: int) -> Log:
+    """A read-only Log of a partition directory (pread based, a few segments open at a time). The open is
+    consistent while another process appends: it reads the files as they are at that moment (index entries
+    written after it scanned a segment are ignored). StorageError when the directory is not a log."""
+    return Log(path, readonly=True, topic=topic, partition=partition, max_open_segments=4)
 
 
 class PartitionLog(PartitionMeta):
