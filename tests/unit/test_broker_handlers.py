@@ -10,6 +10,7 @@ import pytest
 
 from helpers.kafka_wire import record_batch
 from seglog.broker.handlers import Handlers
+from seglog.broker.local_view import LocalView
 from seglog.broker.metrics import Metrics
 from seglog.errors import (IllegalGenerationError, NotCoordinatorError, RequestTimedOutError,
                            UnknownTopicOrPartitionError)
@@ -127,6 +128,21 @@ def test_delete_groups_answers_per_group_as_kafka(tmp_path):
         assert {g.group_id for g in coord.list_groups()} == {"busy", "elsewhere"}
         assert coord.fetch_offsets("idle", None) == {}
         assert coord.fetch_offsets("elsewhere", None)[("t", 0)].offset == 4
+    finally:
+        node.close()
+
+
+def test_metadata_carries_the_leader_epoch_of_each_partition(tmp_path):
+    """v7+: each partition's leader epoch, never -1 for a led partition (librdkafka fences on it)."""
+    node = Node(tmp_path / "d")
+    node.create_topic("t", 2)
+    h = Handlers(SimpleNamespace(node=node, config=node.config, view=LocalView(node, 0, "127.0.0.1", 9092)))
+    try:
+        body = {"topics": [{"name": "t"}], "allow_auto_topic_creation": False}
+        [t] = asyncio.run(h.handle_metadata(SimpleNamespace(api_version=8), body))["topics"]
+        assert [(p["partition_index"], p["leader_epoch"]) for p in t["partitions"]] == \
+            [(p, node.partition("t", p).log.leader_epoch) for p in range(2)]
+        assert all(p["leader_epoch"] >= 0 for p in t["partitions"])
     finally:
         node.close()
 
