@@ -121,16 +121,18 @@ class BrokerConnection:
                 pass
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
+def _recv_exactly(sock: socket.socket, n: int) -> memoryview:
+    """Exactly ``n`` bytes, read straight into one buffer of that size (however the socket splits them) and
+    handed out without a copy: a fresh buffer per call, so views of an earlier response (the records of a
+    fetch) stay valid. ConnectionResetError if the broker closes the connection first."""
+    view = memoryview(bytearray(n))
     got = 0
     while got < n:
         k = sock.recv_into(view[got:])
         if k == 0:
             raise ConnectionResetError("connection closed by the broker")
         got += k
-    return bytes(buf)
+    return view
 
 
 class ClusterClient:

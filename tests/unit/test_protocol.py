@@ -444,3 +444,37 @@ def test_unsigned_varints():
     for bad in (b"", b"\x80", b"\xff\xff", b"\x80\x80\x80\x80\x80\x01"):
         with pytest.raises(errors.InvalidRequestError):
             read_uvarint(memoryview(bad), 0)
+
+
+# --- the blocking client's reads -------------------------------------------------------------------------------
+
+def test_client_reads_a_frame_delivered_in_small_pieces_without_copying_it():
+    """A response split over many small sends is read whole into one buffer; what is handed out is a view of
+    it (no copy), and each read has its own buffer, so an earlier response's views stay intact."""
+    import socket
+    import threading
+
+    from seglog.client import _recv_exactly
+
+    first, second = bytes(range(256)) * 40, b"second response"
+    a, b = socket.socketpair()
+
+    def send_in_pieces():
+        data = first + second
+        for i in range(0, len(data), 7):
+            a.sendall(data[i:i + 7])
+
+    t = threading.Thread(target=send_in_pieces)
+    t.start()
+    try:
+        b.settimeout(10)
+        got = _recv_exactly(b, len(first))
+        again = _recv_exactly(b, len(second))
+    finally:
+        t.join(10)
+    assert isinstance(got, memoryview) and got == first and again == second
+    assert got.obj is not again.obj
+    a.close()
+    with pytest.raises(ConnectionResetError):
+        _recv_exactly(b, 1)
+    b.close()
