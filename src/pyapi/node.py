@@ -431,18 +431,29 @@ class Node:
         return [self._partitions[(topic, p)] for p in range(info.partitions) if (topic, p) in self._partitions]
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
-        """Grow a topic to `total` partitions (Kafka cannot shrink: InvalidPartitionsError)."""
+        """Grow a topic to `total` partitions (Kafka cannot shrink: InvalidPartitionsError). All or nothing:
+        if a new partition cannot be created (or the topic list not written), the ones opened are removed
+        again and the topic keeps its old count."""
         self._check_standalone()
         with self._lock:
             self._check_open()
             info = self.topic(name)
-            if not isinstance(total, int) or total <= info.partitions:
-                raise InvalidPartitionsError(f"Topic currently has {info.partitions} partitions, which is higher "
+            old = info.partitions
+            if not isinstance(total, int) or total <= old:
+                raise InvalidPartitionsError(f"Topic currently has {old} partitions, which is higher "
                                              f"than or equal to the requested {total}.")
-            for p in range(info.partitions, total):
-                self._open_partition(info, p)
-            info.partitions = total
-            self._write_topics()
+            opened = []
+            try:
+                for p in range(old, total):
+                    self._open_partition(info, p)
+                    opened.append(p)
+                info.partitions = total
+                self._write_topics()
+            except BaseException:
+                info.partitions = old
+                for p in opened:
+                    self._drop_partition(name, p)
+                raise
             return info
 
     def alter_topic_config(self, name: str, set_: Mapping[str, Any] | None = None,

@@ -176,6 +176,27 @@ def test_partitions_grow_but_never_shrink(node, data_dir):
         node.create_partitions("nope", 3)
 
 
+def test_adding_partitions_is_all_or_nothing(node, data_dir):
+    """A partition that cannot be created (a file where its directory must go) leaves the topic as it was:
+    the partitions opened before it are removed again, and a restart sees the old count."""
+    node.create_topic("t", 1)
+    (data_dir / "t-3").write_bytes(b"in the way")
+    with pytest.raises(StorageError):
+        node.create_partitions("t", 5)
+    assert node.topic("t").partitions == 1 and [p.index for p in node.partitions("t")] == [0]
+    with pytest.raises(UnknownTopicOrPartitionError):
+        node.partition("t", 1)
+    deadline = time.monotonic() + 10                      # the removed directories go in the background
+    while any((data_dir / f"t-{p}").exists() for p in (1, 2)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any((data_dir / f"t-{p}").exists() for p in (1, 2))
+    (data_dir / "t-3").unlink()
+    node.close()
+    with seglog.Node(data_dir) as again:
+        assert again.topic("t").partitions == 1
+        assert again.create_partitions("t", 5).partitions == 5
+
+
 def test_producer_sees_added_partitions(node):
     node.create_topic("t", 1)
     with seglog.Producer(node, linger_ms=0) as prod:
