@@ -245,7 +245,11 @@ class Node:
 
     def _meta_properties(self) -> str | None:
         """The cluster.id of meta.properties. A lone broker makes one up for a new directory; a broker with
-        zookeeper.connect leaves it to the cluster (``adopt_cluster_id``) and returns None until then."""
+        zookeeper.connect leaves it to the cluster (``adopt_cluster_id``) and returns None until then.
+
+        A stored broker.id other than the configured one is refused with InvalidConfigError before anything is
+        written, as Kafka refuses to start (InconsistentBrokerIdException). A file without broker.id (written
+        before it was stored) adopts the configured one."""
         path = os.path.join(self.path, "meta.properties")
         props = {}
         if os.path.exists(path):
@@ -253,7 +257,13 @@ class Node:
                 for line in f:
                     if "=" in line and not line.startswith("#"):
                         k, v = line.strip().split("=", 1)
-                        props[k] = v
+                        props[k.strip()] = v.strip()
+        stored_id = props.get("broker.id")
+        if stored_id is not None and not (stored_id.isdecimal() and int(stored_id) == self.config.broker_id):
+            raise InvalidConfigError(
+                f"Configured broker.id {self.config.broker_id} doesn't match stored broker.id {stored_id} in "
+                f"{path}. If you moved your data, make sure your configured broker.id matches. If you intend to "
+                f"create a new broker, you should remove all data in your data directories (log.dirs).")
         self._cluster_id_stored = "cluster.id" in props      # there before this process opened the directory
         if "cluster.id" not in props:
             if self.config.zookeeper_connect:
@@ -261,6 +271,8 @@ class Node:
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             self._write_meta_properties(cluster_id)
             return cluster_id
+        if stored_id is None:
+            self._write_meta_properties(props["cluster.id"])     # adopt the configured broker.id
         return props["cluster.id"]
 
     def _write_meta_properties(self, cluster_id: str) -> None:

@@ -361,6 +361,18 @@ def test_broker_command_refuses_bad_settings_on_one_line(tmp_path):
     assert not (tmp_path / "d").exists()
 
 
+def test_broker_command_refuses_a_data_dir_of_another_broker_id(tmp_path):
+    """A data dir whose meta.properties holds another broker.id: one line naming both ids, exit status 2, nothing
+    listens and the file is left as it was (Kafka's InconsistentBrokerIdException)."""
+    with seglog.open(tmp_path / "d", {"broker.id": 1}):
+        pass
+    before = (tmp_path / "d" / "meta.properties").read_text()
+    line = fails(2, "Configured broker.id 2 doesn't match stored broker.id 1 in ", "broker", "--data-dir",
+                 tmp_path / "d", "--broker-id", "2", "--port", "0")
+    assert str(tmp_path / "d" / "meta.properties") in line
+    assert (tmp_path / "d" / "meta.properties").read_text() == before
+
+
 def test_find_coordinator_names_why_there_is_none(tmp_path):
     """__consumer_offsets cannot be created while fewer brokers live than offsets.topic.replication.factor:
     FindCoordinator (v1+ carries a message) and the client's error say so instead of "being created"."""

@@ -463,6 +463,46 @@ def test_state_survives_a_restart(data_dir):
         assert produce(node, "b", [(1, b"b2")]) == [1]
 
 
+def meta_properties(data_dir) -> dict[str, str]:
+    lines = (data_dir / "meta.properties").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+def test_a_directory_of_another_broker_id_is_refused(data_dir):
+    """As Kafka (InconsistentBrokerIdException): meta.properties' broker.id must be the configured one. The
+    refusal names both ids and the file, leaves the directory as it was and releases it."""
+    with seglog.open(data_dir, {"broker.id": 1}) as node:
+        produce(node, "t", [(0, b"kept")])
+        cluster_id = node.cluster_id
+    before = (data_dir / "meta.properties").read_text()
+    assert meta_properties(data_dir)["broker.id"] == "1"
+    for configured in (2, 0):
+        with pytest.raises(InvalidConfigError) as e:
+            seglog.open(data_dir, {"broker.id": configured})
+        assert str(e.value).startswith(f"Configured broker.id {configured} doesn't match stored broker.id 1 in "
+                                       f"{data_dir / 'meta.properties'}."), str(e.value)
+        assert (data_dir / "meta.properties").read_text() == before
+    with seglog.open(data_dir, {"broker.id": 1}) as node:     # the right id opens it, data intact
+        assert node.cluster_id == cluster_id and values_of(node, "t") == {0: [b"kept"]}
+
+
+def test_a_directory_without_a_stored_broker_id_adopts_the_configured_one(data_dir):
+    """meta.properties written before broker.id was stored still opens; the configured id is recorded then, and
+    from then on another id is refused. An id written with spaces or leading zeros is the same number."""
+    with seglog.open(data_dir) as node:
+        produce(node, "t", [(0, b"old")])
+        cluster_id = node.cluster_id
+    (data_dir / "meta.properties").write_text(f"#old\nversion=0\ncluster.id={cluster_id}\n")
+    with seglog.open(data_dir, {"broker.id": 3}) as node:
+        assert node.cluster_id == cluster_id and values_of(node, "t") == {0: [b"old"]}
+    assert meta_properties(data_dir) == {"version": "0", "broker.id": "3", "cluster.id": cluster_id}
+    with pytest.raises(InvalidConfigError, match="Configured broker.id 4 doesn't match stored broker.id 3"):
+        seglog.open(data_dir, {"broker.id": 4})
+    (data_dir / "meta.properties").write_text(f"version=0\nbroker.id = 03\ncluster.id={cluster_id}\n")
+    with seglog.open(data_dir, {"broker.id": 3}) as node:
+        assert node.cluster_id == cluster_id
+
+
 def test_data_survives_an_unclean_exit(data_dir):
     script = textwrap.dedent(f"""
         import os, seglog

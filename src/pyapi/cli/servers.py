@@ -75,10 +75,9 @@ def cmd_broker(args) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise CliError(f"--metrics-port {args.metrics_port} is not a port (0..65535)", 2)
     try:
-        config = broker_config(args)
+        return run_forever(broker_config(args), metrics_port=args.metrics_port)
     except InvalidConfigError as e:                   # a bad setting is bad usage: exit status 2
         raise CliError(str(e), 2) from None
-    return run_forever(config, metrics_port=args.metrics_port)
 
 
 def cmd_zookeeper(args) -> int:
