@@ -272,6 +272,94 @@ def test_filter_pushdown_and_without_it(spark, data):
         seglog.spark.register(spark)
 
 
+# -- user schema as a projection ----------------------------------------------------------------------------------
+
+HEADERS_DDL = "array<struct<key:string,value:binary>>"
+
+
+def _read_schema(spark, root: str, schema, **options):
+    reader = spark.read.format("seglog").schema(schema).option("path", root)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def _sorted(df) -> list:
+    """df's rows as tuples, in a total order (values may be None)."""
+    return sorted(map(tuple, df.collect()), key=repr)
+
+
+def _source_batches(schema, **options) -> list:
+    """The RecordBatches the source's own reader yields for `schema` (what travels to the JVM)."""
+    from seglog.spark import SeglogDataSource
+
+    reader = SeglogDataSource(options).reader(schema)
+    return [b for split in reader.partitions() for b in reader.read(split)]
+
+
+def test_schema_value_only_builds_one_column(spark, data):
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    want = expected(data, "pets", range(PETS_PARTITIONS))
+    df = _read_schema(spark, data, "value binary", subscribe="pets")
+    assert [(f.name, f.dataType) for f in df.schema.fields] == [("value", BinaryType())]
+    got = sorted((bytes(r[0]) if r[0] is not None else b"\0null") for r in df.collect())
+    assert got == sorted((r[4] if r[4] is not None else b"\0null") for r in want)
+    batches = _source_batches(StructType([StructField("value", BinaryType())]), path=data, subscribe="pets")
+    assert {tuple(b.schema.names) for b in batches} == {("value",)}
+    assert sum(b.num_rows for b in batches) == len(want)
+    full = _read(spark, data, subscribe="pets")                          # the same column as the full schema's
+    assert _sorted(df) == _sorted(full.select("value"))
+
+
+def test_schema_several_columns_reordered_with_headers(spark, data):
+    want = expected(data, "pets", range(PETS_PARTITIONS))
+    ddl = f"OFFSET bigint, headers {HEADERS_DDL}, partition int, Key binary, timestampType int"
+    df = _read_schema(spark, data, ddl, subscribe="pets")           # naming headers implies includeHeaders
+    assert df.columns == ["OFFSET", "headers", "partition", "Key", "timestampType"]
+    got = []
+    for r in df.collect():
+        hs = None if r["headers"] is None else tuple(
+            (h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"])
+        got.append((r["partition"], r["OFFSET"], None if r["Key"] is None else bytes(r["Key"]), r["timestampType"],
+                    hs))
+    assert sorted(got) == [(r[1], r[2], r[3], r[6], r[7]) for r in want]
+    full = _read(spark, data, subscribe="pets", includeHeaders="true")
+    assert _sorted(df) == _sorted(full.select("offset", "headers", "partition", "key", "timestampType"))
+    no_headers = _read_schema(spark, data, "topic string, timestamp timestamp", subscribe="pets",
+                              includeHeaders="true")               # includeHeaders but headers not asked for
+    assert no_headers.columns == ["topic", "timestamp"] and no_headers.count() == len(want)
+
+
+def test_schema_projection_with_pushed_filters(spark, data):
+    want = [(r[2], r[4]) for r in expected(data, "pets", [1]) if 300 <= r[2] < 420]
+    df = _read_schema(spark, data, "offset bigint, value binary", assign='{"pets": [1]}', splitSize="16k")
+    splits_all = df.rdd.getNumPartitions()
+    pushed = df.filter("offset >= 300 AND offset < 420")
+    assert pushed.rdd.getNumPartitions() < splits_all                     # offsets pushed, ranges narrowed
+    assert sorted((r["offset"], None if r["value"] is None else bytes(r["value"])) for r in pushed.collect()) == want
+
+
+def test_schema_errors(spark, data):
+    from pyspark.sql.types import StructType
+
+    for ddl, message in [("value binary, nope int", r"column 'nope'.* does not have; its columns are: key binary, "
+                                                     r"value binary, .*timestampType int, headers array"),
+                         ("value string", r"column 'value' has type binary, the schema declares string"),
+                         ("offset int", r"column 'offset' has type bigint"),
+                         ("headers array<string>", r"column 'headers' has type array<struct<key:string"),
+                         ("value binary not null", r"column 'value' may be null"),
+                         ("value binary, VALUE binary", r"names column 'value' twice")]:
+        with pytest.raises(Exception, match=message):
+            _read_schema(spark, data, ddl, subscribe="pets").collect()
+    with pytest.raises(Exception, match="names no column; name some of: key binary"):
+        _read_schema(spark, data, StructType([]), subscribe="pets").collect()
+    from seglog.spark import SeglogDataSource, SourceOptionError
+    with pytest.raises(SourceOptionError, match="does not have"):
+        SeglogDataSource({"path": data, "subscribe": "pets"}).streamReader(
+            StructType.fromDDL("value binary, extra binary"))
+
+
 # -- streaming ------------------------------------------------------------------------------------------------
 
 def _append(root: str, topic: str, partition: int, n: int, tag: str) -> None:
@@ -328,6 +416,18 @@ def test_streaming_available_now(spark, data, tmp_path):
     want = len(expected(data, "pets", range(PETS_PARTITIONS)))
     assert total["n"] == total["d"] == want
     assert len(batches) >= 3
+
+
+def test_streaming_with_a_schema_projection(spark, data, tmp_path):
+    stream = (spark.readStream.format("seglog").schema("value binary, Offset bigint").option("path", data)
+              .option("subscribe", "pets").option("startingOffsets", "earliest").load())
+    assert stream.columns == ["value", "Offset"]
+    q = (stream.writeStream.format("memory").queryName("pets_projected").trigger(availableNow=True)
+         .option("checkpointLocation", str(tmp_path / "cp")).start())
+    q.awaitTermination(120)
+    got = sorted(((r["Offset"], None if r["value"] is None else bytes(r["value"]))
+                  for r in spark.sql("SELECT * FROM pets_projected").collect()), key=repr)
+    assert got == sorted(((r[2], r[4]) for r in expected(data, "pets", range(PETS_PARTITIONS))), key=repr)
 
 
 # -- writer ---------------------------------------------------------------------------------------------------
@@ -781,6 +881,25 @@ def test_broker_mode_equals_log_records(spark, broker_data):
     plain = _read_broker(spark, servers, subscribe=B_CODECS)            # the option without "kafka." works too
     assert spark.read.format("seglog").option("bootstrap.servers", servers).option("subscribe", B_CODECS) \
         .load().count() == plain.count() == 5 * 700
+
+
+def test_broker_mode_schema_projection(spark, broker_data):
+    from pyspark.sql.types import StructType
+
+    servers, logs = broker_data.bootstrap_servers, _broker_logs(broker_data)
+    want = expected_from(logs, B_PETS, range(PETS_PARTITIONS))
+    ddl = f"headers {HEADERS_DDL}, offset bigint, value binary"
+    df = (spark.read.format("seglog").schema(ddl).option("kafka.bootstrap.servers", servers)
+          .option("subscribe", B_PETS).load())
+    assert df.columns == ["headers", "offset", "value"]
+    full = _read_broker(spark, servers, subscribe=B_PETS, includeHeaders="true")
+    assert _sorted(df) == _sorted(full.select("headers", "offset", "value"))
+    assert len(_sorted(df)) == len(want)
+    batches = _source_batches(StructType.fromDDL("value binary"), **{"kafka.bootstrap.servers": servers,
+                                                                    "subscribe": B_PETS})
+    assert {tuple(b.schema.names) for b in batches} == {("value",)}
+    assert sorted(v for b in batches for v in b.column("value").to_pylist() if v is not None) == \
+        sorted(r[4] for r in want if r[4] is not None)
 
 
 def test_broker_mode_offset_and_timestamp_ranges(spark, broker_data):

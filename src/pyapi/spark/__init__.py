@@ -9,6 +9,8 @@
           .option("startingOffsets", "earliest").load())
     # key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
     # timestampType int (+ headers array<struct<key: string, value: binary>> with includeHeaders=true)
+    # a user schema is a projection (the Python Data Source API cannot prune columns): only value is read
+    values = spark.read.format("seglog").schema("value binary").option("path", "data").option("subscribe", "pet").load()
     q = spark.readStream.format("seglog").option("path", "data").option("subscribe", "pet").load()
     df.select("key", "value").write.format("seglog").option("path", "data").option("topic", "copy").save()
     # broker mode: any Kafka-protocol broker, for executors that cannot see the disks
@@ -16,8 +18,8 @@
 
 Modules: options (every option and its checks), catalog (the Catalog interface and the data dir's partition
 metadata), broker (the same interface over Metadata/ListOffsets, and Fetch on executors), planning (offset
-ranges and splits), splits, arrow_reader (executor-side decoding into Arrow), filters (pushdown),
-batch_reader, stream_reader, writer, source (the DataSource), errors.
+ranges and splits), splits, projection (a user schema as the columns to read), arrow_reader (executor-side
+decoding into Arrow), filters (pushdown), batch_reader, stream_reader, writer, source (the DataSource), errors.
 
 Workers (executors) must run the same Python (``PYSPARK_PYTHON=sys.executable``) and be able to import
 seglog. With ``path`` they must see the data dir at the same path (local mode, or a shared file system);

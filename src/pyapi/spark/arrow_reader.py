@@ -1,4 +1,6 @@
-"""Executor side: read one split into ``pyarrow.RecordBatch`` es of Spark's Kafka source schema.
+"""Executor side: read one split into ``pyarrow.RecordBatch`` es of Spark's Kafka source schema, or of the
+columns a user schema projects (``split.columns``, see seglog.spark.projection): only those Arrow arrays are
+built and sent to the JVM (the engine still decodes every column of a batch).
 
 A broker-mode split (``split.bootstrap_servers``) is fetched through the Kafka protocol by
 seglog.spark.broker.fetch_columns and decoded by the same ``arrow_columns``; the rest of this docstring is
@@ -61,14 +63,18 @@ def spark_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    """The Arrow schema of the batches read() yields: what pyspark derives from spark_schema() with UTC."""
+def arrow_schema(include_headers: bool, columns: tuple[str, ...] | None = None) -> pa.Schema:
+    """The Arrow schema of the batches read() yields: what pyspark derives from spark_schema() with UTC.
+    ``columns`` (names as a user schema spells them, checked by seglog.spark.projection) selects and orders
+    the fields instead; include_headers is then ignored."""
     fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
               pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
-              pa.field("timestamp", _TIMESTAMP), pa.field("timestampType", pa.int32())]
-    if include_headers:
-        fields.append(pa.field("headers", _HEADERS))
-    return pa.schema(fields)
+              pa.field("timestamp", _TIMESTAMP), pa.field("timestampType", pa.int32()),
+              pa.field("headers", _HEADERS)]
+    if columns is None:
+        return pa.schema(fields if include_headers else fields[:-1])
+    by_name = {f.name.lower(): f for f in fields}
+    return pa.schema([by_name[c.lower()].with_name(c) for c in columns])
 
 
 def _buf(b):
@@ -81,26 +87,36 @@ def _binary(kind, n: int, col) -> pa.Array:
                                  null_count=nulls)
 
 
+def _headers(cols: dict, n: int) -> pa.Array:
+    list_validity, list_offsets, list_nulls, hkey, hvalue = cols["headers"]
+    items = len(hkey[1]) // 4 - 1
+    struct = pa.StructArray.from_arrays([_binary(pa.string(), items, hkey), _binary(pa.binary(), items, hvalue)],
+                                        fields=list(_HEADER_STRUCT))
+    return pa.Array.from_buffers(_HEADERS, n, [_buf(list_validity), pa.py_buffer(list_offsets)],
+                                 null_count=list_nulls, children=[struct])
+
+
+_COLUMNS = {        # lower-case column name -> its array built from (engine columns, rows, topic, partition)
+    "key": lambda cols, n, topic, partition: _binary(pa.binary(), n, cols["key"]),
+    "value": lambda cols, n, topic, partition: _binary(pa.binary(), n, cols["value"]),
+    "topic": lambda cols, n, topic, partition: pa.repeat(pa.scalar(topic, pa.string()), n),
+    "partition": lambda cols, n, topic, partition: pa.repeat(pa.scalar(partition, pa.int32()), n),
+    "offset": lambda cols, n, topic, partition: pa.Array.from_buffers(
+        pa.int64(), n, [None, pa.py_buffer(cols["offset"])], null_count=0),
+    "timestamp": lambda cols, n, topic, partition: pa.Array.from_buffers(
+        _TIMESTAMP, n, [None, pa.py_buffer(cols["timestamp"])], null_count=0),
+    "timestamptype": lambda cols, n, topic, partition: pa.Array.from_buffers(
+        pa.int32(), n, [None, pa.py_buffer(cols["timestamp_type"])], null_count=0),
+    "headers": lambda cols, n, topic, partition: _headers(cols, n),
+}
+
+
 def to_record_batch(cols: dict, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
-    """A RecordBatch from one ``_engine.arrow_columns`` result; topic and partition are constant columns."""
+    """A RecordBatch of `schema`'s columns (an arrow_schema(); headers need cols decoded with them) from one
+    ``_engine.arrow_columns`` result; only those arrays are built. topic and partition are constant columns."""
     n = cols["rows"]
-    arrays = [
-        _binary(pa.binary(), n, cols["key"]),
-        _binary(pa.binary(), n, cols["value"]),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols["offset"])], null_count=0),
-        pa.Array.from_buffers(_TIMESTAMP, n, [None, pa.py_buffer(cols["timestamp"])], null_count=0),
-        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(cols["timestamp_type"])], null_count=0),
-    ]
-    if cols["headers"] is not None:
-        list_validity, list_offsets, list_nulls, hkey, hvalue = cols["headers"]
-        items = len(hkey[1]) // 4 - 1
-        struct = pa.StructArray.from_arrays([_binary(pa.string(), items, hkey), _binary(pa.binary(), items, hvalue)],
-                                            fields=list(_HEADER_STRUCT))
-        arrays.append(pa.Array.from_buffers(_HEADERS, n, [_buf(list_validity), pa.py_buffer(list_offsets)],
-                                            null_count=list_nulls, children=[struct]))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays([_COLUMNS[f.name.lower()](cols, n, topic, partition) for f in schema],
+                                      schema=schema)
 
 
 def _open(split: OffsetRangeSplit) -> Log | None:
@@ -141,7 +157,7 @@ def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
     """RecordBatches of the split's records (see the module docstring). Raises DataLossError,
     CorruptRecordError, StorageError (after retries); in broker mode BrokerUnavailableError or the broker's
     error once retries are used up."""
-    schema = arrow_schema(split.include_headers)
+    schema = arrow_schema(split.include_headers, split.columns)
     if split.start >= split.end:
         return
     if split.bootstrap_servers is not None:

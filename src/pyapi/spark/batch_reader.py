@@ -47,7 +47,7 @@ def plan_batch(options: ReadOptions, pushed: Pushed | None = None) -> list[Offse
             min_ts = pushed.min_timestamp
         return plan_splits(catalog, ranges, options.split_bytes, options.min_partitions,
                            options.max_records_per_partition, include_headers=options.include_headers,
-                           fail_on_data_loss=options.fail_on_data_loss, min_timestamp=min_ts)
+                           columns=options.columns, fail_on_data_loss=options.fail_on_data_loss, min_timestamp=min_ts)
 
 
 class SeglogBatchReader(DataSourceReader):

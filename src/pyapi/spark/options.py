@@ -16,13 +16,16 @@ Reader options (batch and streaming) -> :class:`ReadOptions`::
     startingOffsetsByTimestamp / endingOffsetsByTimestamp   JSON {"t": {"0": 1700000000000}}
     startingOffsetsByTimestampStrategy             "error" (default) | "latest": no record at/after the time
     failOnDataLoss                    "true" (default) | "false"
-    includeHeaders                    "false" (default) | "true"
+    includeHeaders                    "false" (default) | "true"; a user schema naming headers implies true
     splitSize                         target bytes of segment data per Spark task, e.g. "256m" (default);
                                       local mode only (a broker does not expose segment sizes)
     minPartitions                     at least about this many tasks (large segments are cut at index entries)
     maxRecordsPerPartition            at most this many offsets per task (a range is cut evenly)
     maxOffsetsPerTrigger              streaming: records per micro-batch over all partitions
     pushFilters                       "true" | "false": override whether the reader offers filter pushdown
+
+A user-specified schema (``.schema("value binary")``) is a projection: the reader builds only its columns
+(see seglog.spark.projection).
 
 Precedence of the starting (ending) position, as Spark's Kafka source: startingTimestamp, then
 startingOffsetsByTimestamp, then startingOffsets. Batch queries default to earliest..latest and refuse a
@@ -110,6 +113,7 @@ class ReadOptions:
     timestamp_strategy: str = "error"
     push_filters: bool | None = None
     max_records_per_partition: int | None = None
+    columns: tuple[str, ...] | None = None          # a user schema's projection (seglog.spark.projection)
 
     @property
     def path(self) -> str | None:

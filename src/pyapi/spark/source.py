@@ -6,6 +6,11 @@ at ``load()``;
 ``reader()`` / ``streamReader()`` check the rest (offset specs, batch- or stream-only options), and a
 batch query's offsets are checked against the logs when Spark plans it (``partitions()``).
 
+A user-specified schema (``spark.read.format("seglog").schema("value binary")``) replaces ``schema()`` (so the
+load()-time checks then happen at planning) and is a projection: ``reader(schema)`` checks it against the
+source's columns (seglog.spark.projection) and the reader builds only those. Spark's own Kafka source
+refuses a user schema; seglog accepts a subset because the Python Data Source API cannot prune columns.
+
 Two classes register under the same name: :class:`SeglogDataSource` gives a reader without filter
 pushdown, :class:`SeglogPushdownDataSource` one with ``pushFilters``. pyspark raises an error for a reader
 that implements pushFilters while ``spark.sql.python.filterPushdown.enabled`` is false, and a data source
@@ -15,6 +20,8 @@ registration time; the ``pushFilters`` option overrides it per query.
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
@@ -22,7 +29,9 @@ from .batch_reader import SeglogBatchReader, SeglogPushdownBatchReader
 from .catalog import DataDir, open_catalog
 from .errors import SourceOptionError
 from .arrow_reader import spark_schema
-from .options import lower_keys, parse_bool, parse_location, parse_read_options, parse_selection, parse_write_options
+from .options import (ReadOptions, lower_keys, parse_bool, parse_location, parse_read_options, parse_selection,
+                      parse_write_options)
+from .projection import project
 from .stream_reader import SeglogStreamReader
 from .writer import SeglogWriter, check_write_schema, topic_partitions
 
@@ -51,14 +60,21 @@ class SeglogDataSource(DataSource):
     def _pushdown(self, push: bool | None) -> bool:
         return self.filter_pushdown if push is None else push
 
+    def _read_options(self, schema: StructType, streaming: bool) -> ReadOptions:
+        """The reader options with `schema` (the user's, or schema()'s) as the projection."""
+        options = parse_read_options(self.options, streaming=streaming)
+        columns = project(schema)
+        return dataclasses.replace(options, columns=columns,
+                                   include_headers=any(c.lower() == "headers" for c in columns))
+
     def reader(self, schema: StructType) -> SeglogBatchReader:
-        options = parse_read_options(self.options, streaming=False)
+        options = self._read_options(schema, streaming=False)
         if self._pushdown(options.push_filters):
             return SeglogPushdownBatchReader(options)
         return SeglogBatchReader(options)
 
     def streamReader(self, schema: StructType) -> SeglogStreamReader:
-        return SeglogStreamReader(parse_read_options(self.options, streaming=True))
+        return SeglogStreamReader(self._read_options(schema, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> SeglogWriter:
         if overwrite:

@@ -27,6 +27,9 @@ class OffsetRangeSplit(InputPartition):
     ``bootstrap_servers``: set for broker mode (``location`` is then the leader's "host:port", a hint: the
     executor asks the cluster again when the leader moved); ``request_timeout_ms`` bounds its requests and
     retries.
+    ``columns``: the columns to build, as a user schema names them (seglog.spark.projection); None for the whole
+    schema (with headers when ``include_headers``). ``include_headers`` is what the engine decodes: true
+    whenever ``columns`` names headers.
     """
     topic: str
     partition: int
@@ -39,3 +42,4 @@ class OffsetRangeSplit(InputPartition):
     min_timestamp: int | None = None
     bootstrap_servers: str | None = None
     request_timeout_ms: int = 30_000
+    columns: tuple[str, ...] | None = None

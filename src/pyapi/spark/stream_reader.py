@@ -147,6 +147,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return list(plan_splits(catalog, ranges, self.options.split_bytes, self.options.min_partitions,
                                     self.options.max_records_per_partition,
                                     include_headers=self.options.include_headers,
+                                    columns=self.options.columns,
                                     fail_on_data_loss=self.options.fail_on_data_loss))
 
     def commit(self, end: dict) -> None:
