@@ -627,24 +627,59 @@ class Cluster:
         st = self.state(topic, p)
         return -1 if st is None else st["leader"]
 
+    def leader_view(self, topic: str, p: int, st: dict) -> dict | None:
+        """The partition as the leader in ZooKeeper state `st` serves it itself, or None while it does not lead
+        in st's epoch yet: ZooKeeper shows a new leader before that broker has taken over. Its answer to a
+        ListOffsets request carrying the epoch (current_leader_epoch) must be no error (NOT_LEADER_OR_FOLLOWER
+        until it leads, FENCED/UNKNOWN_LEADER_EPOCH while it leads in another epoch), and its own Metadata must
+        name it leader in that epoch; that Metadata partition (with the ISR the leader knows) is returned. A
+        broker that does not answer within a few seconds (paused, stopped) does not lead."""
+        from seglog.client import BrokerConnection
+        from seglog.errors import SeglogError
+        from seglog.protocol import ApiKey
+
+        leader, epoch = st["leader"], st["leader_epoch"]
+        conn = BrokerConnection(HOST, self.brokers[leader].port, client_id="fault-test-leader", timeout=5)
+        try:
+            r = conn.request(ApiKey.LIST_OFFSETS, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": epoch,
+                                                "timestamp": -1}]}]})
+            if r["topics"][0]["partitions"][0]["error_code"] != 0:
+                return None
+            md = conn.request(ApiKey.METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+        except (SeglogError, OSError):
+            return None
+        finally:
+            conn.close()
+        parts = next((t["partitions"] for t in md["topics"] if t["name"] == topic), [])
+        part = next((x for x in parts if x["partition_index"] == p), None)
+        if part and (part["error_code"], part["leader_id"], part["leader_epoch"]) == (0, leader, epoch):
+            return part
+        return None
+
     def wait_leader(self, topic: str, p: int, *, not_in=(), min_epoch: int = -1, timeout: float = 30.0) -> dict:
-        """The partition state once it has a live leader outside `not_in` with an epoch >= min_epoch."""
+        """The partition state once it has a live leader outside `not_in` with an epoch >= min_epoch, and that
+        broker itself serves as leader in that epoch (``leader_view``)."""
         def ok():
             st = self.state(topic, p)
             if st and st["leader"] >= 0 and st["leader"] not in not_in and st["leader_epoch"] >= min_epoch \
-                    and st["leader"] in self.live_ids():
+                    and st["leader"] in self.live_ids() and self.leader_view(topic, p, st):
                 return st
-        return wait_until(ok, timeout, f"a leader of {topic}-{p} not in {list(not_in)} with epoch >= {min_epoch}",
-                          details=self.describe)
+        return wait_until(ok, timeout, f"a leader of {topic}-{p} not in {list(not_in)} with epoch >= {min_epoch}, "
+                          f"serving as leader", details=self.describe)
 
     def wait_isr(self, topic: str, p: int, members, timeout: float = 30.0) -> dict:
-        """The partition state once its ISR is exactly `members` (and it has a leader)."""
+        """The partition state once its ISR is exactly `members`, it has a leader, and that leader itself serves
+        in the state's epoch with that ISR (``leader_view``)."""
         want = set(members)
         def ok():
             st = self.state(topic, p)
             if st and st["leader"] >= 0 and set(st["isr"]) == want:
-                return st
-        return wait_until(ok, timeout, f"ISR {sorted(want)} for {topic}-{p}", details=self.describe)
+                view = self.leader_view(topic, p, st)
+                if view and set(view["isr_nodes"]) == want:
+                    return st
+        return wait_until(ok, timeout, f"ISR {sorted(want)} for {topic}-{p}, served so by its leader",
+                          details=self.describe)
 
     def wait_full_isr(self, topic: str, partitions, timeout: float = 30.0) -> None:
         a = self.assignment(topic)

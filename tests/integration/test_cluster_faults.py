@@ -110,11 +110,11 @@ def converge_and_consume(c: Cluster, topic: str, partitions, producers, timeout:
 def wait_failover(c: Cluster, topic: str, p: int, victim: int, epoch: int, timeout: float = SESSION_S + 24) -> dict:
     """The partition state once leadership left `victim` for good: another live leader, a higher leader epoch,
     and `victim` out of the ISR (a preferred-leader move can come first while the controller still counts a
-    killed broker as live: its session has not expired yet)."""
+    killed broker as live: its session has not expired yet), and the new leader itself serving in that epoch."""
     def done():
         st = c.state(topic, p)
         if st and st["leader"] not in (victim, -1) and victim not in st["isr"] and st["leader_epoch"] > epoch \
-                and st["leader"] in c.live_ids():
+                and st["leader"] in c.live_ids() and c.leader_view(topic, p, st):
             return st
     return wait_until(done, timeout, f"{topic}-{p} to fail over from broker {victim} (epoch > {epoch})",
                       details=c.describe)
