@@ -43,7 +43,8 @@ from .errors import (InconsistentClusterIdError, InvalidConfigError, InvalidPart
 from .log import Log
 from .scheduler import default_scheduler
 
-__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "validate_topic_name", "offsets_topic_config"]
+__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "validate_topic_name", "offsets_topic_config",
+           "read_meta_properties"]
 
 log = logging.getLogger("seglog.node")
 
@@ -65,6 +66,20 @@ def offsets_topic_config(config: BrokerConfig) -> dict[str, str]:
     offsets.topic.segment.bytes, batches kept as the producer (the coordinator) compressed them."""
     return {"cleanup.policy": "compact", "compression.type": "producer",
             "segment.bytes": str(config.offsets_topic_segment_bytes)}
+
+
+def read_meta_properties(data_dir: str | os.PathLike) -> dict[str, str]:
+    """The key=value pairs of ``<data_dir>/meta.properties`` (broker.id, cluster.id, version); {} when there
+    is none. StorageError when it cannot be read."""
+    path = os.path.join(data_dir, "meta.properties")
+    props: dict[str, str] = {}
+    if os.path.exists(path):
+        with storage_errors("cannot read meta.properties", path), open(path, encoding="utf-8") as f:
+            for line in f:
+                if "=" in line and not line.startswith("#"):
+                    k, v = line.strip().split("=", 1)
+                    props[k.strip()] = v.strip()
+    return props
 
 
 def validate_topic_name(name: str) -> None:
@@ -251,13 +266,7 @@ class Node:
         written, as Kafka refuses to start (InconsistentBrokerIdException). A file without broker.id (written
         before it was stored) adopts the configured one."""
         path = os.path.join(self.path, "meta.properties")
-        props = {}
-        if os.path.exists(path):
-            with storage_errors("cannot read meta.properties", path), open(path, encoding="utf-8") as f:
-                for line in f:
-                    if "=" in line and not line.startswith("#"):
-                        k, v = line.strip().split("=", 1)
-                        props[k.strip()] = v.strip()
+        props = read_meta_properties(self.path)
         stored_id = props.get("broker.id")
         if stored_id is not None and not (stored_id.isdecimal() and int(stored_id) == self.config.broker_id):
             raise InvalidConfigError(

@@ -353,6 +353,19 @@ def test_a_data_dir_held_by_another_process(data):
     assert ok("topics", "--data-dir", data, "--list") == "busy\n"
 
 
+def test_a_cluster_members_data_dir_is_inspected_as_that_broker(data):
+    """A data dir a broker with broker.id 3 wrote (a stopped cluster member's): the commands open it as broker
+    3 (a node refuses a meta.properties of another broker.id, as Kafka does)."""
+    with seglog.open(data / "d3", {"broker.id": "3"}) as node:
+        node.create_topic("t", 2)
+        seglog.Producer(node).send("t", b"v", partition=1).result()
+    assert ok("topics", "--data-dir", data / "d3", "--list").split() == ["t"]
+    assert ok("consume", "--data-dir", data / "d3", "--topic", "t", "--from-beginning").split() == ["v"]
+    assert "broker.id=3" in (data / "d3" / "meta.properties").read_text()
+    with pytest.raises(seglog.errors.InvalidConfigError, match="stored broker.id 3"):
+        seglog.open(data / "d3")
+
+
 def test_bootstrap_server_without_a_broker_client(free_port):
     r = run("topics", "--bootstrap-server", f"127.0.0.1:{free_port()}", "--list")
     lines = r.stderr.strip().splitlines()

@@ -3,8 +3,8 @@
 The command holds the directory's lock while it runs, so a running broker on the same directory makes it
 fail at once (StorageError: use --bootstrap-server). The node is opened with ``auto.create.topics.enable``
 off (a typo in --topic is an error, not a new topic) and ``group.initial.rebalance.delay.ms`` 0 (no other
-member can join while the command holds the lock, so waiting for one would only slow `consume --group`).
-Group queries do not create ``__consumer_offsets`` when it does not exist yet.
+member can join while the command holds the lock, so waiting for one would only slow `consume --group`),
+as the broker.id its meta.properties holds. Group queries do not create ``__consumer_offsets`` when it does not exist yet.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..assignors import Assignment
 from ..consumer import Consumer
 from ..errors import (GroupIdNotFoundError, InvalidConfigError, SeglogError, StorageError,
                       UnknownTopicOrPartitionError)
-from ..node import OFFSETS_TOPIC, Node
+from ..node import OFFSETS_TOPIC, Node, read_meta_properties
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..producer import Producer
 from .admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription
@@ -78,7 +78,9 @@ class DataDirAdmin(Admin):
     def __init__(self, path: str, *, create: bool = False):
         if not create and not os.path.isdir(path):
             raise StorageError("no such data directory", path)
-        self.node = Node(path, NODE_CONFIG)
+        # a cluster member's directory is inspected as that broker (a node refuses another broker.id)
+        stored_id = read_meta_properties(path).get("broker.id", "") if os.path.isdir(path) else ""
+        self.node = Node(path, {**NODE_CONFIG, "broker.id": stored_id} if stored_id.isdecimal() else NODE_CONFIG)
 
     def close(self) -> None:
         self.node.close()
