@@ -112,29 +112,25 @@ class DataDirAdmin(Admin):
 
     # -- offsets --------------------------------------------------------------------------------------------
 
-    def offset_ranges(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, tuple[int, int] | None]:
-        out: dict[TopicPartition, tuple[int, int] | None] = {}
+    def _partitions(self, partitions: Iterable[tuple[str, int]]):
+        """(TopicPartition, its Partition or None when unknown) for each of `partitions`."""
         for tp in partitions:
             tp = TopicPartition(*tp)
             try:
                 part = self.node.partition(*tp)
             except UnknownTopicOrPartitionError:
-                out[tp] = None
-                continue
-            out[tp] = (part.log_start_offset, part.high_watermark)
-        return out
+                part = None
+            yield tp, part
+
+    def offset_ranges(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, tuple[int, int] | None]:
+        return {tp: None if part is None else (part.log_start_offset, part.high_watermark)
+                for tp, part in self._partitions(partitions)}
 
     def offsets_for_times(self, partitions: Iterable[tuple[str, int]], timestamp: int
                           ) -> dict[TopicPartition, int | None]:
         out: dict[TopicPartition, int | None] = {}
-        for tp in partitions:
-            tp = TopicPartition(*tp)
-            try:
-                part = self.node.partition(*tp)
-            except UnknownTopicOrPartitionError:
-                out[tp] = None
-                continue
-            found = part.log.offset_for_timestamp(timestamp)
+        for tp, part in self._partitions(partitions):
+            found = None if part is None else part.log.offset_for_timestamp(timestamp)
             out[tp] = found.offset if found is not None and found.offset < part.high_watermark else None
         return out
 
