@@ -1,4 +1,5 @@
-"""Shared pytest configuration. Other suites will add their fixtures here."""
+"""Shared fixtures: data dirs, ZooKeeper, brokers, a SparkSession; the hang watchdogs. Markers are declared in
+pyproject.toml."""
 
 import faulthandler
 import os
@@ -6,11 +7,6 @@ import socket
 import sys
 
 import pytest
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "zookeeper: starts a real ZooKeeper (the Debian `zookeeper` package); "
-                                       "skipped only when that package or java is missing")
 
 
 # -- a hang must end the run, not stall it -----------------------------------------------------------------------
@@ -165,15 +161,6 @@ def mount_tmpfs(tmp_path):
 
 
 # -- Kafka-protocol broker (tests/integration/test_broker_*.py) ------------------------------------------------
-
-_configure_before_broker_markers = pytest_configure
-
-
-def pytest_configure(config):  # noqa: F811  (chains the hook defined above)
-    _configure_before_broker_markers(config)
-    config.addinivalue_line("markers", "broker: starts a seglog Kafka-protocol broker and talks to it with real "
-                                       "Kafka clients (kafka-python, confluent-kafka, aiokafka, kcat) or raw frames")
-
 
 # Brokers started by these fixtures: no initial rebalance delay (groups form at once) and short session timeouts
 # allowed, so consumer-group tests take seconds instead of minutes.
@@ -350,15 +337,6 @@ def topic_name(request):
 
 
 # -- Spark (tests/integration/test_spark.py) -----------------------------------------------------------------
-
-_configure_before_spark = pytest_configure
-
-
-def pytest_configure(config):  # noqa: F811 - extends the hook above with the spark marker
-    _configure_before_spark(config)
-    config.addinivalue_line("markers", "spark: runs a local SparkSession (pyspark + java); skipped only when "
-                                       "pyspark >= 4.2, pyarrow or java is missing")
-
 
 @pytest.fixture(scope="session")
 def spark():
