@@ -241,35 +241,66 @@ def test_assign_and_subscribe_pattern(spark, data):
 
 # -- pushdown -------------------------------------------------------------------------------------------------
 
-def test_filter_pushdown_and_without_it(spark, data):
+def test_filter_pushdown_is_opt_in_per_query(spark, data):
     import seglog.spark
     from pyspark.sql import functions as F
 
     assert seglog.spark.pushdown_available()                 # pyspark >= 4.2 is the floor
+    assert spark.conf.get(seglog.spark.PUSHDOWN_CONF) == "true"        # the session allows pushdown
     query = "partition = 1 AND offset >= 300 AND offset < 420"
     ts_from = T0 + 12_000
     all_pets = expected(data, "pets", range(PETS_PARTITIONS))
     want_offsets = [r for r in all_pets if r[1] == 1 and 300 <= r[2] < 420]
     want_ts = [r for r in all_pets if r[5] >= ts_from]
 
-    def run():
-        df = _read(spark, data, subscribe="pets", includeHeaders="true", splitSize="16k")
-        by_offset = df.filter(query)
-        by_ts = df.filter(F.col("timestamp") >= F.timestamp_millis(F.lit(ts_from)))
-        return df.rdd.getNumPartitions(), by_offset.rdd.getNumPartitions(), _rows(by_offset), _rows(by_ts)
+    def run(**opts):
+        """Every query on a freshly loaded DataFrame: the one case opt-in pushdown is correct for."""
+        def load():
+            return _read(spark, data, subscribe="pets", includeHeaders="true", splitSize="16k", **opts)
+        by_offset = load().filter(query)
+        by_ts = load().filter(F.col("timestamp") >= F.timestamp_millis(F.lit(ts_from)))
+        return load().rdd.getNumPartitions(), by_offset.rdd.getNumPartitions(), _rows(by_offset), _rows(by_ts)
 
-    splits_all, splits_pushed, rows_offset, rows_ts = run()
+    splits_all, splits_plain, rows_offset, rows_ts = run()
     assert rows_offset == want_offsets and rows_ts == want_ts
-    assert splits_pushed < splits_all and splits_pushed <= 2           # pruned to partition 1, offsets 300..419
+    assert splits_plain == splits_all                                  # default: nothing pushed, nothing pruned
+    splits_all2, splits_pushed, rows_offset2, rows_ts2 = run(pushFilters="true")
+    assert rows_offset2 == want_offsets and rows_ts2 == want_ts
+    assert splits_all2 == splits_all and splits_pushed < splits_all and splits_pushed <= 2   # partition 1, 300..419
     spark.conf.set(seglog.spark.PUSHDOWN_CONF, "false")
     try:
-        seglog.spark.register(spark)                                   # the reader without pushFilters
-        splits_all2, splits_plain, rows_offset2, rows_ts2 = run()
-        assert rows_offset2 == want_offsets and rows_ts2 == want_ts
-        assert splits_plain == splits_all2                             # nothing pruned without pushdown
+        assert _read(spark, data, subscribe="pets").filter(query).count() == len(want_offsets)
+        with pytest.raises(Exception, match="DATA_SOURCE_PUSHDOWN_DISABLED"):       # pyspark refuses the reader
+            _read(spark, data, subscribe="pets", pushFilters="true").filter(query).count()
     finally:
         spark.conf.set(seglog.spark.PUSHDOWN_CONF, "true")
-        seglog.spark.register(spark)
+
+
+def _reused_dataframe_queries(df) -> list:
+    """A filtered, unfiltered, other filtered and unfiltered query on one DataFrame (Spark plans a Python
+    source's scan once per loaded DataFrame, so a pushed plan must not leak into the later queries)."""
+    first, other = "offset >= 300 AND offset < 420", "partition = 1 AND offset < 150"
+    return [(df.filter(first).count(), len(df.filter(first).collect()), df.filter(first).rdd.getNumPartitions()),
+            (df.count(), len(df.collect()), df.rdd.getNumPartitions()),
+            (df.filter(other).count(), len(df.filter(other).collect()), df.filter(other).rdd.getNumPartitions()),
+            (df.count(), len(df.collect()), df.rdd.getNumPartitions()),
+            (df.filter(first).union(df.filter(other)).count(),)]
+
+
+def test_reused_dataframe_after_filtered_queries_reads_everything(spark, data):
+    all_pets = expected(data, "pets", range(PETS_PARTITIONS))
+    n_first = sum(1 for r in all_pets if 300 <= r[2] < 420)
+    n_other = sum(1 for r in all_pets if r[1] == 1 and r[2] < 150)
+    assert 0 < n_first < n_other + n_first < len(all_pets)
+    splits_all = _read(spark, data, subscribe="pets", splitSize="16k").rdd.getNumPartitions()
+    assert splits_all > 2
+    for df in (_read(spark, data, subscribe="pets", splitSize="16k"),
+               _read_schema(spark, data, "offset bigint, partition int", subscribe="pets", splitSize="16k")):
+        got = _reused_dataframe_queries(df)
+        assert [g[:2] for g in got[:4]] == [(n_first, n_first), (len(all_pets), len(all_pets)),
+                                            (n_other, n_other), (len(all_pets), len(all_pets))]
+        assert [g[2] for g in got[:4]] == [splits_all] * 4                   # every query plans every split
+        assert got[4] == (n_first + n_other,)                                 # both branches scan the same df
 
 
 # -- user schema as a projection ----------------------------------------------------------------------------------
@@ -333,9 +364,12 @@ def test_schema_several_columns_reordered_with_headers(spark, data):
 
 def test_schema_projection_with_pushed_filters(spark, data):
     want = [(r[2], r[4]) for r in expected(data, "pets", [1]) if 300 <= r[2] < 420]
-    df = _read_schema(spark, data, "offset bigint, value binary", assign='{"pets": [1]}', splitSize="16k")
-    splits_all = df.rdd.getNumPartitions()
-    pushed = df.filter("offset >= 300 AND offset < 420")
+
+    def load(**opts):
+        return _read_schema(spark, data, "offset bigint, value binary", assign='{"pets": [1]}', splitSize="16k",
+                            **opts)
+    splits_all = load().rdd.getNumPartitions()
+    pushed = load(pushFilters="true").filter("offset >= 300 AND offset < 420")
     assert pushed.rdd.getNumPartitions() < splits_all                     # offsets pushed, ranges narrowed
     assert sorted((r["offset"], None if r["value"] is None else bytes(r["value"])) for r in pushed.collect()) == want
 

@@ -1,8 +1,8 @@
 """seglog as a PySpark data source (pyspark >= 4.2, Python Data Source API).
 
 ``import seglog.spark`` registers the source named "seglog" with the active SparkSession, if there is one;
-``seglog.spark.register(spark)`` does it explicitly (again after changing
-``spark.sql.python.filterPushdown.enabled``, which decides whether the reader offers filter pushdown)::
+``seglog.spark.register(spark)`` does it explicitly. Batch filter pushdown is opt-in per query
+(``option("pushFilters", "true")``, see seglog.spark.filters for why it is off by default)::
 
     import seglog.spark
     df = (spark.read.format("seglog").option("path", "data").option("subscribe", "pet")
@@ -58,13 +58,13 @@ check_pyspark_version(pyspark.__version__)
 
 from .errors import (BrokerUnavailableError, DataLossError, NotADataDirError, SourceOptionError,  # noqa: E402
                      TopicNotFoundError, WriteLockTimeoutError)
-from .source import SeglogDataSource, SeglogPushdownDataSource  # noqa: E402
+from .source import SeglogDataSource  # noqa: E402
 
-__all__ = ["register", "SeglogDataSource", "SeglogPushdownDataSource", "SourceOptionError", "NotADataDirError",
+__all__ = ["register", "SeglogDataSource", "SourceOptionError", "NotADataDirError",
            "TopicNotFoundError", "DataLossError", "WriteLockTimeoutError", "BrokerUnavailableError",
            "pushdown_available", "check_pyspark_version"]
 
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"      # needed by option("pushFilters", "true")
 
 
 def pushdown_available() -> bool:
@@ -79,16 +79,12 @@ def pushdown_available() -> bool:
 
 def register(spark: "SparkSession | None" = None) -> str:
     """Register the "seglog" data source with `spark` (default: the active session); returns the name.
-
-    The reader offers filter pushdown when pyspark supports it and the session has
-    spark.sql.python.filterPushdown.enabled=true at this moment. Raises RuntimeError without a session.
-    """
+    Raises RuntimeError without a session."""
     if spark is None:
         spark = SparkSession.getActiveSession()
         if spark is None:
             raise RuntimeError("no active SparkSession: create one, then call seglog.spark.register(spark)")
-    enabled = pushdown_available() and str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
-    spark.dataSource.register(SeglogPushdownDataSource if enabled else SeglogDataSource)
+    spark.dataSource.register(SeglogDataSource)
     return SeglogDataSource.name()
 
 

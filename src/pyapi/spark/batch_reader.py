@@ -3,9 +3,9 @@
 :class:`SeglogBatchReader` plans on the driver (``partitions()``: select partitions, resolve offset ranges,
 cut them into splits from segment metadata, or from a broker's Metadata/ListOffsets) and reads on executors
 (``read()``: one split into Arrow RecordBatches). :class:`SeglogPushdownBatchReader` adds ``pushFilters``;
-pyspark refuses a reader that has it while ``spark.sql.python.filterPushdown.enabled`` is false, so the data
-source hands it out only when pushdown is on (see seglog.spark.source). Both give the same rows for the same
-query.
+the data source hands it out only for ``option("pushFilters", "true")`` (pyspark refuses it unless
+``spark.sql.python.filterPushdown.enabled`` is true; see seglog.spark.filters for why it is opt-in). Both
+give the same rows for one query that scans its DataFrame once.
 """
 
 from __future__ import annotations

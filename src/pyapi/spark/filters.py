@@ -1,4 +1,14 @@
-"""Filter pushdown (pyspark >= 4.1 with spark.sql.python.filterPushdown.enabled=true).
+"""Filter pushdown: opt-in per query with ``option("pushFilters", "true")`` (pyspark >= 4.1 also needs
+spark.sql.python.filterPushdown.enabled=true, or it refuses the reader).
+
+Why it is off by default: pyspark (4.1 to 4.3 at least) plans a Python source's batch scan once per loaded
+DataFrame, not once per query. The JVM side (PythonDataSourceV2, one per ``load()``) caches the pickled
+read function and partitions of its first plan; a scan whose filters reach ``pushFilters`` replaces that
+cache with the pruned plan, and a scan that pushes no filter (``df.count()``, or only filters Spark cannot
+hand to Python) reuses whatever is cached, without calling the Python side at all. So ``df.filter("offset <
+420").count()`` followed by ``df.count()`` returns the filtered count, and the two branches of
+``df.filter(a).union(df.filter(b))`` both read b's plan. Nothing the reader keeps or returns can tell those
+later scans apart, so pushdown is only correct when one query scans a freshly loaded DataFrame once.
 
 :func:`push` sorts Spark's pushed filters (an AND of them) into what the reader applies itself and what Spark
 must still evaluate, and collects the resulting :class:`Pushed` constraints:

@@ -22,7 +22,8 @@ Reader options (batch and streaming) -> :class:`ReadOptions`::
     minPartitions                     at least about this many tasks (large segments are cut at index entries)
     maxRecordsPerPartition            at most this many offsets per task (a range is cut evenly)
     maxOffsetsPerTrigger              streaming: records per micro-batch over all partitions
-    pushFilters                       "true" | "false": override whether the reader offers filter pushdown
+    pushFilters                       "false" (default) | "true": batch filter pushdown, safe only for a
+                                      DataFrame that one query scans once (see seglog.spark.filters)
 
 A user-specified schema (``.schema("value binary")``) is a projection: the reader builds only its columns
 (see seglog.spark.projection).
@@ -111,7 +112,7 @@ class ReadOptions:
     min_partitions: int | None = None
     max_offsets_per_trigger: int | None = None
     timestamp_strategy: str = "error"
-    push_filters: bool | None = None
+    push_filters: bool = False
     max_records_per_partition: int | None = None
     columns: tuple[str, ...] | None = None          # a user schema's projection (seglog.spark.projection)
 
@@ -354,7 +355,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         max_offsets_per_trigger=(_positive_int(max_per_trigger, "maxOffsetsPerTrigger")
                                  if max_per_trigger not in (None, "") else None),
         timestamp_strategy=strategy,
-        push_filters=parse_bool(push, "pushFilters") if push not in (None, "") else None,
+        push_filters=parse_bool(push, "pushFilters") if push not in (None, "") else False,
         max_records_per_partition=(_positive_int(max_records, "maxRecordsPerPartition")
                                    if max_records not in (None, "") else None),
     )

@@ -11,11 +11,10 @@ load()-time checks then happen at planning) and is a projection: ``reader(schema
 source's columns (seglog.spark.projection) and the reader builds only those. Spark's own Kafka source
 refuses a user schema; seglog accepts a subset because the Python Data Source API cannot prune columns.
 
-Two classes register under the same name: :class:`SeglogDataSource` gives a reader without filter
-pushdown, :class:`SeglogPushdownDataSource` one with ``pushFilters``. pyspark raises an error for a reader
-that implements pushFilters while ``spark.sql.python.filterPushdown.enabled`` is false, and a data source
-cannot see Spark's configuration, so seglog.spark.register() picks the class from the session's setting at
-registration time; the ``pushFilters`` option overrides it per query.
+Batch filter pushdown is off unless the query sets ``option("pushFilters", "true")`` (which also needs
+``spark.sql.python.filterPushdown.enabled=true``, or pyspark refuses the reader): Spark keeps the plan of the
+last pushdown on the loaded DataFrame and reuses it for later scans that push nothing, so a reused DataFrame
+would return the filtered rows (see seglog.spark.filters).
 """
 
 from __future__ import annotations
@@ -35,13 +34,11 @@ from .projection import project
 from .stream_reader import SeglogStreamReader
 from .writer import SeglogWriter, check_write_schema, topic_partitions
 
-__all__ = ["SeglogDataSource", "SeglogPushdownDataSource"]
+__all__ = ["SeglogDataSource"]
 
 
 class SeglogDataSource(DataSource):
     """``spark.read/readStream.format("seglog")`` and ``df.write.format("seglog")``."""
-
-    filter_pushdown = False
 
     @classmethod
     def name(cls) -> str:
@@ -57,9 +54,6 @@ class SeglogDataSource(DataSource):
                 catalog.select(selection, allow_empty=True)
         return spark_schema(include_headers)
 
-    def _pushdown(self, push: bool | None) -> bool:
-        return self.filter_pushdown if push is None else push
-
     def _read_options(self, schema: StructType, streaming: bool) -> ReadOptions:
         """The reader options with `schema` (the user's, or schema()'s) as the projection."""
         options = parse_read_options(self.options, streaming=streaming)
@@ -69,7 +63,7 @@ class SeglogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> SeglogBatchReader:
         options = self._read_options(schema, streaming=False)
-        if self._pushdown(options.push_filters):
+        if options.push_filters:
             return SeglogPushdownBatchReader(options)
         return SeglogBatchReader(options)
 
@@ -87,8 +81,3 @@ class SeglogDataSource(DataSource):
             topic_partitions(data_dir, options.topic)
         return SeglogWriter(options, schema)
 
-
-class SeglogPushdownDataSource(SeglogDataSource):
-    """SeglogDataSource whose batch reader takes pushed filters (see the module docstring)."""
-
-    filter_pushdown = True
