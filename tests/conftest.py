@@ -343,8 +343,8 @@ def spark():
     """One local[2] SparkSession for the whole run, with the seglog source registered.
 
     Python workers run this interpreter (PYSPARK_PYTHON) and get the directory seglog is imported from on
-    their PYTHONPATH, so both an installed seglog (CI) and a development checkout on PYTHONPATH work. Filter
-    pushdown is enabled where pyspark supports it (4.1+). Skips only when pyspark >= 4.2 (seglog.spark's floor),
+    their PYTHONPATH, so both an installed seglog (CI) and a development checkout on PYTHONPATH work. Spark's
+    Python filter pushdown setting is on (seglog's source uses it only with the pushFilters option). Skips only when pyspark >= 4.2 (seglog.spark's floor),
     pyarrow or java is missing; any other failure to import seglog.spark fails the tests.
     """
     import os
@@ -373,8 +373,7 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.python.worker.reuse", "true"))
-    if seglog.spark.pushdown_available():
-        builder = builder.config(seglog.spark.PUSHDOWN_CONF, "true")
+    builder = builder.config(seglog.spark.PUSHDOWN_CONF, "true")       # for the tests that opt in per query
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     seglog.spark.register(session)

@@ -245,7 +245,6 @@ def test_filter_pushdown_is_opt_in_per_query(spark, data):
     import seglog.spark
     from pyspark.sql import functions as F
 
-    assert seglog.spark.pushdown_available()                 # pyspark >= 4.2 is the floor
     assert spark.conf.get(seglog.spark.PUSHDOWN_CONF) == "true"        # the session allows pushdown
     query = "partition = 1 AND offset >= 300 AND offset < 420"
     ts_from = T0 + 12_000

@@ -62,19 +62,9 @@ from .source import SeglogDataSource  # noqa: E402
 
 __all__ = ["register", "SeglogDataSource", "SourceOptionError", "NotADataDirError",
            "TopicNotFoundError", "DataLossError", "WriteLockTimeoutError", "BrokerUnavailableError",
-           "pushdown_available", "check_pyspark_version"]
+           "check_pyspark_version"]
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"      # needed by option("pushFilters", "true")
-
-
-def pushdown_available() -> bool:
-    """Whether the installed pyspark can push filters into Python data sources (4.1+: always, given the
-    4.2 floor; kept for callers written against earlier seglog versions)."""
-    try:
-        from pyspark.sql.datasource import Filter  # noqa: F401
-    except ImportError:                    # pragma: no cover - below the floor
-        return False
-    return True
 
 
 def register(spark: "SparkSession | None" = None) -> str:
