@@ -1,6 +1,6 @@
 """Run the whole benchmark suite (~10 min on 2 cores) and write bench/RESULTS.md plus bench/charts/*.png.
 
-    python -m bench                       # everything, 3 runs per figure; one log grown to 20 GiB (~26 GiB disk)
+    python -m bench                       # everything, 3 runs per figure; one log and its raw baseline grown to 20 GiB (~46 GiB disk)
     python -m bench --log-sizes 1,4       # ... the log-size scaling stops at 4 GiB (less disk, ~1 min less)
     python -m bench --quick               # small sizes, 1 run: checks the suite itself (results in the scratch dir)
     python -m bench --only stores,micro   # some sections (the machine limits always run first)
