@@ -44,6 +44,7 @@ connection per broker serializes requests.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import select
 import socket
@@ -524,16 +525,7 @@ class RemoteNode:
             def applied(overrides: dict[str, str]) -> bool:     # (the offsets topic keeps its creation configs)
                 return (all(overrides.get(k) == v for k, v in wanted.items())
                         and not any(k in overrides for k in delete if k not in kept))
-            end = time.monotonic() + PROPAGATION_WAIT_S
-            while True:
-                try:
-                    if all(applied(self.topic_config(name, broker=b)[0]) for b in self.cluster.broker_ids()):
-                        break
-                except NetworkError:
-                    pass
-                if time.monotonic() >= end:
-                    break
-                time.sleep(0.05)
+            self._await_brokers(lambda b: applied(self.topic_config(name, broker=b)[0]))
         return self.topic(name)
 
     def delete_topic(self, name: str) -> None:
@@ -573,16 +565,19 @@ class RemoteNode:
         return overrides, effective
 
     def _await_everywhere(self, name: str, done) -> bool:
-        """Wait until every broker's metadata for topic `name` satisfies done(entry or None); give up quietly
-        after PROPAGATION_WAIT_S (the change is made; brokers catch up on their own)."""
-        end = time.monotonic() + PROPAGATION_WAIT_S
+        """Wait until every broker's metadata for topic `name` satisfies done(entry or None) (see
+        _await_brokers)."""
         self.cluster.forget(name)
+        return self._await_brokers(lambda b: done(self._topic_at(b, name)))
+
+    def _await_brokers(self, ok: Callable[[int], bool]) -> bool:
+        """Wait until ok(broker_id) holds for every broker; give up quietly after PROPAGATION_WAIT_S (the change
+        is made; brokers catch up on their own). A broker unreachable for a moment is asked again."""
+        end = time.monotonic() + PROPAGATION_WAIT_S
         while True:
-            try:
-                if all(done(self._topic_at(b, name)) for b in self.cluster.broker_ids()):
+            with contextlib.suppress(NetworkError):
+                if all(ok(b) for b in self.cluster.broker_ids()):
                     return True
-            except NetworkError:
-                pass
             if time.monotonic() >= end:
                 return False
             time.sleep(0.05)

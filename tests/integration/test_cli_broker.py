@@ -306,6 +306,8 @@ def test_connect_administers_topics_like_open(broker):
             node.create_topic("adm")
         with pytest.raises(errors.InvalidPartitionsError):
             node.create_partitions("adm", 2)
+        with seglog.Consumer(node, group_id="adm-readers") as c:       # its FindCoordinator creates the offsets
+            assert c.committed(("adm", 0)) is None                         # topic, whatever ran before this test
         with pytest.raises(errors.InvalidTopicError):
             node.delete_topic("__consumer_offsets")
         node.delete_topic("adm")
