@@ -136,3 +136,14 @@ def batches(records_bytes):
         if b is None:
             return out
         out.append(b)
+
+
+def stored_batches(part):
+    """kafka-python's reader over every batch of an in-process partition (seglog.node.Partition), in order."""
+    out, offset, end = [], part.log.start_offset, part.log.end_offset
+    while offset < end:
+        for b in batches(part.log.read(offset, 8 << 20)):
+            if b.next_offset > offset:
+                out.append(b)
+                offset = b.next_offset
+    return out

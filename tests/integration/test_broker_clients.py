@@ -23,10 +23,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka import errors as kerr  # noqa: E402
 from kafka.admin import (ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions,  # noqa: E402
                          NewTopic)
-from kafka.record.memory_records import MemoryRecords  # noqa: E402
 from kafka.structs import OffsetAndMetadata  # noqa: E402
 
 import seglog  # noqa: E402
+from helpers.kafka_wire import stored_batches  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
@@ -47,18 +47,6 @@ def make_records(n: int, seed: int, ts0: int, null_header_values: bool = False):
         if i % 13 == 0:
             headers = []
         out.append((key, value, headers, ts0 + i))
-    return out
-
-
-def batches_of(part):
-    """kafka-python's pure-Python reader over every batch of an in-process partition."""
-    out, offset, end = [], part.log.start_offset, part.log.end_offset
-    while offset < end:
-        mr = MemoryRecords(bytes(part.log.read(offset, 8 << 20)))
-        while (b := mr.next_batch()) is not None:
-            if b.next_offset > offset:
-                out.append(b)
-                offset = b.next_offset
     return out
 
 
@@ -216,7 +204,7 @@ def test_kafka_python_default_producer_and_rebalancing_group_exactly_once(seglog
     # what is stored: idempotent batches (producer id >= 0, sequences from 0 without gaps), CRCs valid
     for p in range(6):
         seq = 0
-        for b in batches_of(seglog_broker.node.partition(topic, p)):
+        for b in stored_batches(seglog_broker.node.partition(topic, p)):
             assert b.validate_crc() and b.producer_id >= 0 and b.producer_epoch == 0
             assert b.base_sequence == seq, (p, b.base_offset, b.base_sequence, seq)
             seq += b.last_offset_delta + 1
@@ -450,7 +438,7 @@ def test_both_doors_write_one_partition_at_once(seglog_broker, topic_name):
     assert [o for o, _, _ in got] == list(range(2 * n))
     assert [v for _, k, v in got if k == b"wire"] == [b"w%d" % i for i in range(n)]
     assert [v for _, k, v in got if k == b"local"] == [b"l%d" % i for i in range(n)]
-    pids = {b.producer_id for b in batches_of(seglog_broker.node.partition(topic, 0))}
+    pids = {b.producer_id for b in stored_batches(seglog_broker.node.partition(topic, 0))}
     assert len(pids) == 2 and all(pid >= 0 for pid in pids), "two idempotent producers, distinct ids"
 
 
@@ -489,7 +477,7 @@ def test_kafka_python_offsets_for_times_and_seek_into_a_compressed_batch(seglog_
         p.send(topic, b"%d" % i, timestamp_ms=1_500_000_000_000 + 10 * i)
     p.flush()
     p.close()
-    assert len(batches_of(seglog_broker.node.partition(topic, 0))) < 10, "few large compressed batches"
+    assert len(stored_batches(seglog_broker.node.partition(topic, 0))) < 10, "few large compressed batches"
     tp = TopicPartition(topic, 0)
     c = KafkaConsumer(bootstrap_servers=seglog_broker.bootstrap_servers, enable_auto_commit=False,
                       consumer_timeout_ms=1500)

@@ -22,7 +22,8 @@ ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import (AdminClient, ConfigResource, NewPartitions, NewTopic,  # noqa: E402
                                    ResourceType)
-from kafka.record.memory_records import MemoryRecords  # noqa: E402
+
+from helpers.kafka_wire import stored_batches  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
@@ -47,18 +48,6 @@ def make_records(n: int, seed: int, ts0: int):
             value = rnd.randbytes(rnd.randrange(1, 300))
         headers = [("seq", str(i).encode()), ("dup", b"1"), ("dup", b"2"), ("nul", None)] if i % 4 else None
         out.append((key, value, headers, ts0 + i))
-    return out
-
-
-def stored_batches(part):
-    """kafka-python's reader over every batch of an in-process partition."""
-    out, offset, end = [], part.log.start_offset, part.log.end_offset
-    while offset < end:
-        mr = MemoryRecords(bytes(part.log.read(offset, 8 << 20)))
-        while (b := mr.next_batch()) is not None:
-            if b.next_offset > offset:
-                out.append(b)
-                offset = b.next_offset
     return out
 
 
