@@ -83,14 +83,23 @@ def _dist_version(name: str) -> str:
         return "not installed"
 
 
+def _where(path: str) -> str:
+    """A directory as seen from the bench tree: relative inside it (a development checkout), else "site-packages"
+    (an installed wheel) or the path itself."""
+    rel = os.path.relpath(path, suite.REPO_DIR)
+    if not rel.startswith(".."):
+        return f"this tree's {rel}"
+    return "site-packages (an installed wheel)" if "site-packages" in path else path
+
+
 def versions(libraries: list[str]) -> list[tuple[str, str]]:
     import seglog
     commit = _git("rev-parse", "--short", "HEAD")
     dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else ""
     out = [
         ("Python", f"{platform.python_implementation()} {platform.python_version()} ({platform.python_compiler()})"),
-        ("seglog", f"{seglog.__version__} imported from {os.path.dirname(seglog.__file__)}"),
-        ("bench tree", f"{suite.REPO_DIR}" + (f", git {commit}{dirty}" if commit else "")),
+        ("seglog", f"{seglog.__version__} imported from " + _where(os.path.dirname(seglog.__file__))),
+        ("bench tree", f"git {commit}{dirty}" if commit else "not a git checkout"),
         ("sqlite3 (library)", sqlite3.sqlite_version),
     ]
     seen = set()
