@@ -128,11 +128,16 @@ def whole_batches(records) -> tuple[memoryview, int]:
     return view[:pos], next_offset
 
 
-class _Deadline:
-    """Retry pacing: exponential backoff from 50 ms to 1 s until `seconds` have passed."""
+class RetryDeadline:
+    """Retry pacing: exponential backoff from 50 ms to 1 s until `seconds` have passed (since creation or the
+    last reset())."""
 
     def __init__(self, seconds: float):
-        self.end = time.monotonic() + seconds
+        self.seconds = seconds
+        self.reset()
+
+    def reset(self) -> None:
+        self.end = time.monotonic() + self.seconds
         self.delay = 0.05
 
     def expired(self) -> bool:
@@ -177,7 +182,7 @@ class RemoteCluster:
             t = self._topics.get(name)
             if t is not None:
                 return t
-        deadline = _Deadline(5.0)
+        deadline = RetryDeadline(5.0)
         while True:
             md = self.metadata([name], auto_create)
             entry = next((t for t in md["topics"] if t["name"] == name), None)
@@ -241,7 +246,7 @@ class RemoteCluster:
     def controller_request(self, api: int, body: dict, error_code: Callable[[dict], int]) -> dict:
         """Send an admin request to the controller; NOT_CONTROLLER (`error_code(response)` says 41) or a lost
         controller makes it find the controller again and resend."""
-        deadline = _Deadline(self.retry_timeout)
+        deadline = RetryDeadline(self.retry_timeout)
         while True:
             try:
                 self.metadata([])
@@ -267,7 +272,7 @@ class RemoteCluster:
         or None for a partition that does not exist (or, for a timestamp, has no such record)."""
         pending = list(dict.fromkeys(TopicPartition(*tp) for tp in tps))
         out: dict[TopicPartition, TimestampOffset | None] = {}
-        deadline = _Deadline(self.retry_timeout)
+        deadline = RetryDeadline(self.retry_timeout)
         while pending:
             retry: list[TopicPartition] = []
             last: SeglogError | None = None
@@ -394,7 +399,7 @@ class RemotePartition:
             self.node._send_one_way(self.topic, self.index, body)
             return -1, -1, -1
         cluster = self.node.cluster
-        deadline = _Deadline(self.node.retry_timeout)
+        deadline = RetryDeadline(self.node.retry_timeout)
         while True:
             try:
                 response = cluster.leader(self.topic, self.index).request(
@@ -602,7 +607,7 @@ class RemoteNode:
     def init_producer_id(self) -> int:
         """A producer id from the cluster (InitProducerId without a transactional id)."""
         self._check_open()
-        deadline = _Deadline(self.retry_timeout)
+        deadline = RetryDeadline(self.retry_timeout)
         while True:
             try:
                 r = self.cluster.any().request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None,
@@ -870,7 +875,7 @@ class RemoteGroupCoordinator:
         found = self._coordinators.get(group_id)
         if found is not None:
             return found
-        deadline = _Deadline(self.retry_timeout)
+        deadline = RetryDeadline(self.retry_timeout)
         while True:
             try:
                 r = self.cluster.any().request(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0})
@@ -907,7 +912,7 @@ class RemoteGroupCoordinator:
                 extra_timeout: float = 0.0, heartbeat: bool = False) -> dict:
         """Send a group request to the coordinator and return the response; coordinator moves and lost
         connections find it again and resend (heartbeats once: the next one comes soon anyway)."""
-        deadline = _Deadline(0.0 if heartbeat else self.retry_timeout)
+        deadline = RetryDeadline(0.0 if heartbeat else self.retry_timeout)
         while True:
             try:
                 response = self._connection(group_id, heartbeat).request(api, body, extra_timeout=extra_timeout)

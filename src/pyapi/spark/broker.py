@@ -33,7 +33,6 @@ planning capped at the high watermark, and a broker never returns records at or 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Iterator
 
 from .. import _engine
@@ -41,7 +40,7 @@ from ..client import BrokerConnection, parse_bootstrap
 from ..errors import (CorruptRecordError, LeaderNotAvailableError, NetworkError, OffsetOutOfRangeError, SeglogError,
                       UnknownTopicOrPartitionError, for_code)
 from ..protocol import ApiKey
-from ..remote import EARLIEST, LATEST, LEADER_MOVED, RemoteCluster, error_for
+from ..remote import EARLIEST, LATEST, LEADER_MOVED, RemoteCluster, RetryDeadline, error_for
 from .catalog import Catalog, PartitionMeta, SegmentExtent
 from .errors import BrokerUnavailableError, DataLossError, TopicNotFoundError
 from .splits import OffsetRangeSplit
@@ -172,25 +171,6 @@ class BrokerPartition(PartitionMeta):
 
 # -- executors -------------------------------------------------------------------------------------------------
 
-class _Retry:
-    """Backoff from 50 ms to 1 s while `seconds` have not passed since the last reset()."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.reset()
-
-    def reset(self) -> None:
-        self.end = time.monotonic() + self.seconds
-        self.delay = 0.05
-
-    def expired(self) -> bool:
-        return time.monotonic() + self.delay > self.end
-
-    def sleep(self) -> None:
-        time.sleep(self.delay)
-        self.delay = min(self.delay * 2, 1.0)
-
-
 class _Fetcher:
     """Fetch requests for one partition at its leader; a leader move asks the bootstrap servers again."""
 
@@ -271,7 +251,7 @@ def fetch_columns(split: OffsetRangeSplit, min_timestamp: int, max_output_bytes:
     decode = _engine.arrow_columns
     offset, end = split.start, split.end
     max_bytes = FETCH_BYTES
-    retry = _Retry(fetcher.timeout)
+    retry = RetryDeadline(fetcher.timeout)
     try:
         while offset < end:
             moved: SeglogError | None = None
