@@ -64,15 +64,6 @@ for line in sys.stdin:
     print("ok", lib.rd_kafka_mock_topic_create(mc, topic.encode(), int(n), 1), flush=True)
 """
 
-SEGLOG_SERVER = r"""
-import sys
-from seglog.broker import run_forever
-from seglog.config import BrokerConfig
-sys.exit(run_forever(BrokerConfig().with_kafka({"log.dirs": sys.argv[1], "listeners": "PLAINTEXT://127.0.0.1:0"}),
-                     metrics_port=0))
-"""
-
-
 def _rss(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -119,7 +110,8 @@ class Server:
         return _cpu_seconds(self.pid)
 
     def create_topic(self, topic: str, partitions: int) -> None:
-        raise NotImplementedError
+        """Create `topic` with `partitions` partitions, replication factor 1 (each server its own way)."""
+        raise TypeError(f"{type(self).__name__} cannot create topics")
 
     def metrics(self) -> dict | None:
         """The server's own request metrics (seglog's /metrics.json), None if it has none."""
@@ -142,20 +134,14 @@ class Server:
 
 
 class SeglogServer(Server):
-    """`seglog broker --data-dir DIR --port 0 --metrics-port 0` (default settings otherwise); through
-    seglog.broker.run_forever directly when this seglog has no `broker` command."""
+    """`seglog broker --data-dir DIR --port 0 --metrics-port 0` (default settings otherwise)."""
 
     name = "seglog broker"
 
     def __init__(self, data_dir: str):
         os.makedirs(data_dir, exist_ok=True)
-        try:
-            super().__init__([sys.executable, "-m", "seglog", "broker", "--data-dir", data_dir, "--port", "0",
-                              "--metrics-port", "0", "--log-level", "WARNING"])
-            self.command = "seglog broker"
-        except RuntimeError:
-            super().__init__([sys.executable, "-c", SEGLOG_SERVER, data_dir])
-            self.command = "seglog.broker.run_forever"
+        super().__init__([sys.executable, "-m", "seglog", "broker", "--data-dir", data_dir, "--port", "0",
+                          "--metrics-port", "0", "--log-level", "WARNING"])
 
     def create_topic(self, topic: str, partitions: int) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic

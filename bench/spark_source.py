@@ -39,10 +39,11 @@ import random
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from bench.broker import SeglogServer
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(BENCH_DIR, "README.md")
@@ -55,14 +56,6 @@ LIBRARIES = ["pyspark", "pyarrow"]
 
 PARQUET_TARGET = 0.5
 PYTHON_TARGET = 1.5
-
-SEGLOG_SERVER = r"""
-import sys
-from seglog.broker import run_forever
-from seglog.config import BrokerConfig
-sys.exit(run_forever(BrokerConfig().with_kafka({"log.dirs": sys.argv[1], "listeners": "PLAINTEXT://127.0.0.1:0"})))
-"""
-
 
 def json_values(n: int, seed: int = 7) -> list[bytes]:
     """n distinct JSON-like values of exactly VALUE_BYTES bytes."""
@@ -110,34 +103,6 @@ def session(workers_path: str = ""):
              .config("spark.driver.memory", "2g").config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-class BrokerProcess:
-    """`seglog broker` on the bench data dir, in a subprocess of its own (its own GIL)."""
-
-    def __init__(self, data_dir: str):
-        self.proc = subprocess.Popen([sys.executable, "-c", SEGLOG_SERVER, data_dir], stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            m = re.search(r"listening on (\S+?):(\d+)", line)
-            if m:
-                self.bootstrap = f"{m.group(1)}:{m.group(2)}"
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError("the seglog broker did not start")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def python_source():
@@ -372,7 +337,7 @@ def measure(root: str, records: int, partitions: int, runs: int, *, broker: bool
     server = None
     try:
         if broker:
-            server = BrokerProcess(data)
+            server = SeglogServer(data)
             readers["broker mode"] = (spark.read.format("seglog").option("kafka.bootstrap.servers", server.bootstrap)
                                       .option("subscribe", TOPIC).load())
         readers["ceiling"] = spark.read.format("seglog_ceiling").options(**local).load()
@@ -412,7 +377,7 @@ def measure(root: str, records: int, partitions: int, runs: int, *, broker: bool
                 f"{n} " + "/".join(f"{samples[(n, q)][-1]:.2f}" for q in queries[n]) + " s" for n in names))
     finally:
         if server is not None:
-            server.stop()
+            server.close()
     dec_seglog, dec_python, rows = decode_only(data, partitions, runs)
     spark.stop()
     import pyspark
