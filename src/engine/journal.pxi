@@ -181,7 +181,7 @@ cdef class AppendJournal:
                 memcpy(h + BATCH_HEADER_SIZE, w.buf + used + BATCH_HEADER_SIZE, pos - used - BATCH_HEADER_SIZE)
             else:
                 memcpy(d + self.s_pos, w.buf + self.s_pos, pos - self.s_pos)
-            put_be64(d + used + OFF_MAX_TIMESTAMP, <uint64_t>w.max_ts)
+            put_be64(d + used + OFF_MAX_TIMESTAMP, <uint64_t>(now_ms() if w.log_append_time else w.max_ts))
         store64(self.addr + J_COMMIT, (<uint64_t>used << 32) | <uint32_t>count)
         self.s_used = used
         self.s_pos = pos
