@@ -167,7 +167,7 @@ class Partition:
         lg = self.log
         hw, end, start = lg.high_watermark, lg.end_offset, lg.start_offset
         if not start <= offset <= end:
-            raise OffsetOutOfRangeError(offset, start, end)
+            raise OffsetOutOfRangeError(offset=offset, start=start, end=end)
         if offset >= (hw if committed_only else end):
             return FetchResult(memoryview(b""), hw, start, end)
         view, next_offset = lg.read_next(offset, max_bytes, hw if committed_only else None, min_one)
