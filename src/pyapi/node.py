@@ -42,15 +42,14 @@ from .errors import (InconsistentClusterIdError, InvalidConfigError, InvalidPart
                      TopicDeletionDisabledError, UnknownTopicOrPartitionError)
 from .log import Log
 from .scheduler import default_scheduler
+from .topic_names import validate_topic_name
 
-__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "validate_topic_name", "offsets_topic_config",
+__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "offsets_topic_config",
            "read_meta_properties"]
 
 log = logging.getLogger("seglog.node")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETED_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 TOPICS_FILE = "topics.json"
@@ -80,20 +79,6 @@ def read_meta_properties(data_dir: str | os.PathLike) -> dict[str, str]:
                     k, v = line.strip().split("=", 1)
                     props[k.strip()] = v.strip()
     return props
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's rules: 1-249 characters of ASCII letters, digits, '.', '_', '-', and not '.' or '..'."""
-    if not isinstance(name, str) or not name:
-        raise InvalidTopicError("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_TOPIC_NAME:
-        raise InvalidTopicError(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, "
-                                f"topic name: {name}")
-    if not _LEGAL.match(name):
-        raise InvalidTopicError(f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
-                                f"alphanumerics, '.', '_' and '-'")
 
 
 @dataclass
