@@ -40,7 +40,10 @@ from .errors import (InconsistentClusterIdError, InvalidConfigError, InvalidPart
                      InvalidReplicationFactorError, InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError,
                      LogClosedError, OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError,
                      TopicDeletionDisabledError, UnknownTopicOrPartitionError)
+from .group import GroupConfig, GroupCoordinator
 from .log import Log
+from .offsets_format import OFFSETS_TOPIC
+from .offsets_store import LogOffsetStore
 from .scheduler import default_scheduler
 from .topic_names import validate_topic_name
 
@@ -49,7 +52,6 @@ __all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "offsets_topic_confi
 
 log = logging.getLogger("seglog.node")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETED_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 TOPICS_FILE = "topics.json"
@@ -649,8 +651,6 @@ class Node:
         with self._lock:
             self._check_open()
             if self._coordinator is None:
-                from .group import GroupConfig, GroupCoordinator
-                from .offsets_store import LogOffsetStore
                 c = self.config
                 cfg = GroupConfig(min_session_timeout_ms=c.group_min_session_timeout_ms,
                                   max_session_timeout_ms=c.group_max_session_timeout_ms,

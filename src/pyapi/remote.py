@@ -62,8 +62,8 @@ from .errors import (InvalidConfigError, InvalidRequiredAcksError, InvalidTopicE
                      SeglogError, UnknownMemberIdError, UnknownTopicOrPartitionError, for_code)
 from .group import JoinedMember, JoinResult, SyncResult
 from .log import TimestampOffset
-from .node import OFFSETS_TOPIC, FetchResult, offsets_topic_config
-from .offsets_format import OffsetAndMetadata, TopicPartition
+from .node import FetchResult, offsets_topic_config
+from .offsets_format import OFFSETS_TOPIC, OffsetAndMetadata, TopicPartition
 from .protocol import ApiKey, RequestHeader, encode_request
 
 __all__ = ["RemoteNode", "RemotePartition", "RemoteTopic", "RemoteGroupCoordinator", "RemoteCluster",
