@@ -96,8 +96,7 @@ class ReplicaManager:
 
     def _become_leader(self, key, part, state: PartitionState, replicas) -> None:
         part.log.leader_epoch = state.leader_epoch          # the epoch cache records where this epoch starts
-        ls = LeaderState(part, self.broker_id, state.leader_epoch, replicas, state.isr,
-                         part.log.config.min_insync_replicas)
+        ls = LeaderState(part, self.broker_id, state.leader_epoch, replicas, state.isr)
         self.node._leadership_changed(part, True)           # before requests see the leadership (group loads)
         self._leaders[key] = ls
         ls.update_high_watermark()
