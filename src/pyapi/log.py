@@ -471,7 +471,7 @@ class Log:
             stem = os.path.join(self.path, _engine.segment_name(base))
             for suffix in (".log", ".index", ".timeindex"):
                 with storage_errors("cannot delete segment file", stem + suffix, missing_ok=True):
-                    os.rename(stem + suffix, stem + suffix + ".deleted")
+                    _engine.file_rename(stem + suffix, stem + suffix + ".deleted")
                     renamed.append(stem + suffix + ".deleted")
         if not renamed:
             return
@@ -1114,7 +1114,7 @@ class Log:
             try:
                 if new_base is not None:
                     for suffix in (".index", ".timeindex", ".log"):
-                        os.rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
+                        _engine.file_rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
                     fsync_dir(self.path)
                 # indexes go first: a crash between renames must not leave an index without its .log (a segment
                 # created later at that base would reopen it); a .log without indexes gets them rebuilt
@@ -1123,7 +1123,7 @@ class Log:
                 self._delete_segments(old)
                 if new_base is not None:
                     for suffix in (".index", ".timeindex", ".log"):
-                        os.rename(stem + suffix + ".swap", stem + suffix)
+                        _engine.file_rename(stem + suffix + ".swap", stem + suffix)
                     bisect.insort(self._bases, new_base)
                 fsync_dir(self.path)
             except OSError as e:
@@ -1158,7 +1158,7 @@ class Log:
             for kind in ("index", "timeindex", "log"):
                 if kind in kinds:
                     with storage_errors("cannot complete a segment swap", stem + "." + kind + ".swap"):
-                        os.rename(stem + "." + kind + ".swap", stem + "." + kind)
+                        _engine.file_rename(stem + "." + kind + ".swap", stem + "." + kind)
             log.warning("%s: completed an interrupted segment swap: segment %d replaces offsets [%d, %d)",
                         self.path, base, base, end)
         fsync_dir(self.path)
@@ -1212,8 +1212,12 @@ class Log:
                     self._producers.write_snapshot(self.end_offset)
                     self._write_state()
                     marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
-                    with storage_errors("cannot write the clean-shutdown marker", marker), open(marker, "wb") as f:
-                        os.fsync(f.fileno())
+                    with storage_errors("cannot write the clean-shutdown marker", marker):
+                        fd = _engine.file_open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                        try:
+                            _engine.file_fsync(fd, marker)
+                        finally:
+                            os.close(fd)
                     fsync_dir(self.path)
             finally:
                 self._closed = True
@@ -1246,4 +1250,4 @@ def _unlink_all(paths: list[str]) -> None:
     """Unlink each path that exists. Raises StorageError."""
     for p in paths:
         with storage_errors("cannot delete", p, missing_ok=True):
-            os.unlink(p)
+            _engine.file_unlink(p)
