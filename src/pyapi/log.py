@@ -564,7 +564,8 @@ class Log:
     def high_watermark(self, value: int) -> None:
         with self._lock:
             if not self._start_offset <= value <= self.end_offset:
-                raise OffsetOutOfRangeError(value, self._start_offset, self.end_offset, "high watermark")
+                raise OffsetOutOfRangeError(offset=value, start=self._start_offset, end=self.end_offset,
+                                            what="high watermark")
             if value != self._hw:
                 self._hw = value
                 self._dirty = True
@@ -810,7 +811,7 @@ class Log:
             bw.add(r.value, r.key, r.headers, r.timestamp)
         bw.finish()
         if bw.finished > self.config.max_message_bytes:
-            raise RecordTooLargeError(bw.finished, self.config.max_message_bytes, "recompressed batch")
+            raise RecordTooLargeError(size=bw.finished, limit=self.config.max_message_bytes, what="recompressed batch")
         return bytearray(bw.take())
 
     def append_as_follower(self, data) -> int:
@@ -916,7 +917,7 @@ class Log:
             if offset == end:
                 return memoryview(b""), -1
             if not self._start_offset <= offset <= end:
-                raise OffsetOutOfRangeError(offset, self._start_offset, end)
+                raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=end)
             limit = _INT64_MAX if max_offset is None else max_offset
             if self._tail is not None and offset >= self._tail[0]:
                 return _read_batches(self._tail[1], offset, max_bytes, limit, min_one)
@@ -944,7 +945,7 @@ class Log:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
             if not self._start_offset <= offset <= self.end_offset:
-                raise OffsetOutOfRangeError(offset, self._start_offset, self.end_offset)
+                raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=self.end_offset)
         return self._records(offset, stop)
 
     def _records(self, offset: int, stop: int) -> Iterator[Record]:
@@ -1062,7 +1063,7 @@ class Log:
             if offset == -1:
                 offset = hw
             if not 0 <= offset <= hw:
-                raise OffsetOutOfRangeError(offset, self._start_offset, hw, "delete records")
+                raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=hw, what="delete records")
             if offset > self._start_offset:
                 self._start_offset = offset
                 self._epochs.truncate_from_start(offset)
