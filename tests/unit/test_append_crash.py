@@ -44,7 +44,7 @@ def _run_and_kill(path: str, rng: random.Random) -> list[int]:
     r, w = os.pipe()
     child = subprocess.Popen([sys.executable, "-c", CHILD, path, str(w)], pass_fds=(w,))
     os.close(w)
-    reported, buf = [], b""
+    buf = b""
     deadline = time.monotonic() + rng.choice([rng.uniform(0.0, 0.4), rng.uniform(0.4, 1.2)])
     try:
         while time.monotonic() < deadline:
