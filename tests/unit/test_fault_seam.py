@@ -235,7 +235,7 @@ def test_the_real_table_is_back_after_a_plan(tmp_path):
 
 
 def test_a_handler_that_raises_is_reported_and_the_call_runs(tmp_path):
-    def broken(op, path, n):
+    def broken(op, path, n, dst):
         raise RuntimeError("handler bug")
     old = _engine.set_fault_handler(broken)
     try:
