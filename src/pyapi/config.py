@@ -275,7 +275,8 @@ class BrokerConfig:
     def from_properties(cls, props: Mapping[str, Any], ignore_unknown: bool = True) -> "BrokerConfig":
         """Build from server.properties-style names. Kafka has hundreds of broker settings: unknown names are
         ignored with a WARNING, as Kafka logs them ("The configuration 'x' was supplied but isn't a known
-        config."); with ignore_unknown False they raise InvalidConfigError (as :meth:`with_kafka` and ``seglog.serve``'s keyword arguments always do)."""
+        config."); with ignore_unknown False they raise InvalidConfigError (as :meth:`with_kafka` and
+        ``seglog.serve``'s keyword arguments always do)."""
         changes = {}
         for name, raw in props.items():
             attr = _BROKER_KAFKA_TO_ATTR.get(name)
