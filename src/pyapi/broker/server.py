@@ -88,8 +88,10 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # bound now (a taken port fails fast, and the port is known to register), accepting connections only
+        # once the broker can answer them: in a cluster, after it registered and knows brokers, controller, topics
         self._server = await asyncio.start_server(self._serve_connection, self.host or None, self.port,
-                                                  reuse_address=True, limit=1 << 20)
+                                                  reuse_address=True, limit=1 << 20, start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.metadata_store is None:
             self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port)
@@ -100,6 +102,7 @@ class Broker:
             self.view = self.member.view
             await self._loop.run_in_executor(None, self.member.start)
         self.node.add_listener(self._on_append)
+        await self._server.start_serving()
         if self.metrics_port is not None:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.host or None,
                                                               self.metrics_port)

@@ -33,7 +33,8 @@ from .placement import assign_replicas
 log = logging.getLogger("seglog.cluster")
 
 PRODUCER_ID_BLOCK = 1000
-CREATE_WAIT_S = 10.0
+CREATE_TIMEOUT_MS = 10_000
+"""How long an auto-created topic (or an in-process caller) waits for its partitions' leaders."""
 OFFSETS_WARNING_INTERVAL_S = 60.0
 """While __consumer_offsets cannot be created (too few live brokers), the warning is logged once per this."""
 
@@ -68,6 +69,27 @@ class ClusterMember:
         self._register()
         self._subs = [self.store.watch_brokers(self._on_brokers), self.store.watch_topics(self._on_topics),
                       self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions"))]
+        self._wait_for_metadata()
+
+    def _wait_for_metadata(self) -> None:
+        """Until the watches delivered what requests need: this broker among the live ones, a live controller,
+        and every topic's assignment (the broker serves only after this, as Kafka's processes requests only
+        once started: a client must not see a cluster without brokers, controller or topics). Bounded by the
+        session timeout; a controller still missing then is logged and left to clients' retries."""
+        deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000
+        topics = set(self.store.list_topics())
+
+        def ready() -> bool:
+            with self._lock:
+                return (self.broker_id in self.brokers and self.controller_id in self.brokers
+                        and topics <= set(self.assignments))
+        while not ready():
+            if time.monotonic() > deadline:
+                log.warning("broker %d: serving before it knows the whole cluster (controller %s, %d of %d "
+                            "topics)", self.broker_id, self.controller_id, len(topics & set(self.assignments)),
+                            len(topics))
+                return
+            time.sleep(0.01)
 
     def _adopt_cluster_id(self) -> None:
         """Every broker of a cluster reports the cluster's one id: the store's (made by the first broker to ask),
@@ -303,8 +325,8 @@ class ClusterView:
             validate_topic_name(name)
             try:
                 self.create_topic(name, None, {}, None)
-            except TopicAlreadyExistsError:
-                pass
+            except (TopicAlreadyExistsError, RequestTimedOutError):
+                pass                            # created; partitions without a leader yet say so themselves
         return self.topic_partitions(name)
 
     # -- checks on the request path ----------------------------------------------------------------------------
@@ -365,7 +387,7 @@ class ClusterView:
                     f"or lower offsets.topic.replication.factor)")
         try:
             self.create_topic(OFFSETS_TOPIC, self.m.config.offsets_topic_num_partitions,
-                              offsets_topic_config(self.m.config), rf, wait=False)
+                              offsets_topic_config(self.m.config), rf, timeout_ms=0)
         except TopicAlreadyExistsError:
             pass
         except SeglogError as e:
@@ -387,7 +409,10 @@ class ClusterView:
     # -- admin ----------------------------------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int | None, configs: dict, replication_factor: int | None,
-                     validate_only: bool = False, wait: bool = True) -> None:
+                     validate_only: bool = False, timeout_ms: int = CREATE_TIMEOUT_MS) -> None:
+        """Store the topic; then wait up to ``timeout_ms`` (CreateTopics' timeout; 0: not at all) until the
+        controller gave every partition a state, else RequestTimedOutError (the topic exists: as in Kafka, the
+        request timed out, not the creation)."""
         validate_topic_name(name)
         cfg = self.m.config
         partitions = cfg.num_partitions if partitions is None else partitions
@@ -401,14 +426,17 @@ class ClusterView:
         if validate_only:
             return
         self.m.store.create_topic(TopicAssignment(name, placement), {k: str(v) for k, v in configs.items()})
-        if wait:
-            self._wait_for_states(name, partitions)
+        self._wait_for_states(name, partitions, timeout_ms)
 
-    def _wait_for_states(self, name: str, partitions: int) -> None:
-        deadline = time.monotonic() + CREATE_WAIT_S
-        while time.monotonic() < deadline:
-            if all((name, p) in self.m.states for p in range(partitions)):
-                return
+    def _wait_for_states(self, name: str, partitions: int, timeout_ms: int) -> None:
+        """Until every partition has a state here, or RequestTimedOutError after timeout_ms (0: return now)."""
+        if timeout_ms <= 0:
+            return
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not all((name, p) in self.m.states for p in range(partitions)):
+            if time.monotonic() >= deadline:
+                raise RequestTimedOutError(f"Topic '{name}' was created, but not all its {partitions} partitions "
+                                           f"have a leader yet after {timeout_ms} ms (is a controller running?)")
             time.sleep(0.02)
 
     def delete_topic(self, name: str) -> None:
@@ -429,7 +457,8 @@ class ClusterView:
             return
         self.m.store.set_topic_config(name, {k: str(v) for k, v in overrides.items()})
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                          timeout_ms: int = CREATE_TIMEOUT_MS) -> None:
         current, _ = self.topic_partitions(name)
         if count <= current:
             raise InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than or "
@@ -440,4 +469,4 @@ class ClusterView:
         if validate_only:
             return
         self.m.store.add_partitions(name, placement)
-        self._wait_for_states(name, count)
+        self._wait_for_states(name, count, timeout_ms)
