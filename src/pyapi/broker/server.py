@@ -118,10 +118,13 @@ class Broker:
         return self.host
 
     async def stop(self) -> None:
-        """Stop accepting, close every connection, close the node. Idempotent."""
+        """In a cluster, a controlled shutdown first (ClusterMember.controlled_shutdown); then stop accepting,
+        close every connection, close the node. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        if self.member is not None:             # still serving: clients move with the leaderships it hands over
+            await self._loop.run_in_executor(None, self.member.controlled_shutdown)
         self.node.remove_listener(self._on_append)
         for server in (self._server, self._metrics_server):
             if server is not None:

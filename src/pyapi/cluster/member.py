@@ -52,6 +52,7 @@ class ClusterMember:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.controller_id: int | None = None
         self.controller: Controller | None = None
+        self.shutting_down: dict[int, int] = {}       # brokers in controlled shutdown -> their broker epochs
         self._watches: dict[str, list] = {}
         self._state_watches: dict[tuple[str, int], object] = {}
         self._lock = threading.RLock()
@@ -68,7 +69,8 @@ class ClusterMember:
         self.store.add_session_listener(self._on_session)
         self._register()
         self._subs = [self.store.watch_brokers(self._on_brokers), self.store.watch_topics(self._on_topics),
-                      self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions"))]
+                      self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions")),
+                      self.store.watch_brokers_shutting_down(self._on_shutting_down)]
         self._wait_for_metadata()
 
     def _wait_for_metadata(self) -> None:
@@ -119,6 +121,45 @@ class ClusterMember:
         self.replicas.registered_epoch = registered.epoch
         log.info("broker %d registered (broker epoch %d)", self.broker_id, registered.epoch)
         self.store.elect_controller(self.broker_id, self._on_controller_change)
+
+    def controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown (controlled.shutdown.enable): stop following, ask the controller to move
+        this broker's leaderships and ISR places to the other in-sync replicas, and wait until it did (up to
+        controlled.shutdown.max.retries x controlled.shutdown.retry.backoff.ms), so stopping interrupts no
+        acks=all write. Partitions nobody else can take stay here."""
+        cfg = self.config
+        if not cfg.controlled_shutdown_enable:
+            return
+        t0 = time.monotonic()
+        self.replicas.stop_following()
+        try:
+            self.store.request_controlled_shutdown(self.broker_id, self.replicas.registered_epoch)
+        except SeglogError as e:
+            log.warning("broker %d: controlled shutdown not possible (%s); stopping", self.broker_id, e)
+            return
+        deadline = t0 + max(cfg.controlled_shutdown_max_retries, 1) * cfg.controlled_shutdown_retry_backoff_ms / 1000
+        while (remaining := self._remaining_for_shutdown()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if remaining:
+            log.warning("broker %d: controlled shutdown incomplete after %.1f s, stopping anyway; still leading or "
+                        "in the ISR of %s", self.broker_id, time.monotonic() - t0,
+                        ", ".join(f"{t}-{p}" for t, p in remaining[:10]))
+        else:
+            log.info("broker %d: controlled shutdown succeeded in %.2f s", self.broker_id, time.monotonic() - t0)
+
+    def _remaining_for_shutdown(self) -> list[tuple[str, int]]:
+        """Partitions this broker leads while another live in-sync replica could take over, or whose live
+        leader still counts this broker in its ISR."""
+        me = self.broker_id
+        with self._lock:
+            others = {b for b in self.brokers if b != me and b not in self.shutting_down}
+            return [key for key, st in self.states.items()
+                    if (st.leader == me and others & set(st.isr)) or (st.leader in others and me in st.isr)]
+
+    def _on_shutting_down(self, requests: dict[int, int]) -> None:
+        with self._lock:
+            self.shutting_down = dict(requests)
+        self._poke_controller("controlled shutdown")
 
     def close(self) -> None:
         with self._lock:
