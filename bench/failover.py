@@ -73,8 +73,10 @@ def kill_once(cluster: harness.Cluster, producer, restart: bool, session_s: floa
     if restart:
         time.sleep(max(0.0, t0 + RESTART_DELAY_S - time.monotonic()))
         victim.spawn()
-    new = harness.wait_until(lambda: (lambda s: s if s and s["leader_epoch"] > epoch and s["leader"] >= 0 else None)(
-        cluster.state(TOPIC, 0)), session_s + 60, "a new leader epoch", interval=0.01, details=cluster.describe)
+    def elected():
+        s = cluster.state(TOPIC, 0)
+        return s if s and s["leader_epoch"] > epoch and s["leader"] >= 0 else None
+    new = harness.wait_until(elected, session_s + 60, "a new leader epoch", interval=0.01, details=cluster.describe)
     start, = harness.wait_until(lambda: _epoch_start(cluster, new["leader"], TOPIC, epoch), 60,
                                 "the new leader's epoch in its log", interval=0.01, details=cluster.describe)
 

@@ -54,6 +54,7 @@ class ClusterMember:
         self.controller: Controller | None = None
         self.shutting_down: dict[int, int] = {}       # brokers in controlled shutdown -> their broker epochs
         self._watches: dict[str, list] = {}
+        self._topics_known = False                     # the topics watch delivered once
         self._state_watches: dict[tuple[str, int], object] = {}
         self._lock = threading.RLock()
         self._pid_next = self._pid_end = 0
@@ -79,17 +80,16 @@ class ClusterMember:
         once started: a client must not see a cluster without brokers, controller or topics). Bounded by the
         session timeout; a controller still missing then is logged and left to clients' retries."""
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000
-        topics = set(self.store.list_topics())
 
         def ready() -> bool:
             with self._lock:
                 return (self.broker_id in self.brokers and self.controller_id in self.brokers
-                        and topics <= set(self.assignments))
+                        and self._topics_known and all(t in self.assignments for t in self._watches))
         while not ready():
             if time.monotonic() > deadline:
                 log.warning("broker %d: serving before it knows the whole cluster (controller %s, %d of %d "
-                            "topics)", self.broker_id, self.controller_id, len(topics & set(self.assignments)),
-                            len(topics))
+                            "topics)", self.broker_id, self.controller_id,
+                            sum(t in self.assignments for t in self._watches), len(self._watches))
                 return
             time.sleep(0.01)
 
@@ -228,6 +228,7 @@ class ClusterMember:
                     self.store.watch_topic_config(t, lambda c, t=t: self._on_config(t, c))]
             with self._lock:
                 self._watches[t] = subs
+        self._topics_known = True
         self._poke_controller("topics changed")
 
     def _forget_topic(self, topic: str) -> None:
