@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
                       NotEnoughReplicasError, NotLeaderOrFollowerError, TopicAlreadyExistsError,
                       UnknownLeaderEpochError)
-from ..node import validate_topic_name
+from ..topic_names import validate_topic_name
 
 
 class LocalView:

@@ -23,7 +23,9 @@ from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, Inco
                       InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotCoordinatorError,
                       RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                       UnknownLeaderEpochError, UnknownTopicOrPartitionError)
-from ..node import OFFSETS_TOPIC, offsets_topic_config, validate_topic_name
+from ..node import offsets_topic_config
+from ..offsets_format import OFFSETS_TOPIC
+from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
 from ..replication.manager import ReplicaManager
 from .controller import Controller

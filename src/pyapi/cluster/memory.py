@@ -15,10 +15,11 @@ from typing import Callable, Mapping, Sequence
 
 from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, StaleControllerEpochError,
                       TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+from ..topic_names import validate_topic_name
 from .events import EventThread, Subscription, Watch
 from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
                         PartitionState, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
-                        topic_config, validate_partition_state, validate_topic_name)
+                        topic_config, validate_partition_state)
 
 __all__ = ["MemoryCluster", "MemoryMetadataStore"]
 

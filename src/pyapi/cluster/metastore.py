@@ -31,7 +31,6 @@ Invariants every implementation keeps:
 from __future__ import annotations
 
 import base64
-import re
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -39,19 +38,17 @@ from enum import Enum
 from typing import Callable, Mapping, Sequence
 
 from ..errors import (InvalidArgumentError, InvalidPartitionsError, InvalidReplicaAssignmentError,
-                      InvalidTopicError, SeglogError)
+                      SeglogError)
 from .events import Subscription
 
 __all__ = ["BrokerInfo", "TopicAssignment", "PartitionState", "ControllerEpoch", "ControllerChange",
            "SessionEvent", "MetadataStore", "InvalidUpdateVersionError", "Subscription", "NO_LEADER",
-           "validate_topic_name", "validate_new_partitions", "validate_partition_state", "validate_isr_update",
+           "validate_new_partitions", "validate_partition_state", "validate_isr_update",
            "topic_config", "new_cluster_id", "restarted_members"]
 
 NO_LEADER = -1
 """``PartitionState.leader`` when the partition has no leader (all ISR members offline)."""
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 class InvalidUpdateVersionError(SeglogError):
@@ -130,14 +127,6 @@ class SessionEvent(Enum):
     RECONNECTED = "reconnected"    # back on the same session; ephemerals intact
     EXPIRED = "expired"            # session gone: its ephemerals were deleted, the candidacy ended
     NEW_SESSION = "new_session"    # connected on a fresh session: register and elect again
-
-
-def validate_topic_name(topic: str) -> None:
-    """Kafka's rule: 1..249 chars of [a-zA-Z0-9._-], not '.' or '..'. Raises InvalidTopicError."""
-    if not isinstance(topic, str) or not _LEGAL_TOPIC_NAME.fullmatch(topic) or topic in (".", "..") \
-            or len(topic) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(f"Invalid topic name {topic!r}: use 1-{MAX_TOPIC_NAME_LENGTH} characters "
-                                "of [a-zA-Z0-9._-], not '.' or '..'")
 
 
 def validate_new_partitions(first: int, partitions: Mapping[int, Sequence[int]]) -> None:

@@ -30,11 +30,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, NetworkError, SeglogError,
                       StaleControllerEpochError, TopicAlreadyExistsError, UnknownServerError,
                       UnknownTopicOrPartitionError)
+from ..topic_names import validate_topic_name
 from . import zklayout as layout
 from .events import EventThread, Subscription, Watch
 from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
                         PartitionState, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
-                        validate_partition_state, validate_topic_name)
+                        validate_partition_state)
 
 __all__ = ["ZooKeeperMetadataStore"]
 
