@@ -19,7 +19,7 @@ from cluster_harness import Cluster, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
-FRESH_CLUSTERS = 5
+FRESH_CLUSTERS = 3
 REQUEST_TIMED_OUT = 7
 
 
