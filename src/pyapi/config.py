@@ -261,6 +261,9 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = _k("auto.leader.rebalance.enable", "bool", True)
     leader_imbalance_check_interval_seconds: int = _k("leader.imbalance.check.interval.seconds", "long", 300, low=1)
     producer_id_expiration_ms: int = _k("producer.id.expiration.ms", "int", 86_400_000, low=1)
+    controlled_shutdown_enable: bool = _k("controlled.shutdown.enable", "bool", True)
+    controlled_shutdown_max_retries: int = _k("controlled.shutdown.max.retries", "int", 3, low=0)
+    controlled_shutdown_retry_backoff_ms: int = _k("controlled.shutdown.retry.backoff.ms", "long", 5000, low=0)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -465,7 +465,7 @@ class Handlers:
                 partitions = None if t["num_partitions"] == -1 else t["num_partitions"]
                 rf = None if t["replication_factor"] == -1 else t["replication_factor"]
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
-                                validate_only=body["validate_only"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
                 results.append({"name": name, "error_code": 0, "error_message": None})
             except SeglogError as e:
                 results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
@@ -497,7 +497,7 @@ class Handlers:
                 if t["assignments"]:
                     raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
                 await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
-                                validate_only=body["validate_only"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
                 out.append({"name": t["name"], "error_code": 0, "error_message": None})
             except SeglogError as e:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})

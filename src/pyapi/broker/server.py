@@ -88,8 +88,10 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # bound now (a taken port fails fast, and the port is known to register), accepting connections only
+        # once the broker can answer them: in a cluster, after it registered and knows brokers, controller, topics
         self._server = await asyncio.start_server(self._serve_connection, self.host or None, self.port,
-                                                  reuse_address=True, limit=1 << 20)
+                                                  reuse_address=True, limit=1 << 20, start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.metadata_store is None:
             self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port)
@@ -100,6 +102,7 @@ class Broker:
             self.view = self.member.view
             await self._loop.run_in_executor(None, self.member.start)
         self.node.add_listener(self._on_append)
+        await self._server.start_serving()
         if self.metrics_port is not None:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.host or None,
                                                               self.metrics_port)
@@ -115,10 +118,13 @@ class Broker:
         return self.host
 
     async def stop(self) -> None:
-        """Stop accepting, close every connection, close the node. Idempotent."""
+        """In a cluster, a controlled shutdown first (ClusterMember.controlled_shutdown); then stop accepting,
+        close every connection, close the node. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        if self.member is not None:             # still serving: clients move with the leaderships it hands over
+            await self._loop.run_in_executor(None, self.member.controlled_shutdown)
         self.node.remove_listener(self._on_append)
         for server in (self._server, self._metrics_server):
             if server is not None:
