@@ -1,0 +1,204 @@
+"""Consumer groups that recover, with real processes and clients: a `seglog consume` interrupted (SIGINT),
+terminated (SIGTERM) or killed (SIGKILL) while it joins, a group write waiting for replication while other
+members heartbeat, static members restarting on a 3-broker cluster.
+
+Kafka bounds a rebalance by its members' rebalance timeout and drops the members that did not rejoin; a
+member that left (LeaveGroup), or whose client went away mid-join (its connection closed), must not hold the
+group until its session ends. The group here uses Kafka's group.initial.rebalance.delay.ms (3 s), so the first
+join of a group waits that long: a member joining the group after one vanished gets its first record after
+about that delay, not after the vanished member's session (20 s here, 45 s by default).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from cluster_harness import seglog_env, wait_until
+
+import seglog
+from seglog.group import GroupState
+
+pytestmark = pytest.mark.broker
+
+TIMEOUT = 60
+DELAY_MS = 3000               # Kafka's default group.initial.rebalance.delay.ms
+SESSION_MS = 20_000           # the consumers' session.timeout.ms: what a vanished member would cost
+BOUND_S = DELAY_MS / 1000 + 4  # the initial delay, plus a process start and a poll or two
+
+
+class ConsoleConsumer:
+    """`python -m seglog consume --group` in a process of its own; stdout lines are collected with the time
+    the first one came."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, *props: str):
+        args = [sys.executable, "-m", "seglog", "consume", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--group", group, "--from-beginning", "--consumer-property", f"session.timeout.ms={SESSION_MS}"]
+        for p in props:
+            args += ["--consumer-property", p]
+        self.started = time.monotonic()
+        self.first_record: float | None = None
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=seglog_env())
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in iter(self.proc.stdout.readline, ""):
+            if self.first_record is None:
+                self.first_record = time.monotonic()
+            self.lines.append(line)
+
+    def stop(self, sig: int) -> tuple[int, str]:
+        """Send `sig`; (exit status, stderr)."""
+        self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=TIMEOUT)
+        finally:
+            self.proc.kill()
+        self._reader.join(TIMEOUT)
+        return self.proc.returncode, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate(timeout=TIMEOUT)
+
+
+def describe(broker, group: str):
+    return broker.node.group_coordinator.describe_groups([group])[0]
+
+
+def joining(broker, group: str, n: int = 1):
+    """The group is rebalancing with `n` members (their JoinGroups wait out the initial delay)."""
+    d = describe(broker, group)
+    return d.state is GroupState.PREPARING_REBALANCE and len(d.members) == n
+
+
+def produce(broker, topic: str, n: int, partitions: int = 2) -> None:
+    node = broker.node
+    node.create_topic(topic, partitions)
+    with seglog.Producer(node) as p:
+        for i in range(n):
+            p.send(topic, value=f"v{i}".encode(), partition=i % partitions)
+
+
+@pytest.fixture
+def delayed_broker(start_broker):
+    """A broker with Kafka's initial rebalance delay: a JoinGroup waits there long enough to stop its client."""
+    return start_broker(group_initial_rebalance_delay_ms=DELAY_MS)
+
+
+def _next_member_timing(broker, topic: str, group: str, stop) -> float:
+    """A consumer joins and is stopped by `stop(consumer)` while its JoinGroup waits; another then joins.
+    Returns how long the second took to print its first record (all 10 must come)."""
+    produce(broker, topic, 10)
+    first = ConsoleConsumer(broker.bootstrap_servers, topic, group)
+    try:
+        wait_until(lambda: joining(broker, group), TIMEOUT, "the first consumer's JoinGroup")
+        stop(first)
+    finally:
+        first.kill()
+    second = ConsoleConsumer(broker.bootstrap_servers, topic, group)
+    try:
+        wait_until(lambda: len(second.lines) >= 10, TIMEOUT, "the second consumer's records",
+                   details=lambda: str(describe(broker, group)))
+        return second.first_record - second.started
+    finally:
+        second.stop(signal.SIGINT)
+
+
+def test_ctrl_c_while_joining_does_not_hold_up_the_next_member(delayed_broker):
+    """Ctrl-C while `consume --group` waits for its JoinGroup: it leaves at once (LeaveGroup on a connection
+    of its own); the next member gets records after the initial delay, not after the first one's session
+    (issue: 50 s)."""
+    def interrupt(c):
+        status, err = c.stop(signal.SIGINT)
+        assert (status, err) == (130, "Processed a total of 0 messages\n")
+
+    took = _next_member_timing(delayed_broker, "int-join", "ig", interrupt)
+    assert took < BOUND_S, f"the next member waited {took:.1f} s for its first record"
+
+
+def test_a_member_killed_while_joining_does_not_hold_up_the_next_member(delayed_broker):
+    """kill -9 while the JoinGroup waits: no LeaveGroup, but the broker sees the connection close and drops
+    the member (a dynamic member that can never get its answer), so the rebalance does not wait for it."""
+    took = _next_member_timing(delayed_broker, "kill-join", "kg", lambda c: c.kill())
+    assert took < BOUND_S, f"the next member waited {took:.1f} s for its first record"
+
+
+def test_sigterm_stops_a_group_consumer_like_ctrl_c(start_broker):
+    """SIGTERM (a service manager, a container stop) commits what was printed and leaves the group, as Ctrl-C
+    does; exit status 143 (128 + SIGTERM)."""
+    broker = start_broker()
+    produce(broker, "term", 10)
+    c = ConsoleConsumer(broker.bootstrap_servers, "term", "tg")
+    wait_until(lambda: len(c.lines) >= 10, TIMEOUT, "the records")
+    status, err = c.stop(signal.SIGTERM)
+    assert (status, err) == (143, "Processed a total of 10 messages\n")
+    d = describe(broker, "tg")
+    assert (d.state, d.members) == (GroupState.EMPTY, ()), "the member left the group"
+    committed = broker.node.group_coordinator.fetch_offsets("tg", [("term", 0), ("term", 1)])
+    assert {tp.partition: om.offset for tp, om in committed.items()} == {0: 5, 1: 5}
+
+
+def test_close_while_joining_leaves_at_once(delayed_broker):
+    """Consumer.close() while its JoinGroup waits (over the network, the JoinGroup holds the coordinator's
+    connection): the LeaveGroup goes out at once on another, rather than after the JoinGroup is answered."""
+    broker = delayed_broker
+    broker.node.create_topic("close-join", 1)
+    with seglog.connect(broker.bootstrap_servers) as node:
+        c = seglog.Consumer(node, group_id="cg", session_timeout_ms=SESSION_MS)
+        c.subscribe(["close-join"])
+        wait_until(lambda: c.poll(0.05) == [] and joining(broker, "cg"), TIMEOUT,     # the JoinGroup waits out
+                   "the JoinGroup")                                               # the initial delay
+        t0 = time.monotonic()
+        c.close()
+        wait_until(lambda: not describe(broker, "cg").members, TIMEOUT, "the member to leave")
+        assert time.monotonic() - t0 < DELAY_MS / 1000 / 2, "the LeaveGroup waited for the JoinGroup's answer"
+
+
+def test_heartbeats_are_answered_while_a_group_write_waits_for_replication(start_broker):
+    """A group write waits for its replication (a cluster's acks=all), which the followers' fetches served by
+    the broker's event loop bring: group calls run off the loop, and other members' heartbeats are answered
+    meanwhile (issue: on 3 brokers a static member's restart left the other without answers for its whole
+    session, and the coordinator expired both)."""
+    broker = start_broker(group_initial_rebalance_delay_ms=500)
+    release = threading.Event()
+    nodes = [seglog.connect(broker.bootstrap_servers, client_id=f"c{i}") for i in range(3)]
+    try:
+        coords = [n.group_coordinator for n in nodes]
+        joins = [None, None]
+
+        def join(i):
+            joins[i] = coords[i].join_group("hb", "", "consumer", [("range", b"")], 6000,
+                                            group_instance_id=f"i-{i}").result(TIMEOUT)
+        threads = [threading.Thread(target=join, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT)
+        leader = next(r for r in joins if r.is_leader)
+        for r in sorted(joins, key=lambda r: not r.is_leader):
+            coords[joins.index(r)].sync_group("hb", r.generation_id, r.member_id,
+                                             {m.member_id: b"" for m in leader.members} if r is leader else None,
+                                             group_instance_id=f"i-{joins.index(r)}").result(TIMEOUT)
+        broker.node.replication_waiter = lambda part, last: release.wait(5)          # acks that are late
+        restarted = threading.Thread(target=lambda: coords[2].join_group(
+            "hb", "", "consumer", [("range", b"")], 6000, group_instance_id="i-0"), daemon=True)
+        restarted.start()                                  # i-0 restarts: the group is stored with its new id
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        coords[1].heartbeat("hb", joins[1].generation_id, joins[1].member_id, group_instance_id="i-1")
+        answered = time.monotonic() - t0
+    finally:
+        release.set()
+        broker.node.replication_waiter = None
+        for n in nodes:
+            n.close()
+    assert answered < 1.0, f"a heartbeat waited {answered:.1f} s for another member's group write"
