@@ -202,3 +202,78 @@ def test_heartbeats_are_answered_while_a_group_write_waits_for_replication(start
         for n in nodes:
             n.close()
     assert answered < 1.0, f"a heartbeat waited {answered:.1f} s for another member's group write"
+
+
+# -- static membership on a 3-broker cluster ---------------------------------------------------------------------
+
+class StaticMember:
+    """A confluent-kafka consumer with a group.instance.id, polled by a thread of its own; its assignment
+    changes are recorded."""
+
+    def __init__(self, bootstrap: str, topic: str, instance: str, session_ms: int = 6000):
+        from confluent_kafka import Consumer
+
+        self.events: list[tuple[float, str, list[int]]] = []
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "statics", "group.instance.id": instance,
+                           "session.timeout.ms": session_ms, "heartbeat.interval.ms": 500,
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        self.c.subscribe([topic], on_assign=lambda c, ps: self._note("assign", ps),
+                         on_revoke=lambda c, ps: self._note("revoke", ps),
+                         on_lost=lambda c, ps: self._note("lost", ps))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _note(self, what: str, partitions) -> None:
+        self.events.append((time.monotonic(), what, sorted(p.partition for p in partitions)))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.c.poll(0.1)
+
+    def assigned(self) -> list[int]:
+        """The partitions held according to the callbacks."""
+        held: set[int] = set()
+        for _, what, parts in self.events:
+            held = held | set(parts) if what == "assign" else held - set(parts)
+        return sorted(held)
+
+    def close(self) -> None:
+        """Stop polling and close (a static member sends no LeaveGroup: its partitions wait for it)."""
+        self._stop.set()
+        self._thread.join(TIMEOUT)
+        self.c.close()
+
+
+@pytest.mark.slow
+@pytest.mark.zookeeper
+@pytest.mark.timeout(300)
+def test_static_members_keep_their_partitions_across_a_restart_on_three_brokers(zookeeper_server, tmp_path):
+    """Two static members on a 3-broker cluster; one restarts (closed, a new consumer with the same
+    group.instance.id): it gets its partitions back without a rebalance, and the other keeps its own, its
+    heartbeats answered, through the restart and for two sessions after (issue: both were expired)."""
+    from cluster_harness import Cluster
+
+    with Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3,
+                 chroot=f"/statics-{int(time.time() * 1000) % 10**8}") as cluster:
+        cluster.create_topic("st", 4)
+        a = StaticMember(cluster.bootstrap, "st", "a")
+        b = StaticMember(cluster.bootstrap, "st", "b")
+        members = [a, b]
+        try:
+            wait_until(lambda: len(a.assigned()) == 2 and len(b.assigned()) == 2, TIMEOUT,
+                       "both static members to get two partitions")
+            kept_a, kept_b, b_events = a.assigned(), b.assigned(), len(b.events)
+            a.close()
+            members.remove(a)
+            time.sleep(1.0)                                # a restarting process, well within a's session
+            again = StaticMember(cluster.bootstrap, "st", "a")
+            members.append(again)
+            wait_until(lambda: again.assigned(), TIMEOUT, "the restarted member's partitions")
+            assert again.assigned() == kept_a
+            time.sleep(12.0)                               # two of b's sessions: its heartbeats must be answered
+            assert b.events[b_events:] == [], f"the other member's assignment changed: {b.events[b_events:]}"
+            assert b.assigned() == kept_b and again.assigned() == kept_a
+        finally:
+            for m in members:
+                m.close()
