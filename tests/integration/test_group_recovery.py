@@ -12,13 +12,13 @@ about that delay, not after the vanished member's session (20 s here, 45 s by de
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
-from cluster_harness import seglog_env, wait_until
+from cluster_harness import wait_until
+from helpers.group_faults import (SESSION_MS, ConsoleConsumer, FaustWordCount, describe, joining,
+                                  next_member_timing, produce)
 
 import seglog
 from seglog.group import GroupState
@@ -27,90 +27,13 @@ pytestmark = pytest.mark.broker
 
 TIMEOUT = 60
 DELAY_MS = 3000               # Kafka's default group.initial.rebalance.delay.ms
-SESSION_MS = 20_000           # the consumers' session.timeout.ms: what a vanished member would cost
 BOUND_S = DELAY_MS / 1000 + 4  # the initial delay, plus a process start and a poll or two
-
-
-class ConsoleConsumer:
-    """`python -m seglog consume --group` in a process of its own; stdout lines are collected with the time
-    the first one came."""
-
-    def __init__(self, bootstrap: str, topic: str, group: str, *props: str):
-        args = [sys.executable, "-m", "seglog", "consume", "--bootstrap-server", bootstrap, "--topic", topic,
-                "--group", group, "--from-beginning", "--consumer-property", f"session.timeout.ms={SESSION_MS}"]
-        for p in props:
-            args += ["--consumer-property", p]
-        self.started = time.monotonic()
-        self.first_record: float | None = None
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=seglog_env())
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in iter(self.proc.stdout.readline, ""):
-            if self.first_record is None:
-                self.first_record = time.monotonic()
-            self.lines.append(line)
-
-    def stop(self, sig: int) -> tuple[int, str]:
-        """Send `sig`; (exit status, stderr)."""
-        self.proc.send_signal(sig)
-        try:
-            _, err = self.proc.communicate(timeout=TIMEOUT)
-        finally:
-            self.proc.kill()
-        self._reader.join(TIMEOUT)
-        return self.proc.returncode, err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate(timeout=TIMEOUT)
-
-
-def describe(broker, group: str):
-    return broker.node.group_coordinator.describe_groups([group])[0]
-
-
-def joining(broker, group: str, n: int = 1):
-    """The group is rebalancing with `n` members (their JoinGroups wait out the initial delay)."""
-    d = describe(broker, group)
-    return d.state is GroupState.PREPARING_REBALANCE and len(d.members) == n
-
-
-def produce(broker, topic: str, n: int, partitions: int = 2) -> None:
-    node = broker.node
-    node.create_topic(topic, partitions)
-    with seglog.Producer(node) as p:
-        for i in range(n):
-            p.send(topic, value=f"v{i}".encode(), partition=i % partitions)
 
 
 @pytest.fixture
 def delayed_broker(start_broker):
     """A broker with Kafka's initial rebalance delay: a JoinGroup waits there long enough to stop its client."""
     return start_broker(group_initial_rebalance_delay_ms=DELAY_MS)
-
-
-def _next_member_timing(broker, topic: str, group: str, stop) -> float:
-    """A consumer joins and is stopped by `stop(consumer)` while its JoinGroup waits; another then joins.
-    Returns how long the second took to print its first record (all 10 must come)."""
-    produce(broker, topic, 10)
-    first = ConsoleConsumer(broker.bootstrap_servers, topic, group)
-    try:
-        wait_until(lambda: joining(broker, group), TIMEOUT, "the first consumer's JoinGroup")
-        stop(first)
-    finally:
-        first.kill()
-    second = ConsoleConsumer(broker.bootstrap_servers, topic, group)
-    try:
-        wait_until(lambda: len(second.lines) >= 10, TIMEOUT, "the second consumer's records",
-                   details=lambda: str(describe(broker, group)))
-        return second.first_record - second.started
-    finally:
-        second.stop(signal.SIGINT)
 
 
 def test_ctrl_c_while_joining_does_not_hold_up_the_next_member(delayed_broker):
@@ -121,14 +44,14 @@ def test_ctrl_c_while_joining_does_not_hold_up_the_next_member(delayed_broker):
         status, err = c.stop(signal.SIGINT)
         assert (status, err) == (130, "Processed a total of 0 messages\n")
 
-    took = _next_member_timing(delayed_broker, "int-join", "ig", interrupt)
+    took = next_member_timing(delayed_broker, "int-join", "ig", interrupt)
     assert took < BOUND_S, f"the next member waited {took:.1f} s for its first record"
 
 
 def test_a_member_killed_while_joining_does_not_hold_up_the_next_member(delayed_broker):
     """kill -9 while the JoinGroup waits: no LeaveGroup, but the broker sees the connection close and drops
     the member (a dynamic member that can never get its answer), so the rebalance does not wait for it."""
-    took = _next_member_timing(delayed_broker, "kill-join", "kg", lambda c: c.kill())
+    took = next_member_timing(delayed_broker, "kill-join", "kg", lambda c: c.kill())
     assert took < BOUND_S, f"the next member waited {took:.1f} s for its first record"
 
 
@@ -161,6 +84,28 @@ def test_close_while_joining_leaves_at_once(delayed_broker):
         c.close()
         wait_until(lambda: not describe(broker, "cg").members, TIMEOUT, "the member to leave")
         assert time.monotonic() - t0 < DELAY_MS / 1000 / 2, "the LeaveGroup waited for the JoinGroup's answer"
+
+
+FAUST_SESSION_S = 10.0
+FAUST_BOUND_S = FAUST_SESSION_S + DELAY_MS / 1000 + 12      # the old member's session, the delay, start-up
+
+
+def test_a_faust_app_killed_and_restarted_catches_up(start_broker, tmp_path):
+    """A faust-streaming word count (aiokafka) killed with SIGKILL and restarted 0.5 s later catches up within
+    the dead member's session (it never left: the group waits for it) plus the initial delay and faust's
+    start-up (issue: not within 120 s in one run of three). One cycle here; ``python -m bench.group_recovery``
+    loops it."""
+    pytest.importorskip("faust", reason="faust-streaming is not installed")
+    broker = start_broker(group_initial_rebalance_delay_ms=DELAY_MS)
+    app = FaustWordCount(broker, tmp_path / "faust", session_s=FAUST_SESSION_S)
+    try:
+        app.produce(1000)
+        app.start()
+        app.catch_up(TIMEOUT)
+        took = app.restart_after_kill(500, 2 * FAUST_BOUND_S)
+    finally:
+        app.close()
+    assert took < FAUST_BOUND_S, f"the restarted faust app took {took:.1f} s to catch up"
 
 
 def test_heartbeats_are_answered_while_a_group_write_waits_for_replication(start_broker):
