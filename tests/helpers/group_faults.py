@@ -22,7 +22,18 @@ import seglog
 from seglog.group import GroupState
 
 TIMEOUT = 60
+DELAY_MS = 3000               # Kafka's default group.initial.rebalance.delay.ms, which the brokers here use
 SESSION_MS = 20_000           # the console consumers' session.timeout.ms: what a vanished member would cost
+# The next member's first record after one stopped mid-join: the initial delay, plus a process start, two
+# JoinGroups (MEMBER_ID_REQUIRED first), a SyncGroup, an OffsetFetch and a Fetch on a busy 2-core machine.
+MID_JOIN_BOUND_S = DELAY_MS / 1000 + 6
+# A faust app restarted after kill -9 waits for its dead predecessor's session (it never left), the initial
+# delay, and faust's start-up (table recovery from its changelog).
+FAUST_STARTUP_S = 12
+
+
+def faust_bound_s(session_s: float) -> float:
+    return session_s + DELAY_MS / 1000 + FAUST_STARTUP_S
 FAUST_APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faust_wordcount.py")
 
 

@@ -17,8 +17,8 @@ import time
 
 import pytest
 from cluster_harness import wait_until
-from helpers.group_faults import (SESSION_MS, ConsoleConsumer, FaustWordCount, describe, joining,
-                                  next_member_timing, produce)
+from helpers.group_faults import (DELAY_MS, MID_JOIN_BOUND_S, SESSION_MS, ConsoleConsumer, FaustWordCount,
+                                  describe, faust_bound_s, joining, next_member_timing, produce)
 
 import seglog
 from seglog.group import GroupState
@@ -26,8 +26,6 @@ from seglog.group import GroupState
 pytestmark = pytest.mark.broker
 
 TIMEOUT = 60
-DELAY_MS = 3000               # Kafka's default group.initial.rebalance.delay.ms
-BOUND_S = DELAY_MS / 1000 + 4  # the initial delay, plus a process start and a poll or two
 
 
 @pytest.fixture
@@ -45,14 +43,14 @@ def test_ctrl_c_while_joining_does_not_hold_up_the_next_member(delayed_broker):
         assert (status, err) == (130, "Processed a total of 0 messages\n")
 
     took = next_member_timing(delayed_broker, "int-join", "ig", interrupt)
-    assert took < BOUND_S, f"the next member waited {took:.1f} s for its first record"
+    assert took < MID_JOIN_BOUND_S, f"the next member waited {took:.1f} s for its first record"
 
 
 def test_a_member_killed_while_joining_does_not_hold_up_the_next_member(delayed_broker):
     """kill -9 while the JoinGroup waits: no LeaveGroup, but the broker sees the connection close and drops
     the member (a dynamic member that can never get its answer), so the rebalance does not wait for it."""
     took = next_member_timing(delayed_broker, "kill-join", "kg", lambda c: c.kill())
-    assert took < BOUND_S, f"the next member waited {took:.1f} s for its first record"
+    assert took < MID_JOIN_BOUND_S, f"the next member waited {took:.1f} s for its first record"
 
 
 def test_sigterm_stops_a_group_consumer_like_ctrl_c(start_broker):
@@ -87,7 +85,7 @@ def test_close_while_joining_leaves_at_once(delayed_broker):
 
 
 FAUST_SESSION_S = 10.0
-FAUST_BOUND_S = FAUST_SESSION_S + DELAY_MS / 1000 + 12      # the old member's session, the delay, start-up
+FAUST_BOUND_S = faust_bound_s(FAUST_SESSION_S)
 
 
 def test_a_faust_app_killed_and_restarted_catches_up(start_broker, tmp_path):
