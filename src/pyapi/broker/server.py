@@ -33,7 +33,25 @@ log = logging.getLogger("seglog.broker")
 SENDFILE_MIN_BYTES = 64 * 1024
 _peer_host: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", default="")
 _waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited", default=0.0)
+_client_gone: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("client_gone", default=None)
 _API_NAMES = {k: k.name.lower() for k in ApiKey}
+
+
+class _ClientReader(asyncio.StreamReader):
+    """A connection's reader that also tells when the client closed its end (``gone``), without reading ahead:
+    a handler waiting for a delayed answer (JoinGroup) learns its client went away."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gone = asyncio.Event()
+
+    def feed_eof(self) -> None:
+        super().feed_eof()
+        self.gone.set()
+
+    def set_exception(self, exc) -> None:
+        super().set_exception(exc)
+        self.gone.set()
 
 
 class FileChunk:
@@ -88,10 +106,15 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        loop = self._loop
+
+        def connection():              # asyncio.start_server's factory, with a reader that reports EOF
+            return asyncio.StreamReaderProtocol(_ClientReader(limit=1 << 20, loop=loop), self._serve_connection,
+                                                loop=loop)
         # bound now (a taken port fails fast, and the port is known to register), accepting connections only
         # once the broker can answer them: in a cluster, after it registered and knows brokers, controller, topics
-        self._server = await asyncio.start_server(self._serve_connection, self.host or None, self.port,
-                                                  reuse_address=True, limit=1 << 20, start_serving=False)
+        self._server = await loop.create_server(connection, self.host or None, self.port, reuse_address=True,
+                                                start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.metadata_store is None:
             self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port)
@@ -138,6 +161,7 @@ class Broker:
                 await server.wait_closed()
         if self.member is not None:
             await self._loop.run_in_executor(None, self.member.close)
+        self.handlers.close()
         self.node.close()
         log.info("broker %d stopped", self.config.broker_id)
 
@@ -147,6 +171,7 @@ class Broker:
         peer = writer.get_extra_info("peername")
         who = f"{peer[0]}:{peer[1]}" if peer else "unknown client"
         _peer_host.set(peer[0] if peer else "")
+        _client_gone.set(reader.gone)
         m = self.metrics
         m.connections_open += 1
         m.connections_total += 1
@@ -249,6 +274,10 @@ class Broker:
         "/127.0.0.1")."""
         host = _peer_host.get()
         return f"/{host}" if host else ""
+
+    def client_gone(self) -> asyncio.Event:
+        """Set once the client of the request being handled closed its connection."""
+        return _client_gone.get() or asyncio.Event()
 
     def note_wait(self, seconds: float) -> None:
         """A handler spent `seconds` waiting for data (a long poll): kept out of the request's latency."""
