@@ -13,7 +13,8 @@ kind                      what happens
 ``zk_restart``            stop ZooKeeper (SIGTERM), start it again 0.5-3 s later on the same data
 ``disk_full``             fill one random broker's data dir (a tmpfs of its own) with a ballast file for the
                           session timeout + 2 s, then remove it; only when tmpfs mounts are permitted (root)
-``rolling_restart``       SIGTERM each broker in turn, start it again and wait for full ISRs before the next
+``rolling_restart``       SIGTERM each broker in turn (kill -9 when still running 30 s later), start it again and
+                          wait for full ISRs before the next
 ========================  ====================================================================================
 
 A broker that a fault leaves dead (it exited on a full disk, say) is started again by the runner's recovery step.
@@ -140,14 +141,20 @@ class Nemesis:
         notes = []
         for i in order:
             b = self.cluster.brokers[i]
+            try:
+                role = " (controller)" if self.cluster.controller()[0] == i else ""
+            except Exception:
+                role = ""
             t0 = time.monotonic()
-            b.stop(timeout=30)
+            code = b.stop(timeout=30)
             stopped = time.monotonic() - t0
+            note = f"{i}{role}: " + (f"exited {code} after {stopped:.1f} s" if code != -9 else
+                                      f"still running {stopped:.0f} s after SIGTERM, killed")
             b.start(timeout=60)
             try:
                 self.cluster.wait_full_isr(self.run.topic, self.run.partitions, timeout=60)
-                notes.append(f"{i}: stopped in {stopped:.1f} s")
             except AssertionError:
-                notes.append(f"{i}: stopped in {stopped:.1f} s, ISRs not full 60 s after its restart")
+                note += ", ISRs not full 60 s after its restart"
+            notes.append(note)
         self.detail += " (" + "; ".join(notes) + ")"
         self._end(fault_id, kind)
