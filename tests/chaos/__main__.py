@@ -1,6 +1,7 @@
 """``python -m tests.chaos``: one seeded chaos run (or ``--check`` of a recorded history). See README.md."""
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -9,8 +10,16 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv=None) -> int:
     sys.path.insert(0, str(TESTS))                # cluster_harness, faults (as under pytest)
+    # SIGTERM, and SIGINT even when started in the background (which ignores it), stop the run cleanly: the
+    # brokers and ZooKeeper are killed and the data dirs unmounted
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     from .checker import check, format_report
     from .history import read_history
     from .nemesis import KINDS
