@@ -267,7 +267,8 @@ class Proxy:
 
     async def _handle(self, reader, writer):
         peer = writer.get_extra_info("peername")
-        owner = _owner_pid(_socket_inode(peer[1], self.listen[1]), self.hub.known_pids) if peer else None
+        # a copy: the test's thread adds the pid of every broker it starts while this loop's thread looks
+        owner = _owner_pid(_socket_inode(peer[1], self.listen[1]), list(self.hub.known_pids)) if peer else None
         conn = _Conn(self, writer, owner)
         self.conns.add(conn)
         try:
