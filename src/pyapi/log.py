@@ -693,7 +693,9 @@ class Log:
         message.timestamp.before/after.max.ms of now; on a compacted log every record needs a key), then stored as
         it came: only base offset and leader epoch are stamped (and, for LogAppendTime topics, the append
         time, with a new CRC). A topic whose
-        compression.type names a codec gets the batch recompressed to it. Raises CorruptRecordError,
+        compression.type names a codec gets the batch recompressed to it. A compressed batch may inflate to
+        _engine.inflate_limit(max.message.bytes) (32x it) and is refused with RecordTooLargeError past that,
+        without more memory being taken for it. Raises CorruptRecordError,
         InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
         cfg = self.config
         info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records,
@@ -730,7 +732,8 @@ class Log:
                                  max_record_bytes=1 << 62, producer_id=info.producer_id,
                                  producer_epoch=info.producer_epoch, next_sequence=info.base_sequence,
                                  accept_no_timestamp=True)
-        for r in _engine.decode_records(batch, verify_crc=False):
+        for r in _engine.decode_records(batch, verify_crc=False,
+                                        max_inflated_bytes=_engine.inflate_limit(self.config.max_message_bytes)):
             bw.add(r.value, r.key, r.headers, r.timestamp)
         bw.finish()
         if bw.finished > self.config.max_message_bytes:

@@ -626,6 +626,53 @@ def test_a_thousand_idle_connections_cost_little(broker_process):
     assert b.stop() == 0
 
 
+def _bomb(codec: str, inflated_mib: int) -> bytes:
+    """A valid batch (CRC and all) of one record of zeros that inflates to inflated_mib MiB."""
+    from seglog import _engine
+    w = _engine.BatchWriter(next_offset=0, compression=codec, batch_bytes=1 << 62, max_record_bytes=1 << 62)
+    w.add(bytes(inflated_mib << 20))
+    w.finish()
+    return bytes(w.take())
+
+
+def test_decompression_bombs_of_every_codec_leave_broker_memory_bounded(broker_process):
+    """A produce request is bounded in memory whatever its batches inflate to: the frame (socket.request.max.bytes)
+    plus one batch inflated to at most 32 x max.message.bytes at a time (32 MiB by default). Bombs a few KB
+    long that inflate to 200-300 MiB are refused with MESSAGE_TOO_LARGE; snappy cannot inflate more than ~21x,
+    so its densest batch under max.message.bytes is stored. The broker's peak RSS (VmHWM) is what is measured."""
+    from seglog import _engine
+    limit = _engine.inflate_limit(1048588)
+    bombs = {"gzip": _bomb("gzip", 300), "lz4": _bomb("lz4", 200), "zstd": _bomb("zstd", 300),
+             "snappy": _bomb("snappy", 20)}
+    assert all(len(b) <= 1048588 for b in bombs.values()), {c: len(b) for c, b in bombs.items()}
+    b = broker_process()
+    with RawConnection((b.host, b.port), timeout=60) as c:
+        c.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "bombs", "num_partitions": 4, "replication_factor": 1,
+                                                       "assignments": [], "configs": []}],
+                                            "timeout_ms": 10000, "validate_only": False})
+        ok = record_batch([(1, b"k", b"warm", [])])
+        for codec in range(5):                                   # warm up: every codec module imported
+            warm = record_batch([(1, b"k", b"warm" * 100, [])], compression=codec)
+            assert one(c.request(ApiKey.PRODUCE, 8, produce_body("bombs", 0, warm)))["error_code"] == NO_ERROR
+        time.sleep(0.3)
+        before = b.peak_rss_bytes()
+        for codec, bomb in bombs.items():
+            r = one(c.request(ApiKey.PRODUCE, 8, produce_body("bombs", 1, bomb)))
+            assert r["error_code"] == (NO_ERROR if codec == "snappy" else MESSAGE_TOO_LARGE), (codec, r)
+        # all four in one request, one partition each: inflated one after the other, never together
+        body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": "bombs", "partition_data": [{"index": i, "records": bomb}
+                                                                   for i, bomb in enumerate(bombs.values())]}]}
+        codes = [p["error_code"] for p in c.request(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"]]
+        assert codes == [MESSAGE_TOO_LARGE, MESSAGE_TOO_LARGE, MESSAGE_TOO_LARGE, NO_ERROR]
+        grown = b.peak_rss_bytes() - before
+        print(f"decompression bombs (gzip 300 MiB, lz4 200 MiB, zstd 300 MiB, snappy 20 MiB inflated): broker peak "
+              f"RSS +{grown / 2**20:.1f} MiB (inflation limit {limit / 2**20:.0f} MiB)")
+        assert grown < 2 * limit, f"peak RSS grew by {grown / 2**20:.1f} MiB"
+        assert one(c.request(ApiKey.PRODUCE, 8, produce_body("bombs", 0, ok)))["error_code"] == NO_ERROR
+    assert b.stop() == 0
+
+
 # -- shutdown, restart, kill -9 --------------------------------------------------------------------------------
 
 def _marker(data_dir, topic, p):
