@@ -126,6 +126,37 @@ def test_a_bad_frame_is_one_log_line_naming_the_client(seglog_broker, caplog):
     assert record.exc_info is None                       # one line: no traceback
 
 
+def test_a_corrupt_stored_batch_is_an_error_line_and_a_metric(start_broker, tmp_path, caplog):
+    """A fetch meeting a batch damaged on disk (found after a restart: the segment's verified prefix is gone) is
+    answered CORRUPT_MESSAGE and is loud: an ERROR line naming the file, the offset read and the position of
+    the damage, and the partition's corrupt_batches metric."""
+    caplog.set_level(logging.INFO, logger="seglog")
+    b = start_broker(data_dir=tmp_path / "data")
+    b.node.create_topic("dmg", 1)
+    with RawConnection(address(b)) as c:
+        for i in range(3):
+            r = c.request(ApiKey.PRODUCE, 8, produce_body("dmg", 0, record_batch([(1, b"k", b"v%d" % i, [])])))
+            assert one(r)["error_code"] == NO_ERROR
+    path = os.path.join(b.node.partition("dmg", 0).log.path, "00000000000000000000.log")
+    b.stop()
+    with open(path, "r+b") as f:                                      # flip a byte inside the second batch
+        f.seek(8)
+        position = 12 + struct.unpack(">i", f.read(4))[0]
+        f.seek(position + 40)
+        byte = f.read(1)
+        f.seek(position + 40)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    b = start_broker(data_dir=tmp_path / "data")
+    with RawConnection(address(b)) as c:
+        r = c.request(ApiKey.FETCH, 11, fetch_body("dmg", 0, 1))
+        assert one(r, "responses", "partitions")["error_code"] == CORRUPT_MESSAGE
+    errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "corrupt batch" in rec.getMessage()]
+    assert errors, [rec.getMessage() for rec in caplog.records]
+    msg = errors[0].getMessage()
+    assert path in msg and "offset 1" in msg and f"position {position}" in msg, msg
+    assert b.metrics()["corrupt_batches"] == {"dmg-0": 1}
+
+
 def test_frame_cut_short_by_the_client(seglog_broker):
     with RawConnection(address(seglog_broker)) as c:
         header, frame = c.frame(ApiKey.METADATA, 8, {"topics": None})

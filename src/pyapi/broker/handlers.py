@@ -215,6 +215,8 @@ class Handlers:
                 entry.update(error_code=e.code, high_watermark=e.end, log_start_offset=e.start)
                 failed = True
             except SeglogError as e:
+                if isinstance(e, errors.CorruptRecordError):     # the Log logged it (file, offset, position)
+                    self.broker.metrics.corrupt_batch(topic, p["partition"])
                 entry["error_code"] = _err(e)
                 failed = True
         return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed
