@@ -176,8 +176,8 @@ cdef class BatchWriter:
                 + varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(hcount) + hsize)
         total = varint_size(body) + body
         if total + BATCH_HEADER_SIZE > self.max_record_bytes:
-            raise _errors.RecordTooLargeError(total + BATCH_HEADER_SIZE, self.max_record_bytes, "record",
-                                              self.limit_name)
+            raise _errors.RecordTooLargeError(size=total + BATCH_HEADER_SIZE, limit=self.max_record_bytes,
+                                              what="record", setting=self.limit_name)
         if self.count > 0 and (self.count >= self.batch_records
                                or <Py_ssize_t>(self.pos - self.used) - BATCH_HEADER_SIZE + total > self.batch_bytes):
             self.finish()                       # the batch is at its record budget, or this record would pass its byte budget
@@ -712,7 +712,7 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
         p = <const unsigned char *>buf.buf
         n = buf.len
         if n > max_message_bytes:
-            raise _errors.RecordTooLargeError(n, max_message_bytes, "record batch")
+            raise _errors.RecordTooLargeError(size=n, limit=max_message_bytes, what="record batch")
         if n >= OFF_MAGIC + 1 and p[OFF_MAGIC] != 2:
             raise _errors.UnsupportedForMessageFormatError(
                 f"record batch magic {<int8_t>p[OFF_MAGIC]} is not supported: only magic 2 (Kafka 0.11+)")

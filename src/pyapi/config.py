@@ -293,11 +293,6 @@ class BrokerConfig:
     def unknown_properties(props: Mapping[str, Any]) -> list[str]:
         return sorted(k for k in props if k not in _BROKER_KAFKA_TO_ATTR)
 
-    @classmethod
-    def from_file(cls, path: str) -> "BrokerConfig":
-        """Read a Java-properties file (``key=value`` or ``key: value`` lines, ``#``/``!`` comments)."""
-        return cls.from_properties(read_properties(path))
-
     def replace(self, **changes) -> "BrokerConfig":
         return dataclasses.replace(self, **changes)
 
