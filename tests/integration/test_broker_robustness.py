@@ -706,6 +706,45 @@ def test_decompression_bombs_of_every_codec_leave_broker_memory_bounded(broker_p
     assert b.stop() == 0
 
 
+def test_a_stalled_partition_fsync_does_not_block_fetches_of_another(start_broker):
+    """Appends (and their fsyncs) run on the broker's disk threads, not its event loop: while every fdatasync of
+    one partition's log stalls for 3 s, a fetch of another partition on another connection is answered at once.
+    (Not tightly timed: the bound is half the stall.)"""
+    from seglog.faults import FaultPlan
+    b = start_broker()
+    b.node.create_topic("stalled", 1, config={"flush.messages": "1"})        # every append fdatasyncs
+    b.node.create_topic("healthy", 1)
+    with RawConnection(address(b)) as c:
+        assert one(c.request(ApiKey.PRODUCE, 8, produce_body("healthy", 0, record_batch([(1, b"k", b"v", [])]))))[
+            "error_code"] == NO_ERROR
+    produced = {}
+
+    def produce_stalled():
+        with RawConnection(address(b), timeout=30) as c:
+            t = time.monotonic()
+            r = c.request(ApiKey.PRODUCE, 8, produce_body("stalled", 0, record_batch([(1, b"k", b"slow", [])]),
+                                                          timeout_ms=30000))
+            produced.update(code=one(r)["error_code"], seconds=time.monotonic() - t)
+
+    stall = 3.0
+    with FaultPlan().delay("fdatasync", stall, path="*/stalled-0/*") as plan:
+        writer = threading.Thread(target=produce_stalled)
+        writer.start()
+        deadline = time.monotonic() + 10
+        while not plan.fired and time.monotonic() < deadline:                 # the stall has begun
+            time.sleep(0.01)
+        assert plan.fired, "the stalled partition never reached its fdatasync"
+        with RawConnection(address(b), timeout=30) as c:
+            t = time.monotonic()
+            r = c.request(ApiKey.FETCH, 11, fetch_body("healthy", 0, 0))
+            fetch_seconds = time.monotonic() - t
+            p = one(r, "responses", "partitions")
+            assert p["error_code"] == NO_ERROR and p["records"]
+        writer.join()
+    assert produced["code"] == NO_ERROR and produced["seconds"] >= stall
+    assert fetch_seconds < stall / 2, f"a fetch of a healthy partition took {fetch_seconds:.2f} s during the stall"
+
+
 # -- shutdown, restart, kill -9 --------------------------------------------------------------------------------
 
 def _marker(data_dir, topic, p):
