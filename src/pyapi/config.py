@@ -251,6 +251,7 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = _k("group.max.session.timeout.ms", "int", 1_800_000, low=0)
     group_max_size: int = _k("group.max.size", "int", INT_MAX, low=1)
     socket_request_max_bytes: int = _k("socket.request.max.bytes", "int", 100 * 1024 * 1024, low=1)
+    num_io_threads: int = _k("num.io.threads", "int", 8, low=1)
     zookeeper_connect: str = _k("zookeeper.connect", "string", "")
     zookeeper_session_timeout_ms: int = _k("zookeeper.session.timeout.ms", "int", 18_000, low=1)
     replica_lag_time_max_ms: int = _k("replica.lag.time.max.ms", "long", 30_000, low=1)
