@@ -39,13 +39,15 @@ def value(offset: int) -> bytes:
 
 
 def _run_and_kill(path: str, rng: random.Random) -> list[int]:
-    """Start a child appending to path, SIGKILL it after a random time (sometimes while it still opens the
-    log), and return the offsets it reported as returned by append()."""
+    """Start a child appending to path, SIGKILL it at a random moment (one time in five while it may still be
+    opening and recovering the log, else a random time after it reported the log open), and return the
+    offsets it reported as returned by append()."""
     r, w = os.pipe()
     child = subprocess.Popen([sys.executable, "-c", CHILD, path, str(w)], pass_fds=(w,))
     os.close(w)
     buf = b""
-    deadline = time.monotonic() + rng.choice([rng.uniform(0.0, 0.4), rng.uniform(0.4, 1.2)])
+    early = rng.random() < 0.2
+    deadline = time.monotonic() + (rng.uniform(0.0, 0.5) if early else 60)
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([r], [], [], max(deadline - time.monotonic(), 0))
@@ -53,6 +55,8 @@ def _run_and_kill(path: str, rng: random.Random) -> list[int]:
                 chunk = os.read(r, 1 << 16)
                 if not chunk:
                     break
+                if not early and not buf:          # the log is open: appends run from here
+                    deadline = time.monotonic() + rng.uniform(0.0, 0.4)
                 buf += chunk
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -98,13 +102,13 @@ def kill_loop(path: str, kills: int, seed: int) -> int:
 
 def test_kill_9_loses_no_returned_offset(tmp_path):
     total = kill_loop(str(tmp_path / "crash-0"), 20, seed=11)
-    assert total > 1000                            # the children got to append
+    assert total > 500                             # the children got to append
 
 
 @pytest.mark.slow
 def test_kill_9_loses_no_returned_offset_200_kills(tmp_path):
     total = kill_loop(str(tmp_path / "crash-0"), 200, seed=12)
-    assert total > 10000
+    assert total > 5000
 
 
 READER = r"""
