@@ -213,7 +213,7 @@ class Log:
 
     def _take_dir_lock(self) -> None:
         try:
-            fd = os.open(os.path.join(self.path, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = _engine.file_open(os.path.join(self.path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             raise StorageError(f"cannot open lock file: {e.strerror}", self.path, e.errno) from None
         try:
