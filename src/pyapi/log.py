@@ -13,7 +13,8 @@ point on is rescanned: the .log is cut at the first invalid batch, later segment
 rebuilt. Reads never return a partial or corrupt batch.
 
 Concurrency: one writer and many readers per Log object, in any threads (one lock, held briefly, guards
-the segment list and the buffered batch). One process owns a directory for writing (an flock on ``.lock``);
+the segment list and the buffered batch; a read holds it for the position and the batches' framing, and checks
+their CRCs after releasing it). One process owns a directory for writing (an flock on ``.lock``);
 other processes may open it with ``readonly=True`` and see a consistent prefix (``refresh()`` to see more).
 """
 
@@ -839,6 +840,7 @@ class Log:
         max_bytes = _int_arg(max_bytes, "max_bytes")
         if max_offset is not None:
             max_offset = _int_arg(max_offset, "max_offset")
+        # the position and the batches' framing under the lock; their CRCs after it (see Segment.verify_read)
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
@@ -854,15 +856,24 @@ class Log:
                 seg = self._segment_object(self._bases[max(i, 0)])
                 pos = seg.find_position(offset)
                 if pos >= 0:
-                    try:
-                        view, _, next_offset = seg.read(pos, max_bytes, limit, min_one)
-                    except CorruptRecordError as e:
-                        log.error("%s: corrupt batch met reading offset %d: %s in file %s at position %s", self.path,
-                                  offset, e.reason, e.path or seg.log_path, e.position)
-                        raise
-                    return view, next_offset
+                    break
                 i += 1                  # past this segment's data (a gap): the next segment
-            return memoryview(b""), -1
+            else:
+                return memoryview(b""), -1
+            try:
+                view, _, next_offset = seg.read(pos, max_bytes, limit, min_one, False)
+            except CorruptRecordError as e:
+                self._report_corrupt(offset, seg, e)
+                raise
+        try:
+            return seg.verify_read(view, pos, next_offset)
+        except CorruptRecordError as e:
+            self._report_corrupt(offset, seg, e)
+            raise
+
+    def _report_corrupt(self, offset: int, seg, e: CorruptRecordError) -> None:
+        log.error("%s: corrupt batch met reading offset %d: %s in file %s at position %s", self.path, offset,
+                  e.reason, e.path or seg.log_path, e.position)
 
     def records(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
         """Records with offsets in [start, end): start defaults to start_offset, end to end_offset as of the
