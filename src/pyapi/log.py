@@ -229,6 +229,15 @@ class Log:
                 with storage_errors("cannot list log directory", self.path):
                     names = os.listdir(self.path)
         self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
+        if not self.readonly:
+            # indexes whose .log is gone (deleted files, damage) would be taken up by a new segment at that base
+            logs = {f"{b:020d}" for b in self._bases}
+            orphans = [name for name in names if name.endswith((".index", ".timeindex"))
+                       and name.split(".", 1)[0] not in logs]
+            if orphans:
+                log.warning("%s: deleting %d index files without their .log: %s", self.path, len(orphans),
+                            ", ".join(sorted(orphans)[:5]))
+                _unlink_all([os.path.join(self.path, name) for name in orphans])
         state = self._read_state()
         self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
         self._producers = ProducerStateManager(self.path)
