@@ -46,7 +46,25 @@ log = logging.getLogger("seglog.broker")
 SENDFILE_MIN_BYTES = 64 * 1024
 _peer_host: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", default="")
 _waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited", default=0.0)
+_client_gone: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("client_gone", default=None)
 _API_NAMES = {k: k.name.lower() for k in ApiKey}
+
+
+class _ClientReader(asyncio.StreamReader):
+    """A connection's reader that also tells when the client closed its end (``gone``), without reading ahead:
+    a handler waiting for a delayed answer (JoinGroup) learns its client went away."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gone = asyncio.Event()
+
+    def feed_eof(self) -> None:
+        super().feed_eof()
+        self.gone.set()
+
+    def set_exception(self, exc) -> None:
+        super().set_exception(exc)
+        self.gone.set()
 
 
 class FileChunk:
@@ -103,8 +121,15 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._serve_connection, self.host or None, self.port,
-                                                  reuse_address=True, limit=1 << 20)
+        loop = self._loop
+
+        def connection():              # asyncio.start_server's factory, with a reader that reports EOF
+            return asyncio.StreamReaderProtocol(_ClientReader(limit=1 << 20, loop=loop), self._serve_connection,
+                                                loop=loop)
+        # bound now (a taken port fails fast, and the port is known to register), accepting connections only
+        # once the broker can answer them: in a cluster, after it registered and knows brokers, controller, topics
+        self._server = await loop.create_server(connection, self.host or None, self.port, reuse_address=True,
+                                                start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.metadata_store is None:
             self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port)
@@ -115,6 +140,7 @@ class Broker:
             self.view = self.member.view
             await self._loop.run_in_executor(None, self.member.start)
         self.node.add_listener(self._on_append)
+        await self._server.start_serving()
         if self.metrics_port is not None:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.host or None,
                                                               self.metrics_port)
@@ -130,10 +156,13 @@ class Broker:
         return self.host
 
     async def stop(self) -> None:
-        """Stop accepting, close every connection, close the node. Idempotent."""
+        """In a cluster, a controlled shutdown first (ClusterMember.controlled_shutdown); then stop accepting,
+        close every connection, close the node. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        if self.member is not None:             # still serving: clients move with the leaderships it hands over
+            await self._loop.run_in_executor(None, self.member.controlled_shutdown)
         self.node.remove_listener(self._on_append)
         for server in (self._server, self._metrics_server):
             if server is not None:
@@ -147,6 +176,7 @@ class Broker:
                 await server.wait_closed()
         if self.member is not None:
             await self._loop.run_in_executor(None, self.member.close)
+        self.handlers.close()
         self._disk.shutdown(wait=True)
         self.node.close()
         log.info("broker %d stopped", self.config.broker_id)
@@ -157,6 +187,7 @@ class Broker:
         peer = writer.get_extra_info("peername")
         who = f"{peer[0]}:{peer[1]}" if peer else "unknown client"
         _peer_host.set(peer[0] if peer else "")
+        _client_gone.set(reader.gone)
         m = self.metrics
         m.connections_open += 1
         m.connections_total += 1
@@ -259,6 +290,10 @@ class Broker:
         "/127.0.0.1")."""
         host = _peer_host.get()
         return f"/{host}" if host else ""
+
+    def client_gone(self) -> asyncio.Event:
+        """Set once the client of the request being handled closed its connection."""
+        return _client_gone.get() or asyncio.Event()
 
     def note_wait(self, seconds: float) -> None:
         """A handler spent `seconds` waiting for data (a long poll): kept out of the request's latency."""
