@@ -18,9 +18,10 @@ On open after a crash (no clean-shutdown marker) every segment from the recovery
 records that continue the log are written. Reads never return a partial or corrupt batch.
 
 Concurrency: one writer and many readers per Log object, in any threads (one lock, held briefly, guards
-the segment list and the buffered batch). One process owns a directory for writing (an flock on ``.lock``);
-other processes may open it with ``readonly=True`` and see a consistent prefix (``refresh()`` to see more),
-which includes the records ``append`` has returned but not yet written to a segment (read from the journal).
+the segment list and the buffered batch; a read holds it for the position and the batches' framing, and checks
+their CRCs after releasing it). One process owns a directory for writing (an flock on ``.lock``); other
+processes may open it with ``readonly=True`` and see a consistent prefix (``refresh()`` to see more), which
+includes the records ``append`` has returned but not yet written to a segment (read from the journal).
 """
 
 from __future__ import annotations
@@ -238,6 +239,15 @@ class Log:
                 with storage_errors("cannot list log directory", self.path):
                     names = os.listdir(self.path)
         self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
+        if not self.readonly:
+            # indexes whose .log is gone (deleted files, damage) would be taken up by a new segment at that base
+            logs = {f"{b:020d}" for b in self._bases}
+            orphans = [name for name in names if name.endswith((".index", ".timeindex"))
+                       and name.split(".", 1)[0] not in logs]
+            if orphans:
+                log.warning("%s: deleting %d index files without their .log: %s", self.path, len(orphans),
+                            ", ".join(sorted(orphans)[:5]))
+                _unlink_all([os.path.join(self.path, name) for name in orphans])
         state = self._read_state()
         self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
         self._producers = ProducerStateManager(self.path)
@@ -922,6 +932,7 @@ class Log:
         max_bytes = _int_arg(max_bytes, "max_bytes")
         if max_offset is not None:
             max_offset = _int_arg(max_offset, "max_offset")
+        # the position and the batches' framing under the lock; their CRCs after it (see Segment.verify_read)
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
@@ -939,15 +950,24 @@ class Log:
                 seg = self._segment_object(self._bases[max(i, 0)])
                 pos = seg.find_position(offset)
                 if pos >= 0:
-                    try:
-                        view, _, next_offset = seg.read(pos, max_bytes, limit, min_one)
-                    except CorruptRecordError as e:
-                        log.error("%s: corrupt batch met reading offset %d: %s in file %s at position %s", self.path,
-                                  offset, e.reason, e.path or seg.log_path, e.position)
-                        raise
-                    return view, next_offset
+                    break
                 i += 1                  # past this segment's data (a gap): the next segment
-            return memoryview(b""), -1
+            else:
+                return memoryview(b""), -1
+            try:
+                view, _, next_offset = seg.read(pos, max_bytes, limit, min_one, False)
+            except CorruptRecordError as e:
+                self._report_corrupt(offset, seg, e)
+                raise
+        try:
+            return seg.verify_read(view, pos, next_offset)
+        except CorruptRecordError as e:
+            self._report_corrupt(offset, seg, e)
+            raise
+
+    def _report_corrupt(self, offset: int, seg, e: CorruptRecordError) -> None:
+        log.error("%s: corrupt batch met reading offset %d: %s in file %s at position %s", self.path, offset,
+                  e.reason, e.path or seg.log_path, e.position)
 
     def records(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
         """Records with offsets in [start, end): start defaults to start_offset, end to end_offset as of the
