@@ -117,19 +117,27 @@ class Handlers:
         else:
             err = 0
         deadline = time.monotonic() + max(body["timeout_ms"], 0) / 1000
-        responses, waits = [], []
+        responses, appends = [], []
         for topic in body["topic_data"]:
             parts = []
             for pd in topic["partition_data"]:
-                out, wait = self._append_one(topic["name"], pd["index"], pd["records"], acks, err)
-                parts.append(out)
+                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err))
+            responses.append({"name": topic["name"], "partition_responses": parts})
+        # one partition after the other, on the disk threads: a request inflates one batch at a time
+        done = [await append for append in appends]
+        waits = []
+        i = 0
+        for topic, response in zip(body["topic_data"], responses):
+            for _ in topic["partition_data"]:
+                out, wait = done[i]
+                i += 1
+                response["partition_responses"].append(out)
                 if wait is None:
                     continue
                 if acks == -1:
                     waits.append(self._await_acks(out, *wait, acks, deadline))
                 else:                                    # acks 0/1: the leader's append is all there is
                     self._acked(out, *wait)
-            responses.append({"name": topic["name"], "partition_responses": parts})
         if len(waits) == 1:
             await waits[0]
         elif waits:
@@ -142,7 +150,7 @@ class Handlers:
             return None
         return {"responses": responses}
 
-    def _append_one(self, topic: str, index: int, records, acks: int, err: int):
+    async def _append_one(self, topic: str, index: int, records, acks: int, err: int):
         """(the partition's response entry, (partition, last offset, start time) to wait for, or None)."""
         out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
         if err:
@@ -156,7 +164,7 @@ class Handlers:
             self.broker.view.check_produce(topic, index, acks)
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
-            base, last, append_time = part.append(records, acks)
+            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks)
             out.update(base_offset=base, log_append_time_ms=append_time)
             return out, (part, last, t0)
         except SeglogError as e:
@@ -189,7 +197,10 @@ class Handlers:
         wanted = [(t["topic"], p) for t in body["topics"] for p in t["partitions"]]
         while True:
             version = self.broker.data_version()
-            responses, total, failed = self._read_partitions(wanted, body["max_bytes"], replica, body["replica_id"])
+            responses, total, failed, corrupt = await self.broker.on_disk(
+                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"])
+            for topic, index in corrupt:                    # the Log logged each (file, offset, position)
+                self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
             if total >= min_bytes or failed or left <= 0:
                 return {"error_code": 0, "session_id": 0, "responses": responses}
@@ -198,10 +209,13 @@ class Handlers:
             self.broker.note_wait(time.monotonic() - started)
 
     def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int):
+        """(responses, bytes read, whether a partition failed, [(topic, partition) that met a corrupt batch]);
+        runs on a disk thread."""
         by_topic: dict[str, list] = {}
         order: list[str] = []
         total = 0
         failed = False
+        corrupt = []
         for topic, p in wanted:
             if topic not in by_topic:
                 by_topic[topic] = []
@@ -227,9 +241,11 @@ class Handlers:
                 entry.update(error_code=e.code, high_watermark=e.end, log_start_offset=e.start)
                 failed = True
             except SeglogError as e:
+                if isinstance(e, errors.CorruptRecordError):
+                    corrupt.append((topic, p["partition"]))
                 entry["error_code"] = _err(e)
                 failed = True
-        return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed
+        return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed, corrupt
 
     # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------------------------
 
@@ -250,7 +266,7 @@ class Handlers:
                     elif ts < 0:
                         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
                     else:
-                        found = part.log.offset_for_timestamp(ts)
+                        found = await self.broker.on_disk(part.log.offset_for_timestamp, ts)   # index reads
                         if found is not None and found.offset < part.high_watermark:
                             out.update(offset=found.offset, timestamp=found.timestamp)
                     out["leader_epoch"] = part.log.leader_epoch
@@ -498,7 +514,7 @@ class Handlers:
                 partitions = None if t["num_partitions"] == -1 else t["num_partitions"]
                 rf = None if t["replication_factor"] == -1 else t["replication_factor"]
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
-                                validate_only=body["validate_only"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
                 results.append({"name": name, "error_code": 0, "error_message": None})
             except SeglogError as e:
                 results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
@@ -530,7 +546,7 @@ class Handlers:
                 if t["assignments"]:
                     raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
                 await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
-                                validate_only=body["validate_only"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
                 out.append({"name": t["name"], "error_code": 0, "error_message": None})
             except SeglogError as e:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})

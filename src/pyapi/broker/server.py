@@ -6,6 +6,18 @@ checked against socket.request.max.bytes before anything is allocated; a frame t
 unsupported API, closes that connection (with one log line naming the client) and the broker keeps serving
 the others. An unsupported ApiVersions version gets Kafka's v0 fallback answer instead.
 
+Disk work never runs on the event loop: appends (validation, decompression, writes, and at a roll fsync,
+producer-state snapshot and checkpoint), fetch reads (CRC checks, index rebuilds) and offset lookups run on a
+pool of ``num.io.threads`` threads (Kafka's name for its request handler threads, default 8), so a partition
+whose disk stalls holds one thread and its own requests, never the loop or other partitions. Appends to one
+partition run one at a time in arrival order (a per-partition asyncio lock, FIFO), reads run concurrently.
+
+Memory per request: the frame (at most socket.request.max.bytes, 100 MiB by default, checked before it is
+read), its records left as views of it, plus for each partition's batch, one after the other, its inflated
+records (at most 32 x max.message.bytes: seglog._engine.inflate_limit) and one copy of the batch (at most
+max.message.bytes). A connection is served one request at a time, so this is also the bound per connection;
+at most num.io.threads batches are inflated at once in the whole broker.
+
 Fetch responses carry record batches as views of the mapped segments; a large one is written with
 ``loop.sendfile`` straight from the segment file (no copy through user space). Fetches wait (long poll) for
 ``min_bytes`` up to ``max_wait_ms``; appends from any thread wake them through a node listener.
@@ -14,6 +26,7 @@ Fetch responses carry record batches as views of the mapped segments; a large on
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import logging
 import os
@@ -101,6 +114,8 @@ class Broker:
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._stopped = False
+        self._disk = concurrent.futures.ThreadPoolExecutor(config.num_io_threads, thread_name_prefix="seglog-io")
+        self._append_locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -111,7 +126,10 @@ class Broker:
         def connection():              # asyncio.start_server's factory, with a reader that reports EOF
             return asyncio.StreamReaderProtocol(_ClientReader(limit=1 << 20, loop=loop), self._serve_connection,
                                                 loop=loop)
-        self._server = await loop.create_server(connection, self.host or None, self.port, reuse_address=True)
+        # bound now (a taken port fails fast, and the port is known to register), accepting connections only
+        # once the broker can answer them: in a cluster, after it registered and knows brokers, controller, topics
+        self._server = await loop.create_server(connection, self.host or None, self.port, reuse_address=True,
+                                                start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.metadata_store is None:
             self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port)
@@ -122,6 +140,7 @@ class Broker:
             self.view = self.member.view
             await self._loop.run_in_executor(None, self.member.start)
         self.node.add_listener(self._on_append)
+        await self._server.start_serving()
         if self.metrics_port is not None:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.host or None,
                                                               self.metrics_port)
@@ -137,10 +156,13 @@ class Broker:
         return self.host
 
     async def stop(self) -> None:
-        """Stop accepting, close every connection, close the node. Idempotent."""
+        """In a cluster, a controlled shutdown first (ClusterMember.controlled_shutdown); then stop accepting,
+        close every connection, close the node. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        if self.member is not None:             # still serving: clients move with the leaderships it hands over
+            await self._loop.run_in_executor(None, self.member.controlled_shutdown)
         self.node.remove_listener(self._on_append)
         for server in (self._server, self._metrics_server):
             if server is not None:
@@ -155,6 +177,7 @@ class Broker:
         if self.member is not None:
             await self._loop.run_in_executor(None, self.member.close)
         self.handlers.close()
+        self._disk.shutdown(wait=True)
         self.node.close()
         log.info("broker %d stopped", self.config.broker_id)
 
@@ -276,7 +299,21 @@ class Broker:
         """A handler spent `seconds` waiting for data (a long poll): kept out of the request's latency."""
         _waited.set(_waited.get() + seconds)
 
-    # -- long polls -------------------------------------------------------------------------------------------
+    # -- disk work ------------------------------------------------------------------------------------------------
+
+    async def on_disk(self, fn, *args):
+        """fn(*args) on the disk threads (see the module docstring)."""
+        return await self._loop.run_in_executor(self._disk, fn, *args)
+
+    async def append_on_disk(self, topic: str, index: int, fn, *args):
+        """fn(*args) on the disk threads, after every earlier append_on_disk of the same partition."""
+        lock = self._append_locks.get((topic, index))
+        if lock is None:
+            lock = self._append_locks[(topic, index)] = asyncio.Lock()
+        async with lock:
+            return await self._loop.run_in_executor(self._disk, fn, *args)
+
+        # -- long polls -------------------------------------------------------------------------------------------
 
     def data_version(self) -> int:
         return self.node.data_version()
