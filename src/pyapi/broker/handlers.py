@@ -25,7 +25,7 @@ from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
 
 log = logging.getLogger("seglog.broker")
 
-LATEST, EARLIEST = -1, -2
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3          # ListOffsets' special timestamps
 TRANSACTIONS_UNSUPPORTED = 53         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, clear message
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 # Kafka's controller refuses an admin request that would write more metadata records than this (a record per
@@ -72,9 +72,14 @@ class Handlers:
         requested = body["topics"]
         if header.api_version == 0 and not requested:
             requested = None                                      # v0 has no null: an empty array means all
-        names = view.topic_names() if requested is None else [t["name"] for t in requested]
         allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
         topics = []
+        if requested is not None and any(t["name"] is None for t in requested):
+            # v10+ may name a topic by id only; topics have no ids here (all zero), so no id is known
+            topics += [{"error_code": errors.UnknownTopicIdError.code, "name": None, "topic_id": t["topic_id"],
+                        "partitions": []} for t in requested if t["name"] is None]
+            requested = [t for t in requested if t["name"] is not None]
+        names = view.topic_names() if requested is None else [t["name"] for t in requested]
         for name in names:
             try:
                 if requested is not None and allow_create and self.config.auto_create_topics_enable:
@@ -98,7 +103,9 @@ class Handlers:
         answer; if any of its partitions failed, the connection is closed (CloseConnection), which is how
         Kafka tells such a client to refresh its metadata."""
         acks = body["acks"]
-        if body["transactional_id"] is not None:
+        if header.api_version < 3:              # message format v0/v1: advertised (as Kafka does), never served
+            err = errors.UnsupportedVersionError.code
+        elif body["transactional_id"] is not None:
             err = TRANSACTIONS_UNSUPPORTED
         elif acks not in (-1, 0, 1):
             err = errors.InvalidRequiredAcksError.code
@@ -135,6 +142,8 @@ class Handlers:
         out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
         if err:
             out["error_message"] = {TRANSACTIONS_UNSUPPORTED: "transactions are not supported",
+                                    errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
+                                                                         "v1) is not supported",
                                     errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
                                     }.get(err)
             return out, None
@@ -201,6 +210,8 @@ class Handlers:
             try:
                 self.broker.view.check_fetch(topic, p["partition"], p["current_leader_epoch"], replica)
                 part = self.node.partition(topic, p["partition"])
+                if p["last_fetched_epoch"] >= 0 and self._diverged(entry, part, p):
+                    continue
                 budget = min(p["partition_max_bytes"], max_bytes - total)
                 # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
                 res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0)
@@ -219,6 +230,18 @@ class Handlers:
                 failed = True
         return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed
 
+    @staticmethod
+    def _diverged(entry: dict, part, p) -> bool:
+        """Fetch v12+: as Kafka, when the fetcher's last fetched epoch ends (in this log) before its fetch
+        offset, or is not an epoch of this log, answer the epoch and end offset it diverges at instead of
+        records (the fetcher truncates there)."""
+        epoch, end = part.log.end_offset_for_epoch(p["last_fetched_epoch"])
+        if epoch == p["last_fetched_epoch"] and end >= p["fetch_offset"]:
+            return False
+        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.high_watermark,
+                     log_start_offset=part.log_start_offset, diverging_epoch={"epoch": epoch, "end_offset": end})
+        return True
+
     # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------------------------
 
     async def handle_list_offsets(self, header, body):
@@ -235,6 +258,10 @@ class Handlers:
                         out["offset"] = part.high_watermark
                     elif ts == EARLIEST:
                         out["offset"] = part.log_start_offset
+                    elif ts == MAX_TIMESTAMP and header.api_version >= 7:
+                        found = part.log.offset_of_max_timestamp()
+                        if found is not None and found.offset < part.high_watermark:
+                            out.update(offset=found.offset, timestamp=found.timestamp)
                     elif ts < 0:
                         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
                     else:
@@ -280,11 +307,18 @@ class Handlers:
     # -- groups -----------------------------------------------------------------------------------------------
 
     async def handle_find_coordinator(self, header, body):
-        if body["key_type"] != 0:
+        """v0-3 look up one key, v4 a batch (``coordinator_keys``) answered key by key."""
+        if header.api_version >= 4:
+            return {"coordinators": [{"key": key, **self._find_coordinator(key, body["key_type"])}
+                                     for key in body["coordinator_keys"]]}
+        return self._find_coordinator(body["key"], body["key_type"])
+
+    def _find_coordinator(self, key: str, key_type: int) -> dict:
+        if key_type != 0:
             return {"error_code": TRANSACTIONS_UNSUPPORTED, "error_message": "transactions are not supported",
                     "node_id": -1, "host": "", "port": -1}
         try:
-            node_id, host, port = self.broker.view.coordinator_for(body["key"])
+            node_id, host, port = self.broker.view.coordinator_for(key)
         except SeglogError as e:
             return {"error_code": _err(e), "error_message": str(e), "node_id": -1, "host": "", "port": -1}
         return {"error_code": 0, "error_message": None, "node_id": node_id, "host": host, "port": port}
@@ -308,7 +342,8 @@ class Handlers:
             return {"error_code": e.code, "member_id": e.member_id, "protocol_name": "", "leader": ""}
         except SeglogError as e:
             return {"error_code": _err(e), "member_id": body["member_id"], "protocol_name": "", "leader": ""}
-        return {"error_code": 0, "generation_id": r.generation_id, "protocol_name": r.protocol_name,
+        return {"error_code": 0, "generation_id": r.generation_id, "protocol_type": r.protocol_type,
+                "protocol_name": r.protocol_name,
                 "leader": r.leader_id, "member_id": r.member_id,
                 "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                              "metadata": m.metadata} for m in r.members]}
@@ -318,11 +353,13 @@ class Handlers:
             coord = await _off_loop(self._coordinator, body["group_id"])
             fut = await _off_loop(coord.sync_group, body["group_id"], body["generation_id"], body["member_id"],
                                   {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
-                                  group_instance_id=body["group_instance_id"])
+                                  group_instance_id=body["group_instance_id"], protocol_type=body["protocol_type"],
+                                  protocol_name=body["protocol_name"])
             r = await asyncio.wrap_future(fut)
         except SeglogError as e:
             return {"error_code": _err(e), "assignment": b""}
-        return {"error_code": 0, "assignment": r.assignment}
+        return {"error_code": 0, "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,
+                "assignment": r.assignment}
 
     async def handle_heartbeat(self, header, body):
         try:
@@ -334,12 +371,20 @@ class Handlers:
         return {"error_code": 0}
 
     async def handle_leave_group(self, header, body):
+        """v0-2 one member (its error is the response's), v3+ a batch with one error per member."""
+        batch = header.api_version >= 3
+        members = ([(m["member_id"], m["group_instance_id"]) for m in body["members"]] if batch
+                   else [(body["member_id"], None)])
         try:
             coord = await _off_loop(self._coordinator, body["group_id"])
-            [err] = await _off_loop(coord.leave_group, body["group_id"], [(body["member_id"], None)])
+            errs = await _off_loop(coord.leave_group, body["group_id"], members)
         except SeglogError as e:
-            err = e
-        return {"error_code": 0 if err is None else _err(err)}
+            return {"error_code": _err(e)}
+        if not batch:
+            return {"error_code": 0 if errs[0] is None else _err(errs[0])}
+        return {"error_code": 0, "members": [{"member_id": m, "group_instance_id": i,
+                                              "error_code": 0 if e is None else _err(e)}
+                                             for (m, i), e in zip(members, errs)]}
 
     async def handle_offset_commit(self, header, body):
         offsets, placed = {}, []
@@ -366,19 +411,25 @@ class Handlers:
         return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
     async def handle_offset_fetch(self, header, body):
-        group = body["group_id"]
+        """v0-7 one group; v8 several (``groups``), each answered with its own error code."""
+        if header.api_version >= 8:
+            return {"groups": [{"group_id": g["group_id"], **await self._offset_fetch(g["group_id"], g["topics"], 8)}
+                               for g in body["groups"]]}
+        return await self._offset_fetch(body["group_id"], body["topics"], header.api_version)
+
+    async def _offset_fetch(self, group: str, topics, version: int) -> dict:
         try:
             coord = await _off_loop(self._coordinator, group)
-            if body["topics"] is None:
+            if topics is None:
                 stored = coord.fetch_offsets(group, None)
                 wanted = sorted(stored)
             else:
-                wanted = [TopicPartition(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
+                wanted = [TopicPartition(t["name"], p) for t in topics for p in t["partition_indexes"]]
                 stored = coord.fetch_offsets(group, wanted)
         except SeglogError as e:
-            if header.api_version >= 2:
+            if version >= 2:
                 return {"error_code": _err(e), "topics": []}
-            wanted = [TopicPartition(t["name"], p) for t in body["topics"] or () for p in t["partition_indexes"]]
+            wanted = [TopicPartition(t["name"], p) for t in topics or () for p in t["partition_indexes"]]
             return {"topics": self._offset_topics(wanted, {}, _err(e))}
         return {"error_code": 0, "topics": self._offset_topics(wanted, stored, 0)}
 
@@ -413,12 +464,14 @@ class Handlers:
 
     async def handle_list_groups(self, header, body):
         try:
-            listing = (await _off_loop(lambda: self.node.group_coordinator)).list_groups()
+            states = body["states_filter"] or None                       # v4+: empty means every state
+            listing = (await _off_loop(lambda: self.node.group_coordinator)).list_groups(states)
         except errors.UnknownTopicOrPartitionError:
             listing = []                                  # no offsets topic yet: no groups
         except SeglogError as e:
             return {"error_code": _err(e), "groups": []}
-        return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type}
+        return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+                                             "group_state": g.state.value}
                                             for g in listing if g.state is not GroupState.DEAD]}
 
     async def handle_delete_groups(self, header, body):
@@ -466,10 +519,20 @@ class Handlers:
                 rf = None if t["replication_factor"] == -1 else t["replication_factor"]
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
                                 validate_only=body["validate_only"])
-                results.append({"name": name, "error_code": 0, "error_message": None})
+                results.append({"name": name, "error_code": 0, "error_message": None,
+                                **self._created_topic(partitions, rf, configs)})
             except SeglogError as e:
                 results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
         return {"topics": results}
+
+    def _created_topic(self, partitions: int | None, rf: int | None, configs: dict) -> dict:
+        """CreateTopics v5+ describes each created topic: its partition count, replication factor and configs."""
+        values = self.config.log_config().with_kafka(configs).to_kafka()
+        return {"num_partitions": self.config.num_partitions if partitions is None else partitions,
+                "replication_factor": self.config.default_replication_factor if rf is None else rf,
+                "configs": [{"name": k, "value": values[k], "read_only": False, "is_sensitive": False,
+                             "config_source": CONFIG_SOURCE_TOPIC if k in configs else CONFIG_SOURCE_DEFAULT}
+                            for k in KAFKA_NAMES]}
 
     async def handle_delete_topics(self, header, body):
         out = []
@@ -478,7 +541,7 @@ class Handlers:
                 await _off_loop(self.broker.view.delete_topic, name)
                 out.append({"name": name, "error_code": 0})
             except SeglogError as e:
-                out.append({"name": name, "error_code": _err(e)})
+                out.append({"name": name, "error_code": _err(e), "error_message": str(e)})
         return {"responses": out}
 
     async def handle_create_partitions(self, header, body):
