@@ -351,15 +351,26 @@ def test_tagged_fields_round_trip_and_unknown_tags_are_skipped():
             decode_response(header, prefix + bad)
 
 
-def test_trailing_bytes_and_correlation_mismatch_are_invalid():
+def test_trailing_bytes_are_ignored_in_requests_only():
+    """Kafka's brokers ignore bytes after a request body, and librdkafka sends some (see below)."""
     frame = request_frame(ApiKey.HEARTBEAT, 0, {"group_id": "g", "member_id": "m"})
-    with pytest.raises(errors.InvalidRequestError) as info:
-        decode_request(frame + b"\x00")
-    assert info.value.header.api_key == ApiKey.HEARTBEAT
+    assert decode_request(frame + b"\x00")[1]["member_id"] == "m"
     header = RequestHeader(ApiKey.HEARTBEAT, 0, 8)
     response = one_frame(encode_response(header, {}))
     with pytest.raises(errors.InvalidRequestError):
+        decode_response(header, response + b"\x00")
+    with pytest.raises(errors.InvalidRequestError):
         decode_response(header._replace(correlation_id=9), response)
+
+
+def test_librdkafka_metadata_request_for_all_topics():
+    """librdkafka 2.x asks for all topics at Metadata v9+ with its 4-byte array-count placeholder left in place
+    (00 00 00 00: a null compact array and three stray bytes), then allow_auto_topic_creation true; Kafka reads
+    the null array and the bytes after it as the booleans, and ignores the rest."""
+    frame = bytes.fromhex("0003000c00000003000772646b61666b61" "00" "00000000" "01" "00" "00")
+    header, body = decode_request(frame)
+    assert header == RequestHeader(ApiKey.METADATA, 12, 3, "rdkafka")
+    assert body["topics"] is None and body["allow_auto_topic_creation"] is False
 
 
 def test_lengths_are_checked_before_allocating():
