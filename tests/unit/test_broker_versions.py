@@ -40,6 +40,15 @@ class Broker(SimpleNamespace):
     def current_peer_host(self):
         return "/127.0.0.1"
 
+    def client_gone(self):
+        return asyncio.Event()
+
+    async def on_disk(self, fn, *args):
+        return fn(*args)
+
+    async def append_on_disk(self, topic, index, fn, *args):
+        return fn(*args)
+
 
 @pytest.fixture
 def broker(tmp_path):
