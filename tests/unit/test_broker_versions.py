@@ -198,3 +198,32 @@ def test_create_topics_v7_describes_the_created_topic(broker):
     deleted = call(broker, ApiKey.DELETE_TOPICS, 5, {"topic_names": ["n", "nope"], "timeout_ms": 1000})
     assert [(d["name"], d["error_code"], d["error_message"] is None) for d in deleted["responses"]] == \
         [("n", 0, True), ("nope", UNKNOWN_TOPIC, False)]
+
+
+def test_produce_v8_names_the_records_a_compacted_topic_refuses(broker):
+    broker.node.create_topic("c", 1, {"cleanup.policy": "compact"})
+    batch = record_batch([(1, b"k0", b"v", []), (1, None, b"v", []), (1, b"k2", b"v", []), (1, None, b"v", [])])
+    r = call(broker, ApiKey.PRODUCE, 8, produce_body("c", 0, batch))
+    [p] = r["responses"][0]["partition_responses"]
+    assert (p["error_code"], p["base_offset"]) == (87, -1)                          # INVALID_RECORD
+    assert [e["batch_index"] for e in p["record_errors"]] == [1, 3]
+    assert p["record_errors"][0]["batch_index_error_message"] == \
+        "Compacted topic cannot accept message without key in topic partition c-0."
+    assert p["error_message"].startswith("One or more records have been rejected due to 2 record errors in total")
+    assert broker.node.partition("c", 0).log_end_offset == 0                         # the batch is refused whole
+    ok = call(broker, ApiKey.PRODUCE, 8, produce_body("c", 0, record_batch([(1, b"k", b"v", [])])))
+    assert ok["responses"][0]["partition_responses"][0]["record_errors"] == []
+
+
+def test_produce_v9_names_the_records_with_timestamps_out_of_range(broker):
+    broker.node.create_topic("w", 1, {"message.timestamp.before.max.ms": "3600000"})
+    now = int(time.time() * 1000)
+    batch = record_batch([(now, b"k", b"v", []), (now - 7_200_000, b"k", b"v", []), (now, b"k", b"v", [])])
+    [p] = call(broker, ApiKey.PRODUCE, 9, produce_body("w", 0, batch))["responses"][0]["partition_responses"]
+    assert (p["error_code"], [e["batch_index"] for e in p["record_errors"]]) == (32, [1])   # INVALID_TIMESTAMP
+    assert p["record_errors"][0]["batch_index_error_message"].startswith(
+        f"Timestamp {now - 7_200_000} of message with offset 1 is out of range. The timestamp should be within [")
+    assert p["error_message"] == "One or more records have been rejected due to invalid timestamp"
+    # a batch-level refusal names no record
+    [p] = call(broker, ApiKey.PRODUCE, 9, produce_body("w", 0, b"\x00" * 70))["responses"][0]["partition_responses"]
+    assert p["error_code"] != 0 and p["record_errors"] == []

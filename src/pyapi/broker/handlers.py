@@ -24,6 +24,7 @@ from ..group import GroupState
 from ..topic_names import validate_topic_name
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
+from .record_errors import record_errors
 
 log = logging.getLogger("seglog.broker")
 
@@ -167,6 +168,7 @@ class Handlers:
                                     errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
                                     }.get(err)
             return out, None
+        part = None
         try:
             if records is None or len(records) == 0:
                 raise errors.InvalidRecordError("produce request without a record batch")
@@ -178,6 +180,10 @@ class Handlers:
             return out, (part, last, t0)
         except SeglogError as e:
             out.update(error_code=_err(e), error_message=str(e))
+            if isinstance(e, (errors.InvalidRecordError, errors.InvalidTimestampError)) and part is not None:
+                found = record_errors(records, part.log.config, int(time.time() * 1000), topic, index, e)
+                if found is not None:
+                    out.update(zip(("error_code", "record_errors", "error_message"), found))
             return out, None
 
     async def _await_acks(self, out: dict, part, last: int, t0: float, acks: int, deadline: float) -> None:
@@ -237,6 +243,7 @@ class Handlers:
                 self.broker.view.check_fetch(topic, p["partition"], p["current_leader_epoch"], replica)
                 part = self.node.partition(topic, p["partition"])
                 if p["last_fetched_epoch"] >= 0 and self._diverged(entry, part, p):
+                    failed = True                          # answered at once, as any partition error is
                     continue
                 budget = min(p["partition_max_bytes"], max_bytes - total)
                 # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
