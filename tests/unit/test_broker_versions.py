@@ -227,3 +227,11 @@ def test_produce_v9_names_the_records_with_timestamps_out_of_range(broker):
     # a batch-level refusal names no record
     [p] = call(broker, ApiKey.PRODUCE, 9, produce_body("w", 0, b"\x00" * 70))["responses"][0]["partition_responses"]
     assert p["error_code"] != 0 and p["record_errors"] == []
+
+
+def test_describe_configs_v4_with_no_keys_describes_every_config(broker):
+    for keys in (None, []):                              # Kafka: null or empty both ask for all
+        r = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": 2, "resource_name": "t", "configuration_keys": keys}]})
+        names = {c["name"] for c in r["results"][0]["configs"]}
+        assert {"cleanup.policy", "retention.ms", "segment.bytes"} <= names

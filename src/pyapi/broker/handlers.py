@@ -625,7 +625,7 @@ class Handlers:
     async def handle_describe_configs(self, header, body):
         results = []
         for r in body["resources"]:
-            keys = r["configuration_keys"]
+            keys = r["configuration_keys"] or None              # as Kafka: null or empty asks for every config
             try:
                 if r["resource_type"] == RESOURCE_TOPIC:
                     configs = self._topic_configs(r["resource_name"], keys)
