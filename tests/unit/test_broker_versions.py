@@ -235,3 +235,18 @@ def test_describe_configs_v4_with_no_keys_describes_every_config(broker):
             {"resource_type": 2, "resource_name": "t", "configuration_keys": keys}]})
         names = {c["name"] for c in r["results"][0]["configs"]}
         assert {"cleanup.policy", "retention.ms", "segment.bytes"} <= names
+
+
+@pytest.mark.parametrize("api_key,version,op", [(ApiKey.ALTER_CONFIGS, 2, None),
+                                                (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 0)])
+def test_message_format_version_is_accepted_and_ignored(broker, api_key, version, op):
+    """Kafka 3.x still accepts the deprecated message.format.version (every batch is format v2 anyway)."""
+    config = {"name": "message.format.version", "value": "2.8"}
+    if op is not None:
+        config["config_operation"] = op
+    r = call(broker, api_key, version, {"resources": [{"resource_type": 2, "resource_name": "t",
+                                                       "configs": [config]}]})
+    assert [(x["error_code"], x["error_message"]) for x in r["responses"]] == [(0, None)]
+    described = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": 2, "resource_name": "t", "configuration_keys": ["message.format.version"]}]})
+    assert [(c["name"], c["value"]) for c in described["results"][0]["configs"]] == [("message.format.version", "2.8")]
