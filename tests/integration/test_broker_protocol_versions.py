@@ -147,3 +147,26 @@ def test_kcat_produces_and_consumes_at_flexible_versions(seglog_broker, topic_na
     assert f'topic "{topic}" with 1 partitions' in listing
     # kcat's librdkafka 2.0 stops below the flexible Produce and Fetch; it gets the newest versions it knows
     assert (max(versions["PRODUCE"]), max(versions["FETCH"])) == (7, 11), dict(versions)
+
+
+def test_confluent_delete_records(seglog_broker, topic_name, versions):
+    """AdminClient.delete_records (stream processors trim repartition topics with it): DeleteRecords v2."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient
+
+    topic = topic_name()
+    seglog_broker.node.create_topic(topic, 2)
+    producer = ck.Producer({"bootstrap.servers": seglog_broker.bootstrap_servers})
+    for i in range(6):
+        producer.produce(topic, b"v%d" % i, partition=0)
+    producer.flush(10)
+    admin = AdminClient({"bootstrap.servers": seglog_broker.bootstrap_servers})
+    futures = admin.delete_records([ck.TopicPartition(topic, 0, 4), ck.TopicPartition(topic, 1, ck.OFFSET_END)])
+    results = {tp.partition: f.result(10).low_watermark for tp, f in futures.items()}
+    assert results == {0: 4, 1: 0}
+    assert seglog_broker.node.partition(topic, 0).log_start_offset == 4
+    [(tp, f)] = admin.delete_records([ck.TopicPartition(topic, 0, 99)]).items()
+    with pytest.raises(ck.KafkaException) as info:
+        f.result(10)
+    assert info.value.args[0].code() == ck.KafkaError.OFFSET_OUT_OF_RANGE
+    assert max(versions["DELETE_RECORDS"]) == 2

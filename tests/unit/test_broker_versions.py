@@ -250,3 +250,19 @@ def test_message_format_version_is_accepted_and_ignored(broker, api_key, version
     described = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
         {"resource_type": 2, "resource_name": "t", "configuration_keys": ["message.format.version"]}]})
     assert [(c["name"], c["value"]) for c in described["results"][0]["configs"]] == [("message.format.version", "2.8")]
+
+
+def test_delete_records_raises_the_log_start_offset(broker):
+    part = broker.node.partition("t", 0)
+    part.append(record_batch([(1, None, b"v", [])] * 5), 1)
+
+    def delete(offsets, version=2):
+        r = call(broker, ApiKey.DELETE_RECORDS, version, {"timeout_ms": 1000, "topics": [{"name": "t", "partitions": [
+            {"partition_index": p, "offset": o} for p, o in offsets]}]})
+        return [(p["partition_index"], p["low_watermark"], p["error_code"]) for p in r["topics"][0]["partitions"]]
+
+    assert delete([(0, 2)]) == [(0, 2, 0)]
+    assert part.log_start_offset == 2
+    assert delete([(0, 9), (1, -1)], version=0) == [(0, -1, 1), (1, 0, 0)]        # OFFSET_OUT_OF_RANGE; empty
+    assert delete([(0, -1), (7, 0)]) == [(0, 5, 0), (7, -1, UNKNOWN_TOPIC)]         # -1: the high watermark
+    assert part.log_start_offset == 5

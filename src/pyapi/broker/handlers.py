@@ -328,6 +328,24 @@ class Handlers:
             topics.append({"topic": t["topic"], "partitions": parts})
         return {"topics": topics}
 
+    async def handle_delete_records(self, header, body):
+        """DeleteRecords: raise each partition's log start offset (offset -1: to the high watermark), on its
+        leader; the answer is the new low watermark, or NOT_LEADER_OR_FOLLOWER / OFFSET_OUT_OF_RANGE / ..."""
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
+                try:
+                    self.broker.view.check_produce(t["name"], p["partition_index"], 1)       # the leader's job
+                    log_ = self.node.partition(t["name"], p["partition_index"]).log
+                    out["low_watermark"] = await self.broker.on_disk(log_.delete_records_before, p["offset"])
+                except SeglogError as e:
+                    out["error_code"] = _err(e)
+                parts.append(out)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"topics": topics}
+
     # -- producers --------------------------------------------------------------------------------------------
 
     async def handle_init_producer_id(self, header, body):
@@ -764,6 +782,7 @@ HANDLERS = {
     ApiKey.FETCH: Handlers.handle_fetch,
     ApiKey.LIST_OFFSETS: Handlers.handle_list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Handlers.handle_offset_for_leader_epoch,
+    ApiKey.DELETE_RECORDS: Handlers.handle_delete_records,
     ApiKey.INIT_PRODUCER_ID: Handlers.handle_init_producer_id,
     ApiKey.FIND_COORDINATOR: Handlers.handle_find_coordinator,
     ApiKey.JOIN_GROUP: Handlers.handle_join_group,

@@ -1,4 +1,4 @@
-"""Schemas of the data-path APIs: Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch.
+"""Schemas of the data-path APIs: Produce, Fetch, ListOffsets, Metadata, DeleteRecords, OffsetForLeaderEpoch.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. Records fields are
 raw record-batch bytes: decoded as memoryview slices of the frame, encoded from buffers or external chunks.
@@ -164,4 +164,22 @@ OFFSET_FOR_LEADER_EPOCH = Api(23, "OffsetForLeaderEpoch", (2, 4), flexible=4, re
                 field("end_offset", "int64", default=-1))),
 ))
 
-APIS = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH)
+# offset -1: the high watermark (delete every committed record); low_watermark: the log start offset after it
+DELETE_RECORDS = Api(21, "DeleteRecords", (0, 2), flexible=2, request=(
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("offset", "int64"))),
+    field("timeout_ms", "int32"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("low_watermark", "int64", default=-1),
+                field("error_code", "int16"))),
+))
+
+APIS = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH)
