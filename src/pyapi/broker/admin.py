@@ -122,6 +122,32 @@ class BrokerAdmin(Admin):
         found = self.cluster.list_offsets(tps, timestamp)
         return {tp: None if found.get(tp) is None else found[tp].offset for tp in tps}
 
+    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | SeglogError]:
+        """DeleteRecords at each partition's leader (leaders from fresh metadata)."""
+        out: dict[TopicPartition, int | SeglogError] = {}
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for topic in {tp.topic for tp in offsets}:
+            self.cluster.forget(topic)
+        for tp in offsets:
+            try:
+                by_leader.setdefault(self.cluster.leader_id(*tp), []).append(tp)
+            except SeglogError as e:
+                out[tp] = e
+        for leader, tps in by_leader.items():
+            topics: dict[str, list] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": offsets[tp]})
+            r = self.cluster.broker(leader).request(ApiKey.DELETE_RECORDS, {
+                "timeout_ms": int(self.retry_timeout * 1000),
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            for t in r["topics"]:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    code = p["error_code"]
+                    out[tp] = p["low_watermark"] if code == 0 else error_for(
+                        code, f"DeleteRecords of {tp.topic}-{tp.partition} at broker {leader} failed")
+        return out
+
     # -- groups ---------------------------------------------------------------------------------------------
 
     def list_groups(self) -> list[GroupListing]:

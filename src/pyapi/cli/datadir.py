@@ -134,6 +134,15 @@ class DataDirAdmin(Admin):
             out[tp] = found.offset if found is not None and found.offset < part.high_watermark else None
         return out
 
+    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | SeglogError]:
+        out: dict[TopicPartition, int | SeglogError] = {}
+        for tp, offset in offsets.items():
+            try:
+                out[tp] = self.node.partition(*tp).log.delete_records_before(offset)
+            except SeglogError as e:
+                out[tp] = e
+        return out
+
     # -- groups ---------------------------------------------------------------------------------------------
 
     def _coordinator(self):
