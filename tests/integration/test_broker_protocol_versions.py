@@ -170,3 +170,23 @@ def test_confluent_delete_records(seglog_broker, topic_name, versions):
         f.result(10)
     assert info.value.args[0].code() == ck.KafkaError.OFFSET_OUT_OF_RANGE
     assert max(versions["DELETE_RECORDS"]) == 2
+
+
+def test_kafka_python_describe_cluster_and_log_dirs(seglog_broker, topic_name, versions):
+    """kafka-python's describe_cluster and describe_log_dirs (which raised IncompatibleBrokerVersion before)."""
+    pytest.importorskip("kafka")
+    from kafka.admin import KafkaAdminClient
+
+    topic = topic_name()
+    seglog_broker.node.create_topic(topic, 2)
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        cluster = admin.describe_cluster()
+        assert cluster["cluster_id"] == seglog_broker.node.cluster_id
+        assert [b["broker_id"] for b in cluster["brokers"]] == [0]
+        dirs = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    text = repr(dirs)
+    assert seglog_broker.node.path in text and topic in text
+    assert max(versions["DESCRIBE_CLUSTER"]) >= 0 and max(versions["DESCRIBE_LOG_DIRS"]) == 4

@@ -266,3 +266,20 @@ def test_delete_records_raises_the_log_start_offset(broker):
     assert delete([(0, 9), (1, -1)], version=0) == [(0, -1, 1), (1, 0, 0)]        # OFFSET_OUT_OF_RANGE; empty
     assert delete([(0, -1), (7, 0)]) == [(0, 5, 0), (7, -1, UNKNOWN_TOPIC)]         # -1: the high watermark
     assert part.log_start_offset == 5
+
+
+def test_describe_cluster_and_log_dirs(broker):
+    r = call(broker, ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False})
+    assert (r["error_code"], r["cluster_id"], r["controller_id"]) == (0, broker.node.cluster_id, 0)
+    assert r["brokers"] == [{"broker_id": 0, "host": "127.0.0.1", "port": 9092, "rack": None}]
+    controllers = call(broker, ApiKey.DESCRIBE_CLUSTER, 1, {"endpoint_type": 2})
+    assert controllers["error_code"] == 114 and controllers["brokers"] == []      # MISMATCHED_ENDPOINT_TYPE
+    broker.node.partition("t", 1).append(record_batch([(1, None, b"v" * 100, [])]), 1)
+    every = call(broker, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    [d] = every["results"]
+    assert d["error_code"] == 0 and d["log_dir"] == broker.node.path and d["total_bytes"] >= d["usable_bytes"] > 0
+    sizes = {(t["name"], p["partition_index"]): p["partition_size"] for t in d["topics"] for p in t["partitions"]}
+    assert sizes[("t", 0)] == 0 and sizes[("t", 1)] > 100
+    one = call(broker, ApiKey.DESCRIBE_LOG_DIRS, 0, {"topics": [{"topic": "t", "partitions": [1]}]})
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in one["results"][0]["topics"]] == \
+        [("t", [1])]

@@ -170,8 +170,11 @@ OLD = _old_messages()
 
 def _old_struct_fits(api_key: int, version: int, response: bool) -> bool:
     """kafka.protocol.old has a struct of the right direction for this version (its AlterConfigsResponse list
-    holds AlterConfigsRequest_v1 as the v1 response: a slip there, not a wire format to compare with)."""
+    holds AlterConfigsRequest_v1 as the v1 response, and its DescribeLogDirsRequest_v0 has one int32 where
+    Kafka has an array of partitions: slips there, not wire formats to compare with)."""
     from kafka.protocol.old.api import Response
+    if (api_key, response) == (35, False):
+        return False
     structs = OLD.get((api_key, response), ())
     return version < len(structs) and issubclass(structs[version], Response) == response
 
@@ -213,7 +216,7 @@ def in_wire_order(fields, version, body):
 def test_old_kafka_python_structs_cover_most_versions():
     # the old structs stop at the last non-flexible version of each API; only these few are missing there
     missing = {(k, v) for k, v in ALL_VERSIONS if v < api(k).flexible} - {(k, v) for k, v, _ in OLD_SHARED}
-    assert missing == {(15, 4), (19, 4), (21, 1), (32, 3), (44, 0)}
+    assert missing == {(15, 4), (19, 4), (21, 1), (32, 3), (35, 1), (44, 0)}
 
 
 @pytest.mark.parametrize("api_version_direction", OLD_SHARED,

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -640,6 +641,37 @@ class Handlers:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})
         return {"results": out}
 
+    async def handle_describe_cluster(self, header, body):
+        view = self.broker.view
+        if body["endpoint_type"] != 1:                # 2: KRaft controllers, which a broker is not
+            return {"error_code": errors.MismatchedEndpointTypeError.code, "cluster_id": self.node.cluster_id or "",
+                    "endpoint_type": body["endpoint_type"],
+                    "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an "
+                                     "endpoint of type CONTROLLER"}
+        return {"error_code": 0, "error_message": None, "cluster_id": self.node.cluster_id or "",
+                "controller_id": view.controller_id(),
+                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                            for b in view.brokers()]}
+
+    async def handle_describe_log_dirs(self, header, body):
+        """The one log dir of this broker: the partitions it holds (of the topics asked for, or all), their
+        sizes, and the disk's total and usable bytes (v4+)."""
+        return {"results": [await self.broker.on_disk(self._describe_log_dir, body["topics"])]}
+
+    def _describe_log_dir(self, wanted) -> dict:
+        node = self.node
+        asked = None if wanted is None else {(t["topic"], p) for t in wanted for p in t["partitions"]}
+        topics = []
+        for name in node.topics(include_internal=True):
+            parts = [{"partition_index": part.index, "partition_size": part.log.size_bytes,
+                      "offset_lag": max(part.high_watermark - part.log_end_offset, 0), "is_future_key": False}
+                     for part in node.partitions(name) if asked is None or (name, part.index) in asked]
+            if parts:
+                topics.append({"name": name, "partitions": parts})
+        disk = shutil.disk_usage(node.path)
+        return {"error_code": 0, "log_dir": node.path, "topics": topics, "total_bytes": disk.total,
+                "usable_bytes": disk.free}
+
     async def handle_describe_configs(self, header, body):
         results = []
         for r in body["resources"]:
@@ -800,5 +832,7 @@ HANDLERS = {
     ApiKey.DESCRIBE_CONFIGS: Handlers.handle_describe_configs,
     ApiKey.ALTER_CONFIGS: Handlers.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handlers.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
+    ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
 }
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

@@ -169,5 +169,46 @@ INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", (0, 1), flexible=
           field("resource_name", "string")),
 ))
 
+DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", (0, 4), flexible=2, request=(
+    array("topics",
+          field("topic", "string"),
+          field("partitions", "[]int32"),
+          nullable="0+"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16", "3+"),
+    array("results",
+          field("error_code", "int16"),
+          field("log_dir", "string"),
+          array("topics",
+                field("name", "string"),
+                array("partitions",
+                      field("partition_index", "int32"),
+                      field("partition_size", "int64"),
+                      field("offset_lag", "int64"),
+                      field("is_future_key", "bool"))),
+          field("total_bytes", "int64", "4+", default=-1),
+          field("usable_bytes", "int64", "4+", default=-1)),
+))
+
+# endpoint_type (v1+): 1 brokers, 2 controllers (KRaft controllers; a broker answers UNSUPPORTED_ENDPOINT_TYPE)
+DESCRIBE_CLUSTER = Api(60, "DescribeCluster", (0, 1), flexible=0, request=(
+    field("include_cluster_authorized_operations", "bool"),
+    field("endpoint_type", "int8", "1+", default=1),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16"),
+    field("error_message", "string", nullable="0+"),
+    field("endpoint_type", "int8", "1+", default=1),
+    field("cluster_id", "string"),
+    field("controller_id", "int32", default=-1),
+    array("brokers",
+          field("broker_id", "int32"),
+          field("host", "string"),
+          field("port", "int32"),
+          field("rack", "string", nullable="0+")),
+    field("cluster_authorized_operations", "int32", default=-2147483648),
+))
+
 APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, ALTER_CONFIGS,
-        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS)
+        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER)
