@@ -116,8 +116,9 @@ cdef Inflated _hold(object owner, Py_ssize_t size):
 
 
 cdef int _too_large(Py_ssize_t limit) except -1:
-    raise _errors.RecordTooLargeError(limit + 1, limit, "decompressed records section (cut at the limit)",
-                                      f"{INFLATE_RATIO} x max.message.bytes")
+    raise _errors.RecordTooLargeError(size=limit + 1, limit=limit,
+                                      what="decompressed records section (cut at the limit)",
+                                      setting=f"{INFLATE_RATIO} x max.message.bytes")
 
 
 cdef inline uint32_t get_le32(const unsigned char *p) noexcept nogil:
