@@ -149,6 +149,18 @@ class BrokerAdmin(Admin):
                         code, f"DeleteRecords of {tp.topic}-{tp.partition} at broker {leader} failed")
         return out
 
+    def log_dirs(self, brokers: Sequence[int] | None) -> dict[int, list[dict]]:
+        out: dict[int, list[dict]] = {}
+        for b in self.cluster.broker_ids() if brokers is None else brokers:
+            r = self.cluster.broker(b).request(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
+            out[b] = [{"logDir": d["log_dir"], "error": None if d["error_code"] == 0 else error_for(
+                          d["error_code"]).kafka_name,
+                       "partitions": [{"topic": t["name"], "partition": p["partition_index"],
+                                       "size": p["partition_size"], "offsetLag": p["offset_lag"],
+                                       "isFuture": p["is_future_key"]} for t in d["topics"] for p in t["partitions"]]}
+                      for d in r["results"]]
+        return out
+
     # -- groups ---------------------------------------------------------------------------------------------
 
     def list_groups(self) -> list[GroupListing]:

@@ -183,6 +183,11 @@ class Admin(ABC):
         """DeleteRecords: raise each partition's log start offset to its offset (-1: the high watermark). Per
         partition the new low watermark, or the error (OffsetOutOfRangeError, UnknownTopicOrPartitionError...)."""
 
+    @abstractmethod
+    def log_dirs(self, brokers: Sequence[int] | None) -> dict[int, list[dict]]:
+        """DescribeLogDirs of each broker (all if None): {broker id: [{"logDir", "error", "partitions": [{"topic",
+        "partition", "size", "offsetLag", "isFuture"}]}]}."""
+
     # -- groups (ListGroups, DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups) ----------------------
 
     @abstractmethod

@@ -143,6 +143,15 @@ class DataDirAdmin(Admin):
                 out[tp] = e
         return out
 
+    def log_dirs(self, brokers: Sequence[int] | None) -> dict[int, list[dict]]:
+        me = self.node.config.broker_id
+        if brokers is not None and me not in brokers:
+            return {}
+        parts = [{"topic": t, "partition": p.index, "size": p.log.size_bytes,
+                  "offsetLag": max(p.high_watermark - p.log_end_offset, 0), "isFuture": False}
+                 for t in self.node.topics(include_internal=True) for p in self.node.partitions(t)]
+        return {me: [{"logDir": self.node.path, "error": None, "partitions": parts}]}
+
     # -- groups ---------------------------------------------------------------------------------------------
 
     def _coordinator(self):
