@@ -270,6 +270,10 @@ def test_delete_records_raises_the_log_start_offset(broker):
     assert delete([(0, 9), (1, -1)], version=0) == [(0, -1, 1), (1, 0, 0)]        # OFFSET_OUT_OF_RANGE; empty
     assert delete([(0, -1), (7, 0)]) == [(0, 5, 0), (7, -1, UNKNOWN_TOPIC)]         # -1: the high watermark
     assert part.log_start_offset == 5
+    broker.node.group_coordinator.commit_offsets("g", {TopicPartition("t", 0): OffsetAndMetadata(1)})
+    r = call(broker, ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 1000, "topics": [
+        {"name": "__consumer_offsets", "partitions": [{"partition_index": 0, "offset": -1}]}]})
+    assert r["topics"][0]["partitions"][0]["error_code"] == 17                    # INVALID_TOPIC_EXCEPTION
 
 
 def test_describe_cluster_and_log_dirs(broker):

@@ -352,6 +352,8 @@ class Handlers:
             for p in t["partitions"]:
                 out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
                 try:
+                    if self.broker.view.topic_partitions(t["name"])[1]:
+                        raise errors.InvalidTopicError(f"Cannot delete records of internal topic {t['name']}")
                     self.broker.view.check_produce(t["name"], p["partition_index"], 1)       # the leader's job
                     log_ = self.node.partition(t["name"], p["partition_index"]).log
                     out["low_watermark"] = await self.broker.on_disk(log_.delete_records_before, p["offset"])
