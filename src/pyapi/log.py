@@ -658,8 +658,12 @@ class Log:
             self._epochs.assign(epoch, self.end_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch <= epoch, end offset of that epoch): Kafka's OffsetForLeaderEpoch; (-1, -1) if unknown."""
+        """(largest epoch <= epoch, end offset of that epoch): Kafka's OffsetForLeaderEpoch; (-1, -1) if unknown.
+        A log whose leader epoch was never set (a lone broker's) has one epoch, the current one, from its start,
+        as Kafka's cache holds it from the moment a replica leads."""
         with self._lock:
+            if not self._epochs.entries and 0 <= self._leader_epoch <= epoch:
+                return self._leader_epoch, self.end_offset
             return self._epochs.end_offset_for(epoch, self.end_offset)
 
     def __repr__(self):
@@ -1017,6 +1021,21 @@ class Log:
                     if found is not None:
                         return TimestampOffset(*found)
             return None
+
+    def offset_of_max_timestamp(self) -> TimestampOffset | None:
+        """The first record holding the largest timestamp of the log (ListOffsets' MAX_TIMESTAMP, -3), found
+        through the segments' largest timestamps and time indexes; None if the log holds no record."""
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"log {self.path} is closed")
+            self._seal_pending()
+            best = None
+            for base in list(self._bases):
+                seg = self._segment_object(base)
+                if best is None or seg.largest_timestamp > best.largest_timestamp:
+                    best = seg
+            found = best.find_offset_by_timestamp(best.largest_timestamp, self._start_offset)
+            return None if found is None else TimestampOffset(*found)
 
     # ----------------------------------------------------------------------------- truncation, retention
 
