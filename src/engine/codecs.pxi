@@ -49,7 +49,8 @@ cdef object _cj():
 
 
 cdef bytes compress(int codec, object data):
-    """Compress the records section `data` (a buffer) with codec 1-4."""
+    """Compress the records section `data` (a 1-D unsigned-byte view: _xerial_compress slices it) with
+    codec 1-4."""
     if codec == CODEC_LZ4:
         f = _lz4()
         return f.compress(data, block_size=f.BLOCKSIZE_MAX64KB, block_linked=False,
@@ -123,6 +124,11 @@ def codec_name(name):
 def compress_records(int codec, data):
     """The records section `data` compressed with codec id 1-4 exactly as BatchWriter does (for code that
     rebuilds batches, e.g. the log cleaner). Raises UnsupportedCompressionTypeError for other ids."""
+    cdef Py_buffer b
     if not 1 <= codec <= 4:
         raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
-    return compress(codec, data)
+    take_bytes(data, &b, "records")
+    try:
+        return compress(codec, PyMemoryView_FromMemory(<char *>b.buf, b.len, PyBUF_READ))
+    finally:
+        PyBuffer_Release(&b)
