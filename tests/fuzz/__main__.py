@@ -78,19 +78,72 @@ def run_atheris(name: str, runs: int, max_len: int, rss_limit_mb: int, seed: int
             f.write(data)
     os.makedirs(artifacts, exist_ok=True)
     atheris.Setup([sys.argv[0], f"-runs={runs}", f"-max_len={max_len}", f"-rss_limit_mb={rss_limit_mb}",
-                   f"-seed={seed}", "-keep_seed=1", "-print_final_stats=1", f"-artifact_prefix={artifacts}/", corpus],
+                   f"-seed={seed}", "-keep_seed=1", "-use_value_profile=1",
+                   "-print_final_stats=1", f"-artifact_prefix={artifacts}/", corpus],
                   target)
     atheris.Fuzz()
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FLOAT_CMP_STUBS = b"void __sanitizer_cov_trace_cmpf(float a, float b) {}\n" \
+                  b"void __sanitizer_cov_trace_cmpd(double a, double b) {}\n"
+
+
+def traced_engine_env() -> dict | None:
+    """The environment of a child that fuzzes an engine whose C compares libFuzzer sees (-use_value_profile
+    makes them coverage features: a few thousand instead of a few dozen from the Python code alone).
+
+    build/fuzz/seglog is the package with an _engine compiled by gcc with -fsanitize-coverage=trace-cmp from
+    the C file the regular build generated (src/engine/_engine.c; rebuilt when that is newer), beside a stub
+    for the float compares libFuzzer does not define; atheris's libFuzzer runtime is preloaded so the trace
+    calls resolve. None (fuzz the regular build) without atheris, gcc or a generated _engine.c."""
+    import shutil
+    import sysconfig
+    try:
+        import atheris
+    except ImportError:
+        return None
+    source = os.path.join(ROOT, "src", "engine", "_engine.c")
+    runtime = os.path.join(atheris.path(), "ubsan_with_fuzzer.so")
+    if not (os.path.exists(source) and os.path.exists(runtime) and shutil.which("gcc")):
+        return None
+    out = os.path.join(ROOT, "build", "fuzz")
+    package = os.path.join(out, "seglog")
+    os.makedirs(package, exist_ok=True)
+    pyapi = os.path.join(ROOT, "src", "pyapi")
+    for entry in os.listdir(pyapi):
+        link = os.path.join(package, entry)
+        if not entry.startswith("_engine") and not os.path.lexists(link):
+            os.symlink(os.path.join(pyapi, entry), link)
+    engine = os.path.join(package, "_engine" + sysconfig.get_config_var("EXT_SUFFIX"))
+    stubs = os.path.join(out, "libfloatcmp.so")
+    if not os.path.exists(stubs):
+        with open(stubs + ".c", "wb") as f:
+            f.write(FLOAT_CMP_STUBS)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", stubs + ".c", "-o", stubs], check=True)
+    if not os.path.exists(engine) or os.path.getmtime(engine) < os.path.getmtime(source):
+        print("building the compare-traced engine for fuzzing (about a minute) ...", file=sys.stderr, flush=True)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-fno-strict-aliasing", "-fsanitize-coverage=trace-cmp",
+                        "-D_GNU_SOURCE", "-I", sysconfig.get_paths()["include"], "-I", os.path.dirname(source),
+                        source, os.path.join(ROOT, "src", "engine", "crc32c_impl.c"), "-o", engine + ".tmp"],
+                       check=True)
+        os.replace(engine + ".tmp", engine)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([out, ROOT]),
+               LD_PRELOAD=os.pathsep.join(filter(None, [runtime, stubs, os.environ.get("LD_PRELOAD")])))
+    return env
+
+
 def run_child(name: str, args) -> int:
     """Run one target in a child process (libFuzzer ends its process) and print its summary line."""
+    env = None
+    if not args.plain and not args.no_trace_cmp and name != "frame":
+        env = traced_engine_env()
     cmd = [sys.executable, "-m", "tests.fuzz", name, "--runs", str(args.runs), "--max-len", str(args.max_len),
            "--rss-limit-mb", str(args.rss_limit_mb), "--seed", str(args.seed), "--artifacts", args.artifacts,
            "--child"]
     if args.plain:
         cmd.append("--plain")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     out = proc.stdout + proc.stderr
     summary = [line for line in out.splitlines() if line.startswith(f"{name}: ")]
     if summary:
@@ -99,7 +152,8 @@ def run_child(name: str, args) -> int:
     runs = re.search(r"stat::number_of_executed_units:\s*(\d+)", out)
     rss = re.search(r"stat::peak_rss_mb:\s*(\d+)", out)
     if proc.returncode == 0 and runs and rss:
-        print(f"{name}: {runs.group(1)} runs, 0 crashes, peak RSS {rss.group(1)} MiB (atheris)", flush=True)
+        mode = "atheris, C compares traced" if env else "atheris"
+        print(f"{name}: {runs.group(1)} runs, 0 crashes, peak RSS {rss.group(1)} MiB ({mode})", flush=True)
     else:
         print(out[-6000:], file=sys.stderr)
         print(f"{name}: FAILED (exit {proc.returncode})", flush=True)
@@ -115,6 +169,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--artifacts", default=os.path.join(tempfile.gettempdir(), "seglog-fuzz-artifacts"))
     parser.add_argument("--plain", action="store_true", help="the plain mutation loop even if atheris is there")
+    parser.add_argument("--no-trace-cmp", action="store_true",
+                        help="fuzz the regular engine build, without the compare-traced one (see traced_engine_env)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not args.plain:
