@@ -230,9 +230,11 @@ cdef class BatchWriter:
         return ts
 
     cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except? -1:
-        """Append one record to the open batch; returns the offset it will have. Raises TypeError for a
-        value or key that is not bytes-like or None (or a timestamp that is not an int: a float is refused,
-        not truncated), RecordTooLargeError for a record over max_record_bytes, InvalidTimestampError for a
+        """Append one record to the open batch; returns the offset it will have. value, key and header
+        values: any buffer, taken once as its bytes (buffers.pxi), or None. Nothing changes unless the record
+        is added, except that a batch it would overflow is finished first. Raises TypeError for a value, key
+        or header that is not bytes-like or None (str included; or a timestamp that is not an int: a float is
+        refused, not truncated), RecordTooLargeError for a record over max_record_bytes, InvalidTimestampError for a
         timestamp check_timestamps refuses (negative, outside int64 or the before/after window),
         InvalidRecordError for a record without a key when require_keys."""
         cdef RecordIn r

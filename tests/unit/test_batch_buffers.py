@@ -212,3 +212,20 @@ def test_corrupt_record_error_still_raised_for_damage():
     data[-1] ^= 1
     with pytest.raises(CorruptRecordError):
         _engine.decode_records(data)
+
+
+def test_producer_sizes_batches_in_bytes(tmp_path):
+    """The producer estimated a record's size with len(value): 50 doubles counted as 50 bytes, not 400, so a
+    batch took a third record and passed batch_size."""
+    import seglog
+    wide = array.array("d", range(50))
+    with seglog.open(tmp_path / "data") as node:
+        node.create_topic("t", 1)
+        with seglog.Producer(node, linger_ms=60_000, batch_size=1000) as prod:
+            futures = [prod.send("t", wide, key=memoryview(b"key")[::-1], partition=0) for _ in range(9)]
+            prod.flush()
+        assert [f.get().offset for f in futures] == list(range(9))
+        lg = node.partition("t", 0).log
+        infos = _engine.batches(lg.read(0, 1 << 20))
+        assert all(i.size <= 1000 for i in infos), [i.size for i in infos]
+        assert [(r.key, r.value) for r in lg.records()] == [(b"yek", wide.tobytes())] * 9
