@@ -21,7 +21,7 @@ from libc.errno cimport EINTR, ENOENT, ENOSPC, errno
 from libc.string cimport memcpy, memmove, memset
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, O_TRUNC
 from posix.fcntl cimport open as open_c
-from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
+from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE, mmap, munmap
 from posix.stat cimport fstat, struct_stat as stat_t
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.types cimport off_t
@@ -32,6 +32,7 @@ cdef extern from "Python.h":
 
 cdef extern from "<fcntl.h>":
     int O_CLOEXEC
+    int O_DIRECTORY
 
 cdef extern from "<unistd.h>" nogil:
     ctypedef long long loff_t
@@ -81,6 +82,7 @@ cdef bytes _read_whole(int fd, str path):
     return out if got == st.st_size else out[:got]
 
 
+include "fileops.pxi"
 include "buffers.pxi"
 include "crc32c.pxi"
 include "varint.pxi"

@@ -174,8 +174,8 @@ cdef class BatchWriter:
                 + hsize)
         total = varint_size(body) + body
         if total + BATCH_HEADER_SIZE > self.max_record_bytes or body > INT32_MAX:
-            raise _errors.RecordTooLargeError(total + BATCH_HEADER_SIZE, self.max_record_bytes, "record",
-                                              self.limit_name)
+            raise _errors.RecordTooLargeError(size=total + BATCH_HEADER_SIZE, limit=self.max_record_bytes,
+                                              what="record", setting=self.limit_name)
         if not self.is_open:
             self._open()
         if self.count > 0 and (self.count >= self.batch_records
@@ -635,7 +635,7 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
         p = <const unsigned char *>buf.buf
         n = buf.len
         if n > max_message_bytes:
-            raise _errors.RecordTooLargeError(n, max_message_bytes, "record batch")
+            raise _errors.RecordTooLargeError(size=n, limit=max_message_bytes, what="record batch")
         if n >= OFF_MAGIC + 1 and p[OFF_MAGIC] != 2:
             raise _errors.UnsupportedForMessageFormatError(
                 f"record batch magic {<int8_t>p[OFF_MAGIC]} is not supported: only magic 2 (Kafka 0.11+)")

@@ -39,12 +39,12 @@ cdef class IndexFile:
         self.max_entries = max_index_bytes // entry_size
         self.writable = writable
         if writable:
-            self.fd = open_c(bpath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            self.fd = fops.open(bpath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
             if self.fd < 0:
                 raise_storage_error("cannot open index", path)
             self._remap()
         else:
-            self.fd = open_c(bpath, O_RDONLY | O_CLOEXEC, 0)
+            self.fd = fops.open(bpath, O_RDONLY | O_CLOEXEC, 0)
             if self.fd < 0:
                 if errno == ENOENT:
                     self.snapshot = b""
@@ -56,20 +56,20 @@ cdef class IndexFile:
         return 0
 
     cdef int _remap(self) except -1:
+        """Map the file at its current size. The new mapping is made before the old one goes, so a failure
+        (StorageError) leaves the old one in place for the entries it covers."""
         cdef stat_t st
-        cdef void *a
-        if self.addr != NULL:
-            munmap(<void *>self.addr, self.map_len)
-            self.addr = NULL
-            self.map_len = 0
+        cdef void *a = NULL
         if fstat(self.fd, &st) != 0:
             raise_storage_error("cannot stat index", self.path)
         if st.st_size > 0:
-            a = mmap(NULL, <size_t>st.st_size, PROT_READ, MAP_SHARED, self.fd, 0)
+            a = fops.mmap(<size_t>st.st_size, PROT_READ, self.fd)
             if a == MAP_FAILED:
                 raise_storage_error("cannot map index", self.path)
-            self.addr = <const unsigned char *>a
-            self.map_len = <size_t>st.st_size
+        if self.addr != NULL:
+            munmap(<void *>self.addr, self.map_len)
+        self.addr = <const unsigned char *>a
+        self.map_len = <size_t>st.st_size if a != NULL else 0
         return 0
 
     def reload(self):
@@ -77,7 +77,7 @@ cdef class IndexFile:
         if self.writable:
             return
         if self.fd < 0:
-            self.fd = open_c(os.fsencode(self.path), O_RDONLY | O_CLOEXEC, 0)
+            self.fd = fops.open(os.fsencode(self.path), O_RDONLY | O_CLOEXEC, 0)
             if self.fd < 0:
                 if errno != ENOENT:
                     raise_storage_error("cannot open index", self.path)
@@ -114,7 +114,7 @@ cdef class IndexFile:
         cdef size_t need = <size_t>(i + 1) * self.entry_size
         if need > self.map_len:
             self._resize(max(need, <size_t>self.max_entries * self.entry_size))
-        if pwrite(self.fd, entry, self.entry_size, <off_t>i * self.entry_size) != self.entry_size:
+        if fops.pwrite(self.fd, entry, self.entry_size, <off_t>i * self.entry_size) != self.entry_size:
             raise_storage_error("cannot write index entry", self.path)
         return 0
 
@@ -132,16 +132,16 @@ cdef class IndexFile:
             self._resize(need)
         if nbytes >= NOGIL_BYTES:
             with nogil:
-                w = pwrite(self.fd, data, nbytes, at)
+                w = fops.pwrite(self.fd, data, nbytes, at)
         else:
-            w = pwrite(self.fd, data, nbytes, at)
+            w = fops.pwrite(self.fd, data, nbytes, at)
         if w != <ssize_t>nbytes:
             raise_storage_error("cannot write index entries", self.path)
         self.entries += n
         return 0
 
     cdef int _resize(self, size_t nbytes) except -1:
-        if ftruncate(self.fd, <off_t>nbytes) != 0:
+        if fops.ftruncate(self.fd, <off_t>nbytes) != 0:
             raise_storage_error("cannot resize index", self.path)
         self._remap()
         return 0
@@ -170,7 +170,7 @@ cdef class IndexFile:
         if n >= self.entries:
             return 0
         zeros = bytes((self.entries - n) * self.entry_size)
-        if pwrite(self.fd, PyBytes_AS_STRING(zeros), len(zeros), <off_t>n * self.entry_size) != len(zeros):
+        if fops.pwrite(self.fd, PyBytes_AS_STRING(zeros), len(zeros), <off_t>n * self.entry_size) != len(zeros):
             raise_storage_error("cannot truncate index", self.path)
         self.entries = n
         return 0
@@ -178,7 +178,7 @@ cdef class IndexFile:
     def reset(self):
         """Drop every entry (before a rebuild from the .log)."""
         self._require_writable()
-        if ftruncate(self.fd, 0) != 0:
+        if fops.ftruncate(self.fd, 0) != 0:
             raise_storage_error("cannot reset index", self.path)
         self.entries = 0
         self._resize(<size_t>self.max_entries * self.entry_size)
@@ -188,7 +188,7 @@ cdef class IndexFile:
         cdef int rc
         if self.writable and self.fd >= 0:
             with nogil:
-                rc = fsync(self.fd)
+                rc = fops.fsync(self.fd)
             if rc != 0:
                 raise_storage_error("cannot fsync index", self.path)
 

@@ -255,7 +255,7 @@ cdef class RecordAccumulator:
             batch.base = self.append_fn(o.topic, o.partition, w.take())
             if self.producer_id >= 0:
                 self.sequences[(o.topic, o.partition)] = w.next_sequence
-        except _errors.SeglogError as e:
+        except Exception as e:                    # every failure reaches the batch's futures, whatever its type
             batch.error = e
             if self.producer_id >= 0:
                 self._new_producer_id()           # the batch may or may not be in the log: never reuse its sequences

@@ -147,7 +147,7 @@ cdef class Segment:
         cdef int flags = (O_RDWR if self.writable else O_RDONLY) | O_CLOEXEC
         if create:
             flags |= O_CREAT
-        self.fd = open_c(os.fsencode(self.log_path), flags, 0o644)
+        self.fd = fops.open(os.fsencode(self.log_path), flags, 0o644)
         if self.fd < 0:
             raise_storage_error("cannot open segment", self.log_path)
         if fstat(self.fd, &st) != 0:
@@ -199,7 +199,7 @@ cdef class Segment:
             return
         if self.fd >= 0:
             with nogil:
-                rc = fdatasync(self.fd)
+                rc = fops.fdatasync(self.fd)
             if rc != 0:
                 raise_storage_error("cannot fsync segment", self.log_path)
         if self.oindex is not None:
@@ -442,7 +442,7 @@ cdef class Segment:
             n = stop - start
             with nogil:
                 while done < n:
-                    w = pwrite(self.fd, p + done, <size_t>(n - done), base_pos + done)
+                    w = fops.pwrite(self.fd, p + done, <size_t>(n - done), base_pos + done)
                     if w < 0:
                         if errno == EINTR:
                             continue
@@ -453,7 +453,7 @@ cdef class Segment:
                         break
                     done += w
             if err:
-                ftruncate(self.fd, base_pos)
+                fops.ftruncate(self.fd, base_pos)
                 raise _errors.StorageError(f"cannot append to segment: {os.strerror(err)}", self.log_path, err)
             saved = (self._next_offset, self.max_timestamp, self.offset_of_max_timestamp, self.rolling_ts,
                      self.bytes_since_index, self.oindex.entries, self.tindex.entries)
@@ -480,7 +480,7 @@ cdef class Segment:
                  self.bytes_since_index) = saved[:5]
                 self.oindex.truncate_entries(saved[5])
                 self.tindex.truncate_entries(saved[6])
-                ftruncate(self.fd, base_pos)
+                fops.ftruncate(self.fd, base_pos)
                 raise
             if verified and self.verified_end == base_pos:
                 self.verified_end = base_pos + n
@@ -764,31 +764,28 @@ cdef class Segment:
         cdef int newfd
         if file_has_views(self.fd, self.log_path):
             tmp = self.log_path + ".trunc"
-            newfd = open_c(os.fsencode(tmp), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            newfd = fops.open(os.fsencode(tmp), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             if newfd < 0:
                 raise_storage_error("cannot create truncation copy", tmp)
             try:
                 copy_prefix(self.fd, newfd, pos, tmp)
-                if fdatasync(newfd) != 0:
+                if fops.fdatasync(newfd) != 0:
                     raise_storage_error("cannot sync truncation copy", tmp)
-                os.rename(tmp, self.log_path)
+                if fops.rename(os.fsencode(tmp), os.fsencode(self.log_path)) != 0:
+                    raise_storage_error("cannot rename truncation copy", self.log_path)
             except BaseException:
                 close(newfd)
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+                fops.unlink(os.fsencode(tmp))
                 raise
             close(self.fd)
             self.fd = newfd
             self.mapping = None
             sync_dir(self.directory)
         else:
-            if ftruncate(self.fd, pos) != 0:
+            if fops.ftruncate(self.fd, pos) != 0:
                 raise_storage_error("cannot truncate segment", self.log_path)
-            try:
-                os.fdatasync(self.fd)            # truncation is rare: the os module's call, which tests can watch
-            except OSError as e:
-                raise _errors.StorageError(f"cannot sync truncated segment: {e.strerror}", self.log_path,
-                                           e.errno) from None
+            if fops.fdatasync(self.fd) != 0:
+                raise_storage_error("cannot sync truncated segment", self.log_path)
         self.size = pos
         if self.verified_end > pos:
             self.verified_end = pos
@@ -877,14 +874,14 @@ cdef int64_t _valid_run(const unsigned char *p, int64_t n, int64_t *prev_last, i
 
 cdef int sync_dir(str path) except -1:
     """fsync a directory, so a rename inside it is durable. Raises StorageError."""
+    cdef int fd = fops.open(os.fsencode(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
+    if fd < 0:
+        raise_storage_error("cannot open directory", path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        raise _errors.StorageError(f"cannot fsync directory: {e.strerror}", path, e.errno) from None
+        if fops.fsync(fd) != 0:
+            raise_storage_error("cannot fsync directory", path)
+    finally:
+        close(fd)
     return 0
 
 
@@ -925,7 +922,7 @@ cdef int copy_prefix(int src, int dst, int64_t n, str path) except -1:
         with nogil:
             while inoff < n:
                 r = pread(src, buf, <size_t>min(<int64_t>(1 << 20), n - inoff), inoff)
-                if r <= 0 or pwrite(dst, buf, <size_t>r, inoff) != r:
+                if r <= 0 or fops.pwrite(dst, buf, <size_t>r, inoff) != r:
                     r = -1
                     break
                 inoff += r

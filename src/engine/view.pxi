@@ -61,7 +61,7 @@ cdef class MappedFile:
         m.key = (m.device, m.inode)
         if length == 0:
             return m
-        addr = mmap(NULL, length, PROT_READ, MAP_SHARED, fd, 0)
+        addr = fops.mmap(length, PROT_READ, fd)
         if addr == MAP_FAILED:
             raise_storage_error("cannot map", path)
         m.addr = <unsigned char *>addr

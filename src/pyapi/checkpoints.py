@@ -1,5 +1,6 @@
 """Small text checkpoint files in Kafka's layout: a version line, a count line, then one entry per line; and
-the file-system helpers the storage modules share (``fsync_dir``, ``storage_errors``).
+the file-system helpers the storage modules share (``replace_file``, ``fsync_dir``, ``storage_errors``).
+Their file calls go through the engine's file-call table (``_engine.file_*``), so faults can be injected.
 
 Writes are atomic: the new content goes to ``<name>.tmp``, is fsynced, renamed over the old file, and the
 directory is fsynced, so a crash leaves either the old or the new file, never a torn one. A file that does
@@ -10,9 +11,9 @@ StorageError, never a bare OSError.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 
+from . import _engine
 from .errors import CorruptRecordError, StorageError
 
 VERSION = 0
@@ -25,20 +26,21 @@ class CorruptCheckpointError(CorruptRecordError):
 def write_checkpoint(path: str, entries: list[tuple], version: int = VERSION) -> None:
     """Atomically replace ``path`` with the entries (each a tuple of fields joined by spaces)."""
     lines = [str(version), str(len(entries))] + [" ".join(str(f) for f in e) for e in entries]
-    data = memoryview(("\n".join(lines) + "\n").encode())
+    replace_file(path, ("\n".join(lines) + "\n").encode(), "cannot write checkpoint")
+
+
+def replace_file(path: str, data, what: str) -> None:
+    """Atomically replace ``path`` with ``data``: written to ``<path>.tmp``, fsynced, renamed over ``path``,
+    directory fsynced. Raises StorageError("<what>: <reason>")."""
     tmp = path + ".tmp"
-    with storage_errors("cannot write checkpoint", path):
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    with storage_errors(what, path):
+        fd = _engine.file_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            while data:                          # a write may take only part of the data
-                n = os.write(fd, data)
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
-                data = data[n:]
-            os.fsync(fd)
+            _engine.file_write_all(fd, data, tmp)
+            _engine.file_fsync(fd, tmp)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        _engine.file_rename(tmp, path)
     fsync_dir(os.path.dirname(path) or ".")
 
 
@@ -67,9 +69,9 @@ def read_checkpoint(path: str, fields: int, version: int = VERSION) -> list[list
 def fsync_dir(path: str) -> None:
     """fsync a directory so a rename or unlink inside it is durable. Raises StorageError."""
     with storage_errors("cannot fsync directory", path):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = _engine.file_open(path, os.O_RDONLY | os.O_DIRECTORY, 0)
         try:
-            os.fsync(fd)
+            _engine.file_fsync(fd, path)
         finally:
             os.close(fd)
 

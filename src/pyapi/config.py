@@ -275,8 +275,8 @@ class BrokerConfig:
     def from_properties(cls, props: Mapping[str, Any], ignore_unknown: bool = True) -> "BrokerConfig":
         """Build from server.properties-style names. Kafka has hundreds of broker settings: unknown names are
         ignored with a WARNING, as Kafka logs them ("The configuration 'x' was supplied but isn't a known
-        config."), and returned by ``unknown_properties``; with ignore_unknown False they raise
-        InvalidConfigError (as :meth:`with_kafka` and ``seglog.serve``'s keyword arguments always do)."""
+        config."); with ignore_unknown False they raise InvalidConfigError (as :meth:`with_kafka` and
+        ``seglog.serve``'s keyword arguments always do)."""
         changes = {}
         for name, raw in props.items():
             attr = _BROKER_KAFKA_TO_ATTR.get(name)
@@ -287,15 +287,6 @@ class BrokerConfig:
                 continue
             changes[attr] = raw
         return cls(**changes)
-
-    @staticmethod
-    def unknown_properties(props: Mapping[str, Any]) -> list[str]:
-        return sorted(k for k in props if k not in _BROKER_KAFKA_TO_ATTR)
-
-    @classmethod
-    def from_file(cls, path: str) -> "BrokerConfig":
-        """Read a Java-properties file (``key=value`` or ``key: value`` lines, ``#``/``!`` comments)."""
-        return cls.from_properties(read_properties(path))
 
     def replace(self, **changes) -> "BrokerConfig":
         return dataclasses.replace(self, **changes)

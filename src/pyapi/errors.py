@@ -4,12 +4,12 @@ Every error seglog raises derives from :class:`SeglogError`. Each class carries 
 ``code`` it maps to on the wire and whether it is ``retriable`` (a client may retry the same request and
 expect it to succeed later). The broker turns an exception into its code with :func:`code_of`; clients
 turn a code back into an exception with :func:`for_code`. One class per Kafka code; a few seglog-only
-conditions (log closed, bad argument) map to the nearest Kafka code.
+conditions (log closed, bad argument) map to the nearest Kafka code. Every class can be built from a message
+alone (as a client does from a wire error); classes with data fields take them as keyword arguments, which are
+``None`` when unknown.
 """
 
 from __future__ import annotations
-
-__all__ = ["SeglogError", "for_code", "code_of"]
 
 _BY_CODE: dict[int, type["SeglogError"]] = {}
 
@@ -25,14 +25,6 @@ class SeglogError(Exception):
         super().__init_subclass__(**kw)
         if cls.code != -1:                      # the first class defined for a code is the one for_code gives
             _BY_CODE.setdefault(cls.code, cls)
-
-
-def _define(name: str, code: int, kafka_name: str, retriable: bool = False, base=SeglogError, doc: str = ""):
-    cls = type(name, base if isinstance(base, tuple) else (base,), {"code": code, "kafka_name": kafka_name, "retriable": retriable,
-                                "__doc__": doc or kafka_name, "__module__": __name__})
-    globals()[name] = cls
-    __all__.append(name)
-    return cls
 
 
 # --- storage ---------------------------------------------------------------------------------------------
@@ -67,9 +59,12 @@ class OffsetOutOfRangeError(SeglogError):
     code = 1
     kafka_name = "OFFSET_OUT_OF_RANGE"
 
-    def __init__(self, offset: int, start: int, end: int, what: str = "log"):
-        super().__init__(f"offset {offset} is out of range for {what}: valid offsets are {start}..{end} "
-                         f"(start offset {start}, end offset {end})")
+    def __init__(self, message: str | None = None, *, offset: int | None = None, start: int | None = None,
+                 end: int | None = None, what: str = "log"):
+        if message is None:
+            message = (f"offset {offset} is out of range for {what}: valid offsets are {start}..{end} "
+                       f"(start offset {start}, end offset {end})")
+        super().__init__(message)
         self.offset = offset
         self.start = start
         self.end = end
@@ -81,8 +76,11 @@ class RecordTooLargeError(SeglogError):
     code = 10
     kafka_name = "MESSAGE_TOO_LARGE"
 
-    def __init__(self, size: int, limit: int, what: str = "batch", setting: str = "max.message.bytes"):
-        super().__init__(f"{what} of {size} bytes is larger than the limit of {limit} bytes ({setting})")
+    def __init__(self, message: str | None = None, *, size: int | None = None, limit: int | None = None,
+                 what: str = "batch", setting: str = "max.message.bytes"):
+        if message is None:
+            message = f"{what} of {size} bytes is larger than the limit of {limit} bytes ({setting})"
+        super().__init__(message)
         self.size = size
         self.limit = limit
 
@@ -130,111 +128,483 @@ class ReadOnlyLogError(SeglogError):
     kafka_name = "UNKNOWN_SERVER_ERROR"
 
 
-_define("InvalidRecordError", 87, "INVALID_RECORD",
-        doc="A batch is well-formed but breaks a rule (control batch from a client, bad offset deltas ...).")
-_define("InvalidTimestampError", 32, "INVALID_TIMESTAMP",
-        doc="A timestamp is outside message.timestamp.difference.max.ms or otherwise invalid.")
-_define("UnsupportedCompressionTypeError", 76, "UNSUPPORTED_COMPRESSION_TYPE",
-        doc="A batch uses a codec this build cannot decode, or an unknown codec id.")
-_define("UnsupportedForMessageFormatError", 43, "UNSUPPORTED_FOR_MESSAGE_FORMAT",
-        doc="A batch is not record batch v2 (magic 2).")
+class InvalidRecordError(SeglogError):
+    """A batch is well-formed but breaks a rule (control batch from a client, bad offset deltas ...)."""
+
+    code = 87
+    kafka_name = "INVALID_RECORD"
+
+
+class InvalidTimestampError(SeglogError):
+    """A timestamp is outside message.timestamp.difference.max.ms or otherwise invalid."""
+
+    code = 32
+    kafka_name = "INVALID_TIMESTAMP"
+
+
+class UnsupportedCompressionTypeError(SeglogError):
+    """A batch uses a codec this build cannot decode, or an unknown codec id."""
+
+    code = 76
+    kafka_name = "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+class UnsupportedForMessageFormatError(SeglogError):
+    """A batch is not record batch v2 (magic 2)."""
+
+    code = 43
+    kafka_name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+
+
 
 # --- topics and partitions ---------------------------------------------------------------------------------
-_define("UnknownTopicOrPartitionError", 3, "UNKNOWN_TOPIC_OR_PARTITION", True,
-        doc="The topic or partition does not exist.")
-_define("InvalidTopicError", 17, "INVALID_TOPIC_EXCEPTION", doc="The topic name is not valid.")
-_define("TopicAlreadyExistsError", 36, "TOPIC_ALREADY_EXISTS", doc="A topic with this name exists.")
-_define("InvalidPartitionsError", 37, "INVALID_PARTITIONS", doc="The partition count is not valid.")
-_define("InvalidReplicationFactorError", 38, "INVALID_REPLICATION_FACTOR",
-        doc="The replication factor is not valid (e.g. larger than the live brokers).")
-_define("InvalidReplicaAssignmentError", 39, "INVALID_REPLICA_ASSIGNMENT", doc="The replica assignment is not valid.")
-_define("InvalidConfigError", 40, "INVALID_CONFIG", doc="A configuration name or value is not valid.")
+class UnknownTopicOrPartitionError(SeglogError):
+    """The topic or partition does not exist."""
+
+    code = 3
+    kafka_name = "UNKNOWN_TOPIC_OR_PARTITION"
+    retriable = True
 
 
-class UnknownConfigError(InvalidConfigError, TypeError):  # noqa: F821
+class InvalidTopicError(SeglogError):
+    """The topic name is not valid."""
+
+    code = 17
+    kafka_name = "INVALID_TOPIC_EXCEPTION"
+
+
+class TopicAlreadyExistsError(SeglogError):
+    """A topic with this name exists."""
+
+    code = 36
+    kafka_name = "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitionsError(SeglogError):
+    """The partition count is not valid."""
+
+    code = 37
+    kafka_name = "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(SeglogError):
+    """The replication factor is not valid (e.g. larger than the live brokers)."""
+
+    code = 38
+    kafka_name = "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidReplicaAssignmentError(SeglogError):
+    """The replica assignment is not valid."""
+
+    code = 39
+    kafka_name = "INVALID_REPLICA_ASSIGNMENT"
+
+
+class InvalidConfigError(SeglogError):
+    """A configuration name or value is not valid."""
+
+    code = 40
+    kafka_name = "INVALID_CONFIG"
+
+
+
+
+class UnknownConfigError(InvalidConfigError, TypeError):
     """A configuration name that does not exist (a typo). An InvalidConfigError like every bad setting, and a
     TypeError as Python raises for an unexpected keyword argument, so either ``except`` catches it."""
 
 
-__all__.append("UnknownConfigError")
-_define("PolicyViolationError", 44, "POLICY_VIOLATION", doc="The request breaks a configured policy.")
-_define("TopicDeletionDisabledError", 73, "TOPIC_DELETION_DISABLED", doc="delete.topic.enable is false.")
-_define("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True, doc="The topic id is not known.")
+class PolicyViolationError(SeglogError):
+    """The request breaks a configured policy."""
+
+    code = 44
+    kafka_name = "POLICY_VIOLATION"
+
+
+class TopicDeletionDisabledError(SeglogError):
+    """delete.topic.enable is false."""
+
+    code = 73
+    kafka_name = "TOPIC_DELETION_DISABLED"
+
+
+class UnknownTopicIdError(SeglogError):
+    """The topic id is not known."""
+
+    code = 100
+    kafka_name = "UNKNOWN_TOPIC_ID"
+    retriable = True
+
+
 
 # --- produce and replication ---------------------------------------------------------------------------------
-_define("LeaderNotAvailableError", 5, "LEADER_NOT_AVAILABLE", True, doc="No leader for the partition right now.")
-_define("NotLeaderOrFollowerError", 6, "NOT_LEADER_OR_FOLLOWER", True,
-        doc="This broker is not the leader (or a follower, for a replica fetch) of the partition.")
-_define("RequestTimedOutError", 7, "REQUEST_TIMED_OUT", True, doc="The request timed out.")
-_define("BrokerNotAvailableError", 8, "BROKER_NOT_AVAILABLE", doc="The broker is not available.")
-_define("ReplicaNotAvailableError", 9, "REPLICA_NOT_AVAILABLE", True, doc="The replica is not available.")
-_define("StaleControllerEpochError", 11, "STALE_CONTROLLER_EPOCH", doc="The controller epoch is older than the known one.")
-_define("NetworkError", 13, "NETWORK_EXCEPTION", True, doc="The connection was lost.")
-_define("RecordListTooLargeError", 18, "RECORD_LIST_TOO_LARGE", doc="The request's records exceed the segment size.")
-_define("NotEnoughReplicasError", 19, "NOT_ENOUGH_REPLICAS", True,
-        doc="Fewer in-sync replicas than min.insync.replicas: the acks=all write was not appended.")
-_define("NotEnoughReplicasAfterAppendError", 20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", True,
-        doc="The write was appended, but the ISR shrank below min.insync.replicas before it was replicated.")
-_define("InvalidRequiredAcksError", 21, "INVALID_REQUIRED_ACKS", doc="acks must be -1 (all), 0 or 1.")
-_define("NotControllerError", 41, "NOT_CONTROLLER", True, doc="This broker is not the controller.")
-_define("InconsistentClusterIdError", 104, "INCONSISTENT_CLUSTER_ID",
-        doc="The data directory belongs to another cluster (its meta.properties holds another cluster.id).")
-_define("InvalidRequestError", 42, "INVALID_REQUEST", doc="The request is malformed or not valid.")
-_define("InvalidArgumentError", 42, "INVALID_REQUEST", base=(InvalidRequestError, ValueError),  # noqa: F821
-        doc="A call was given an argument of the wrong type or value.")
-_define("OutOfOrderSequenceError", 45, "OUT_OF_ORDER_SEQUENCE_NUMBER",
-        doc="An idempotent producer's batch skips sequence numbers (a gap): it was not appended.")
-_define("DuplicateSequenceError", 46, "DUPLICATE_SEQUENCE_NUMBER", doc="The batch is a duplicate of one already written.")
-_define("InvalidProducerEpochError", 47, "INVALID_PRODUCER_EPOCH", doc="The producer epoch is older than the current one.")
-_define("UnknownProducerIdError", 59, "UNKNOWN_PRODUCER_ID", doc="The producer id is not known to the partition.")
-_define("ProducerFencedError", 90, "PRODUCER_FENCED", doc="A newer instance with the same producer id fenced this one.")
-_define("FencedLeaderEpochError", 74, "FENCED_LEADER_EPOCH", True, doc="The request's leader epoch is older than the broker's.")
-_define("UnknownLeaderEpochError", 75, "UNKNOWN_LEADER_EPOCH", True, doc="The request's leader epoch is newer than the broker's.")
-_define("OffsetNotAvailableError", 78, "OFFSET_NOT_AVAILABLE", True, doc="The offset is not available yet (leader election).")
-_define("EligibleLeadersNotAvailableError", 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True,
-        doc="No replica in the ISR is alive to become leader.")
-_define("PreferredLeaderNotAvailableError", 80, "PREFERRED_LEADER_NOT_AVAILABLE", True,
-        doc="The preferred leader is not available.")
-_define("ElectionNotNeededError", 84, "ELECTION_NOT_NEEDED", doc="The leader is already the preferred one.")
+class LeaderNotAvailableError(SeglogError):
+    """No leader for the partition right now."""
+
+    code = 5
+    kafka_name = "LEADER_NOT_AVAILABLE"
+    retriable = True
+
+
+class NotLeaderOrFollowerError(SeglogError):
+    """This broker is not the leader (or a follower, for a replica fetch) of the partition."""
+
+    code = 6
+    kafka_name = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+
+
+class RequestTimedOutError(SeglogError):
+    """The request timed out."""
+
+    code = 7
+    kafka_name = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
+class BrokerNotAvailableError(SeglogError):
+    """The broker is not available."""
+
+    code = 8
+    kafka_name = "BROKER_NOT_AVAILABLE"
+
+
+class ReplicaNotAvailableError(SeglogError):
+    """The replica is not available."""
+
+    code = 9
+    kafka_name = "REPLICA_NOT_AVAILABLE"
+    retriable = True
+
+
+class StaleControllerEpochError(SeglogError):
+    """The controller epoch is older than the known one."""
+
+    code = 11
+    kafka_name = "STALE_CONTROLLER_EPOCH"
+
+
+class NetworkError(SeglogError):
+    """The connection was lost."""
+
+    code = 13
+    kafka_name = "NETWORK_EXCEPTION"
+    retriable = True
+
+
+class RecordListTooLargeError(SeglogError):
+    """The request's records exceed the segment size."""
+
+    code = 18
+    kafka_name = "RECORD_LIST_TOO_LARGE"
+
+
+class NotEnoughReplicasError(SeglogError):
+    """Fewer in-sync replicas than min.insync.replicas: the acks=all write was not appended."""
+
+    code = 19
+    kafka_name = "NOT_ENOUGH_REPLICAS"
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(SeglogError):
+    """The write was appended, but the ISR shrank below min.insync.replicas before it was replicated."""
+
+    code = 20
+    kafka_name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    retriable = True
+
+
+class InvalidRequiredAcksError(SeglogError):
+    """acks must be -1 (all), 0 or 1."""
+
+    code = 21
+    kafka_name = "INVALID_REQUIRED_ACKS"
+
+
+class NotControllerError(SeglogError):
+    """This broker is not the controller."""
+
+    code = 41
+    kafka_name = "NOT_CONTROLLER"
+    retriable = True
+
+
+class InconsistentClusterIdError(SeglogError):
+    """The data directory belongs to another cluster (its meta.properties holds another cluster.id)."""
+
+    code = 104
+    kafka_name = "INCONSISTENT_CLUSTER_ID"
+
+
+class InvalidRequestError(SeglogError):
+    """The request is malformed or not valid."""
+
+    code = 42
+    kafka_name = "INVALID_REQUEST"
+
+
+class InvalidArgumentError(InvalidRequestError, ValueError):
+    """A call was given an argument of the wrong type or value."""
+
+    code = 42
+    kafka_name = "INVALID_REQUEST"
+
+
+class OutOfOrderSequenceError(SeglogError):
+    """An idempotent producer's batch skips sequence numbers (a gap): it was not appended."""
+
+    code = 45
+    kafka_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceError(SeglogError):
+    """The batch is a duplicate of one already written."""
+
+    code = 46
+    kafka_name = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(SeglogError):
+    """The producer epoch is older than the current one."""
+
+    code = 47
+    kafka_name = "INVALID_PRODUCER_EPOCH"
+
+
+class UnknownProducerIdError(SeglogError):
+    """The producer id is not known to the partition."""
+
+    code = 59
+    kafka_name = "UNKNOWN_PRODUCER_ID"
+
+
+class ProducerFencedError(SeglogError):
+    """A newer instance with the same producer id fenced this one."""
+
+    code = 90
+    kafka_name = "PRODUCER_FENCED"
+
+
+class FencedLeaderEpochError(SeglogError):
+    """The request's leader epoch is older than the broker's."""
+
+    code = 74
+    kafka_name = "FENCED_LEADER_EPOCH"
+    retriable = True
+
+
+class UnknownLeaderEpochError(SeglogError):
+    """The request's leader epoch is newer than the broker's."""
+
+    code = 75
+    kafka_name = "UNKNOWN_LEADER_EPOCH"
+    retriable = True
+
+
+class OffsetNotAvailableError(SeglogError):
+    """The offset is not available yet (leader election)."""
+
+    code = 78
+    kafka_name = "OFFSET_NOT_AVAILABLE"
+    retriable = True
+
+
+class EligibleLeadersNotAvailableError(SeglogError):
+    """No replica in the ISR is alive to become leader."""
+
+    code = 83
+    kafka_name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    retriable = True
+
+
+class PreferredLeaderNotAvailableError(SeglogError):
+    """The preferred leader is not available."""
+
+    code = 80
+    kafka_name = "PREFERRED_LEADER_NOT_AVAILABLE"
+    retriable = True
+
+
+class ElectionNotNeededError(SeglogError):
+    """The leader is already the preferred one."""
+
+    code = 84
+    kafka_name = "ELECTION_NOT_NEEDED"
+
+
 
 # --- groups and offsets --------------------------------------------------------------------------------------
-_define("OffsetMetadataTooLargeError", 12, "OFFSET_METADATA_TOO_LARGE", doc="The commit's metadata string is too large.")
-_define("CoordinatorLoadInProgressError", 14, "COORDINATOR_LOAD_IN_PROGRESS", True, doc="The coordinator is loading offsets.")
-_define("CoordinatorNotAvailableError", 15, "COORDINATOR_NOT_AVAILABLE", True, doc="The group coordinator is not available.")
-_define("NotCoordinatorError", 16, "NOT_COORDINATOR", True, doc="This broker is not the coordinator of the group.")
-_define("IllegalGenerationError", 22, "ILLEGAL_GENERATION",
-        doc="The generation id is not the group's current one (a rebalance happened).")
-_define("InconsistentGroupProtocolError", 23, "INCONSISTENT_GROUP_PROTOCOL",
-        doc="The member's protocols do not match the group's.")
-_define("InvalidGroupIdError", 24, "INVALID_GROUP_ID", doc="The group id is empty or not valid.")
-_define("UnknownMemberIdError", 25, "UNKNOWN_MEMBER_ID", doc="The member id is not in the group.")
-_define("InvalidSessionTimeoutError", 26, "INVALID_SESSION_TIMEOUT",
-        doc="The session timeout is outside group.min/max.session.timeout.ms.")
-_define("RebalanceInProgressError", 27, "REBALANCE_IN_PROGRESS", doc="The group is rebalancing; rejoin.")
-_define("InvalidCommitOffsetSizeError", 28, "INVALID_COMMIT_OFFSET_SIZE", doc="The committed offset is not valid.")
-_define("NonEmptyGroupError", 68, "NON_EMPTY_GROUP", doc="The group has active members.")
-_define("GroupIdNotFoundError", 69, "GROUP_ID_NOT_FOUND", doc="The group does not exist.")
-_define("MemberIdRequiredError", 79, "MEMBER_ID_REQUIRED", doc="Rejoin with the member id given in this response.")
-_define("GroupMaxSizeReachedError", 81, "GROUP_MAX_SIZE_REACHED", doc="The group is full (group.max.size).")
-_define("FencedInstanceIdError", 82, "FENCED_INSTANCE_ID", doc="A newer member with the same group.instance.id exists.")
-_define("UnstableOffsetCommitError", 88, "UNSTABLE_OFFSET_COMMIT", True, doc="There are pending offset commits.")
+class OffsetMetadataTooLargeError(SeglogError):
+    """The commit's metadata string is too large."""
+
+    code = 12
+    kafka_name = "OFFSET_METADATA_TOO_LARGE"
+
+
+class CoordinatorLoadInProgressError(SeglogError):
+    """The coordinator is loading offsets."""
+
+    code = 14
+    kafka_name = "COORDINATOR_LOAD_IN_PROGRESS"
+    retriable = True
+
+
+class CoordinatorNotAvailableError(SeglogError):
+    """The group coordinator is not available."""
+
+    code = 15
+    kafka_name = "COORDINATOR_NOT_AVAILABLE"
+    retriable = True
+
+
+class NotCoordinatorError(SeglogError):
+    """This broker is not the coordinator of the group."""
+
+    code = 16
+    kafka_name = "NOT_COORDINATOR"
+    retriable = True
+
+
+class IllegalGenerationError(SeglogError):
+    """The generation id is not the group's current one (a rebalance happened)."""
+
+    code = 22
+    kafka_name = "ILLEGAL_GENERATION"
+
+
+class InconsistentGroupProtocolError(SeglogError):
+    """The member's protocols do not match the group's."""
+
+    code = 23
+    kafka_name = "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidGroupIdError(SeglogError):
+    """The group id is empty or not valid."""
+
+    code = 24
+    kafka_name = "INVALID_GROUP_ID"
+
+
+class UnknownMemberIdError(SeglogError):
+    """The member id is not in the group."""
+
+    code = 25
+    kafka_name = "UNKNOWN_MEMBER_ID"
+
+
+class InvalidSessionTimeoutError(SeglogError):
+    """The session timeout is outside group.min/max.session.timeout.ms."""
+
+    code = 26
+    kafka_name = "INVALID_SESSION_TIMEOUT"
+
+
+class RebalanceInProgressError(SeglogError):
+    """The group is rebalancing; rejoin."""
+
+    code = 27
+    kafka_name = "REBALANCE_IN_PROGRESS"
+
+
+class InvalidCommitOffsetSizeError(SeglogError):
+    """The committed offset is not valid."""
+
+    code = 28
+    kafka_name = "INVALID_COMMIT_OFFSET_SIZE"
+
+
+class NonEmptyGroupError(SeglogError):
+    """The group has active members."""
+
+    code = 68
+    kafka_name = "NON_EMPTY_GROUP"
+
+
+class GroupIdNotFoundError(SeglogError):
+    """The group does not exist."""
+
+    code = 69
+    kafka_name = "GROUP_ID_NOT_FOUND"
+
+
+class MemberIdRequiredError(SeglogError):
+    """Rejoin with the member id given in this response."""
+
+    code = 79
+    kafka_name = "MEMBER_ID_REQUIRED"
+
+
+class GroupMaxSizeReachedError(SeglogError):
+    """The group is full (group.max.size)."""
+
+    code = 81
+    kafka_name = "GROUP_MAX_SIZE_REACHED"
+
+
+class FencedInstanceIdError(SeglogError):
+    """A newer member with the same group.instance.id exists."""
+
+    code = 82
+    kafka_name = "FENCED_INSTANCE_ID"
+
+
+class UnstableOffsetCommitError(SeglogError):
+    """There are pending offset commits."""
+
+    code = 88
+    kafka_name = "UNSTABLE_OFFSET_COMMIT"
+    retriable = True
+
+
 
 # --- protocol ------------------------------------------------------------------------------------------------
-_define("UnsupportedVersionError", 35, "UNSUPPORTED_VERSION", doc="The API version is not supported.")
-_define("InvalidFetchSizeError", 4, "INVALID_FETCH_SIZE", doc="The fetch size is not valid.")
-_define("FetchSessionIdNotFoundError", 70, "FETCH_SESSION_ID_NOT_FOUND", True, doc="The fetch session is not known.")
-_define("InvalidFetchSessionEpochError", 71, "INVALID_FETCH_SESSION_EPOCH", True, doc="The fetch session epoch is wrong.")
-_define("ClusterAuthorizationFailedError", 31, "CLUSTER_AUTHORIZATION_FAILED", doc="Not authorized for the cluster operation.")
+class UnsupportedVersionError(SeglogError):
+    """The API version is not supported."""
 
-__all__ += ["CorruptRecordError", "OffsetOutOfRangeError", "RecordTooLargeError", "LogClosedError",
-            "StorageError", "ReadOnlyLogError", "NoOffsetForPartitionError", "IllegalStateError"]
+    code = 35
+    kafka_name = "UNSUPPORTED_VERSION"
+
+
+class InvalidFetchSizeError(SeglogError):
+    """The fetch size is not valid."""
+
+    code = 4
+    kafka_name = "INVALID_FETCH_SIZE"
+
+
+class FetchSessionIdNotFoundError(SeglogError):
+    """The fetch session is not known."""
+
+    code = 70
+    kafka_name = "FETCH_SESSION_ID_NOT_FOUND"
+    retriable = True
+
+
+class InvalidFetchSessionEpochError(SeglogError):
+    """The fetch session epoch is wrong."""
+
+    code = 71
+    kafka_name = "INVALID_FETCH_SESSION_EPOCH"
+    retriable = True
+
+
+class ClusterAuthorizationFailedError(SeglogError):
+    """Not authorized for the cluster operation."""
+
+    code = 31
+    kafka_name = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+
 
 
 class UnknownServerError(SeglogError):
     """An unexpected server-side error (Kafka code -1) or a code this module does not know."""
 
 
-__all__.append("UnknownServerError")
 _BY_CODE[-1] = UnknownServerError
 
 
@@ -246,3 +616,8 @@ def for_code(code: int) -> type[SeglogError]:
 def code_of(exc: BaseException) -> int:
     """The Kafka error code a broker answers for ``exc`` (-1 for anything that is not a SeglogError)."""
     return exc.code if isinstance(exc, SeglogError) else -1
+
+
+__all__ = ["SeglogError", "for_code", "code_of"] + sorted(
+    name for name, obj in list(globals().items())
+    if isinstance(obj, type) and issubclass(obj, SeglogError) and obj is not SeglogError)

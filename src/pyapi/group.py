@@ -4,7 +4,8 @@ The in-process consumer and the network broker call the same :class:`GroupCoordi
 translates requests and maps exceptions to codes with :func:`seglog.errors.code_of`.
 
 States (Kafka's): ``Empty`` (no members; may hold offsets) -> ``PreparingRebalance`` (members (re)join;
-completes when every member has rejoined, or at the rebalance timeout, dropping those that did not) ->
+completes when every member has rejoined, or at the rebalance timeout, dropping the dynamic members that did
+not; a member whose client went away mid-join, see :meth:`GroupCoordinator.abandon_join`, has not) ->
 ``CompletingRebalance`` (generation bumped, leader chosen, waiting for the leader's SyncGroup) -> ``Stable``.
 Any join of a new member, a leader rejoin, changed metadata, a leave or a session expiry sends a Stable or
 CompletingRebalance group back to PreparingRebalance. ``Dead`` groups were deleted.
@@ -15,7 +16,8 @@ Concurrency: one lock guards all groups. JoinGroup and SyncGroup are delayed ope
 :class:`OffsetStore` is written, only after the lock is released, so a done-callback may call back into
 the coordinator. Deadlines (session expiry, the rebalance timeout for JoinGroup and again for SyncGroup,
 ``group.initial.rebalance.delay.ms``, members that got MEMBER_ID_REQUIRED and never came back) sit in one
-heap and fire from :meth:`GroupCoordinator.tick`, which the internal timer thread calls; tests pass
+heap and fire from :meth:`GroupCoordinator.tick`, which the internal timer thread calls (it starts the store
+writes this causes but does not wait for their replication); tests pass
 ``timer=False`` and a fake ``clock`` and call ``tick()``.
 """
 
@@ -642,9 +644,21 @@ class GroupCoordinator:
 
     def _complete_join(self, group: _Group, done: _Done, now: float) -> None:
         """PreparingRebalance -> CompletingRebalance (next generation, every joined member answered), or ->
-        Empty when nobody rejoined. Members that did not rejoin are dropped."""
-        for m in [m for m in group.members.values() if m.join_future is None]:
+        Empty when nobody is left. Dynamic members that did not rejoin are dropped; static ones stay members
+        (their session, or the SyncGroup deadline, decides), as in Kafka. If only static members that did not
+        rejoin are left, the join waits another rebalance timeout (Kafka: "no members rejoined") while their
+        sessions run out. The leader is a member that rejoined."""
+        for m in [m for m in group.members.values() if m.join_future is None and m.group_instance_id is None]:
             self._remove_member(group, m, done)
+        joined = [m.member_id for m in group.members.values() if m.join_future is not None]
+        if group.members and not joined:
+            log.warning("group %s could not complete rebalance because no members rejoined", group.group_id)
+            group.initial_delay_until = None
+            rebalance_ms = max(m.rebalance_timeout_ms for m in group.members.values())
+            self._push(now + rebalance_ms, "join", group, group.rebalance_epoch)
+            return
+        if group.leader_id not in joined:
+            group.leader_id = joined[0] if joined else None
         group.generation += 1
         group.initial_delay_until = None
         if not group.members:
@@ -658,8 +672,9 @@ class GroupCoordinator:
         rebalance_ms = max(m.rebalance_timeout_ms for m in group.members.values())
         self._push(now + rebalance_ms, "sync", group, group.generation)
         for m in group.members.values():
-            _ok(done, m.join_future, self._join_result(group, m))
-            m.join_future = None
+            if m.join_future is not None:
+                _ok(done, m.join_future, self._join_result(group, m))
+                m.join_future = None
             self._arm_session(group, m, now)
 
     def _remove_member(self, group: _Group, member: _Member, done: _Done) -> None:
@@ -817,6 +832,31 @@ class GroupCoordinator:
                 self._after_member_left(group, done, now)
         self._finish(done)
         return results
+
+    def abandon_join(self, group_id: str, fut: "Future[JoinResult]") -> None:
+        """The client of a JoinGroup still waiting (``fut``, from :meth:`join_group`) went away: its connection
+        closed, so the answer can never reach it. A dynamic member is removed at once, as if it had sent
+        LeaveGroup, so the rebalance does not wait the rebalance timeout for it (nor does the next generation
+        hold it until its session ends); joining again makes it a new member. A static member stays, as one
+        that has not rejoined yet: the rebalance completes when the others have joined or at the rebalance
+        timeout, and the member keeps its place until its session ends (Kafka keeps static members that do
+        not rejoin). Nothing happens if ``fut`` is no longer the member's waiting JoinGroup."""
+        done: _Done = []
+        with self._lock:
+            group = self._groups.get(group_id)
+            member = next((m for m in group.members.values() if m.join_future is fut), None) if group else None
+            if member is None or self._closed:
+                return
+            now = self._clock()
+            log.info("group %s: the client of member %s closed its connection while joining", group_id,
+                     member.member_id)
+            if member.group_instance_id is None:
+                self._remove_member(group, member, done)
+                self._after_member_left(group, done, now)
+            else:
+                member.join_future = None
+                self._arm_session(group, member, now)
+        self._finish(done)
 
     # --- OffsetCommit / OffsetFetch --------------------------------------------------------------------------
 
@@ -995,7 +1035,12 @@ class GroupCoordinator:
 
     def tick(self, now: float | None = None) -> None:
         """Fire every deadline at or before ``now`` (default: the clock): session expiries, rebalance
-        timeouts (join and sync), the initial rebalance delay, MEMBER_ID_REQUIRED members that did not rejoin."""
+        timeouts (join and sync), the initial rebalance delay, MEMBER_ID_REQUIRED members that did not rejoin.
+        Returns once the store writes this caused are done (the timer thread does not wait for them)."""
+        self._finish(self._fire(now))
+
+    def _fire(self, now: float | None) -> _Done:
+        """Fire the due deadlines; the completions to run with :meth:`_finish`."""
         done: _Done = []
         with self._lock:
             if self._closed:
@@ -1005,7 +1050,7 @@ class GroupCoordinator:
                 _, _, kind, group, payload = heapq.heappop(self._heap)
                 if self._groups.get(group.group_id) is group:
                     getattr(self, "_on_" + kind)(group, payload, done, now)
-        self._finish(done)
+        return done
 
     def _push(self, deadline: float, kind: str, group: _Group, payload: Any) -> None:
         entry = (deadline, next(self._seq), kind, group, payload)
@@ -1075,7 +1120,7 @@ class GroupCoordinator:
                 wait = None if not self._heap else max(0.0, (self._heap[0][0] - self._clock()) / 1000.0)
                 self._wakeup.wait(wait)
             try:
-                self.tick()
+                self._finish(self._fire(None), wait=False)
             except Exception:   # a bug here must not stop every future session expiry
                 log.exception("group coordinator timer failed")
 
@@ -1138,9 +1183,11 @@ class GroupCoordinator:
             log.error("group coordinator: writing to the offset store failed: %r", exc)
         return []
 
-    def _finish(self, done: _Done) -> None:
+    def _finish(self, done: _Done, wait: bool = True) -> None:
         """Start queued store writes in order, wait for each (outside the store lock: a write waiting for
-        replication holds up no other), then complete futures (lock NOT held)."""
+        replication holds up no other), then complete futures (lock NOT held). ``wait=False`` (the timer
+        thread, which must go on firing deadlines while a write waits for its acks): the waiting and the
+        completions run on a thread of their own when a write was started."""
         started = []
         with self._store_lock:
             while self._outbox:
@@ -1149,6 +1196,15 @@ class GroupCoordinator:
                     started.append((write(), None, on_result))
                 except Exception as e:
                     started.append((None, e, on_result))
+        if started and not wait:
+            threading.Thread(target=self._settle, args=(started, done), name="seglog-group-write",
+                             daemon=True).start()
+        else:
+            self._settle(started, done)
+
+    @staticmethod
+    def _settle(started, done: _Done) -> None:
+        """Wait for started writes, hand each result to its callback, complete the futures."""
         for wait, exc, on_result in started:
             if wait is not None:
                 try:

@@ -32,11 +32,6 @@ class LeaderEpochCache:
             log.warning("leader epoch checkpoint %s is corrupt; starting with an empty cache", self.path)
             self.entries = []
 
-    @property
-    def latest_epoch(self) -> int:
-        """The newest epoch, -1 when none was recorded."""
-        return self.entries[-1][0] if self.entries else -1
-
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that `epoch` starts at `start_offset`. Older or equal epochs, or offsets not beyond the
         latest entry's start, are ignored (as Kafka does) and nothing is written."""

@@ -486,7 +486,7 @@ class Log:
             stem = os.path.join(self.path, _engine.segment_name(base))
             for suffix in (".log", ".index", ".timeindex"):
                 with storage_errors("cannot delete segment file", stem + suffix, missing_ok=True):
-                    os.rename(stem + suffix, stem + suffix + ".deleted")
+                    _engine.file_rename(stem + suffix, stem + suffix + ".deleted")
                     renamed.append(stem + suffix + ".deleted")
         if not renamed:
             return
@@ -517,7 +517,8 @@ class Log:
     def high_watermark(self, value: int) -> None:
         with self._lock:
             if not self._start_offset <= value <= self.end_offset:
-                raise OffsetOutOfRangeError(value, self._start_offset, self.end_offset, "high watermark")
+                raise OffsetOutOfRangeError(offset=value, start=self._start_offset, end=self.end_offset,
+                                            what="high watermark")
             if value != self._hw:
                 self._hw = value
                 self._dirty = True
@@ -750,7 +751,7 @@ class Log:
             bw.add(r.value, r.key, r.headers, r.timestamp)
         bw.finish()
         if bw.finished > self.config.max_message_bytes:
-            raise RecordTooLargeError(bw.finished, self.config.max_message_bytes, "recompressed batch")
+            raise RecordTooLargeError(size=bw.finished, limit=self.config.max_message_bytes, what="recompressed batch")
         return bytearray(bw.take())
 
     def append_as_follower(self, data) -> int:
@@ -850,7 +851,7 @@ class Log:
             if offset == end:
                 return memoryview(b""), -1
             if not self._start_offset <= offset <= end:
-                raise OffsetOutOfRangeError(offset, self._start_offset, end)
+                raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=end)
             limit = _INT64_MAX if max_offset is None else max_offset
             i = bisect.bisect_right(self._bases, offset) - 1
             while i < len(self._bases):
@@ -876,7 +877,7 @@ class Log:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
             if not self._start_offset <= offset <= self.end_offset:
-                raise OffsetOutOfRangeError(offset, self._start_offset, self.end_offset)
+                raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=self.end_offset)
         return self._records(offset, stop)
 
     def _records(self, offset: int, stop: int) -> Iterator[Record]:
@@ -993,7 +994,7 @@ class Log:
             if offset == -1:
                 offset = hw
             if not 0 <= offset <= hw:
-                raise OffsetOutOfRangeError(offset, self._start_offset, hw, "delete records")
+                raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=hw, what="delete records")
             if offset > self._start_offset:
                 self._start_offset = offset
                 self._epochs.truncate_from_start(offset)
@@ -1130,7 +1131,7 @@ class Log:
             try:
                 if new_base is not None:
                     for suffix in (".index", ".timeindex", ".log"):
-                        os.rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
+                        _engine.file_rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
                     fsync_dir(self.path)
                 # indexes go first: a crash between renames must not leave an index without its .log (a segment
                 # created later at that base would reopen it); a .log without indexes gets them rebuilt
@@ -1139,7 +1140,7 @@ class Log:
                 self._delete_segments(old)
                 if new_base is not None:
                     for suffix in (".index", ".timeindex", ".log"):
-                        os.rename(stem + suffix + ".swap", stem + suffix)
+                        _engine.file_rename(stem + suffix + ".swap", stem + suffix)
                     bisect.insort(self._bases, new_base)
                 fsync_dir(self.path)
             except OSError as e:
@@ -1174,7 +1175,7 @@ class Log:
             for kind in ("index", "timeindex", "log"):
                 if kind in kinds:
                     with storage_errors("cannot complete a segment swap", stem + "." + kind + ".swap"):
-                        os.rename(stem + "." + kind + ".swap", stem + "." + kind)
+                        _engine.file_rename(stem + "." + kind + ".swap", stem + "." + kind)
             log.warning("%s: completed an interrupted segment swap: segment %d replaces offsets [%d, %d)",
                         self.path, base, base, end)
         fsync_dir(self.path)
@@ -1228,8 +1229,12 @@ class Log:
                     self._producers.write_snapshot(self.end_offset)
                     self._write_state()
                     marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
-                    with storage_errors("cannot write the clean-shutdown marker", marker), open(marker, "wb") as f:
-                        os.fsync(f.fileno())
+                    with storage_errors("cannot write the clean-shutdown marker", marker):
+                        fd = _engine.file_open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                        try:
+                            _engine.file_fsync(fd, marker)
+                        finally:
+                            os.close(fd)
                     fsync_dir(self.path)
             finally:
                 self._closed = True
@@ -1266,4 +1271,4 @@ def _unlink_all(paths: list[str]) -> None:
     """Unlink each path that exists. Raises StorageError."""
     for p in paths:
         with storage_errors("cannot delete", p, missing_ok=True):
-            os.unlink(p)
+            _engine.file_unlink(p)

@@ -40,17 +40,18 @@ from .errors import (InconsistentClusterIdError, InvalidConfigError, InvalidPart
                      InvalidReplicationFactorError, InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError,
                      LogClosedError, OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError,
                      TopicDeletionDisabledError, UnknownTopicOrPartitionError)
+from .group import GroupConfig, GroupCoordinator
 from .log import Log
+from .offsets_format import OFFSETS_TOPIC
+from .offsets_store import LogOffsetStore
 from .scheduler import default_scheduler
+from .topic_names import validate_topic_name
 
-__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "validate_topic_name", "offsets_topic_config",
+__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "offsets_topic_config",
            "read_meta_properties"]
 
 log = logging.getLogger("seglog.node")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETED_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 TOPICS_FILE = "topics.json"
@@ -80,20 +81,6 @@ def read_meta_properties(data_dir: str | os.PathLike) -> dict[str, str]:
                     k, v = line.strip().split("=", 1)
                     props[k.strip()] = v.strip()
     return props
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's rules: 1-249 characters of ASCII letters, digits, '.', '_', '-', and not '.' or '..'."""
-    if not isinstance(name, str) or not name:
-        raise InvalidTopicError("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_TOPIC_NAME:
-        raise InvalidTopicError(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, "
-                                f"topic name: {name}")
-    if not _LEGAL.match(name):
-        raise InvalidTopicError(f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
-                                f"alphanumerics, '.', '_' and '-'")
 
 
 @dataclass
@@ -169,7 +156,7 @@ class Partition:
         lg = self.log
         hw, end, start = lg.high_watermark, lg.end_offset, lg.start_offset
         if not start <= offset <= end:
-            raise OffsetOutOfRangeError(offset, start, end)
+            raise OffsetOutOfRangeError(offset=offset, start=start, end=end)
         if offset >= (hw if committed_only else end):
             return FetchResult(memoryview(b""), hw, start, end)
         view, next_offset = lg.read_next(offset, max_bytes, hw if committed_only else None, min_one)
@@ -666,8 +653,6 @@ class Node:
         with self._lock:
             self._check_open()
             if self._coordinator is None:
-                from .group import GroupConfig, GroupCoordinator
-                from .offsets_store import LogOffsetStore
                 c = self.config
                 cfg = GroupConfig(min_session_timeout_ms=c.group_min_session_timeout_ms,
                                   max_session_timeout_ms=c.group_max_session_timeout_ms,

@@ -28,9 +28,12 @@ from typing import NamedTuple
 
 from .errors import InvalidRequestError, UnsupportedVersionError
 
-__all__ = ["TopicPartition", "OffsetAndMetadata", "MemberMetadata", "GroupMetadata", "OffsetKey", "GroupKey",
+__all__ = ["OFFSETS_TOPIC", "TopicPartition", "OffsetAndMetadata", "MemberMetadata", "GroupMetadata", "OffsetKey", "GroupKey",
            "Reader", "Writer", "encode_offset_key", "encode_offset_value", "encode_group_key",
            "encode_group_value", "decode_key", "decode_offset_value", "decode_group_value"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+"""The internal topic these records live in."""
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -26,8 +26,7 @@ from typing import Callable, Iterable, Mapping
 from . import offsets_format as fmt
 from .group import OffsetStore
 from .errors import UnknownTopicOrPartitionError
-from .node import OFFSETS_TOPIC
-from .offsets_format import GroupMetadata, OffsetAndMetadata, TopicPartition
+from .offsets_format import OFFSETS_TOPIC, GroupMetadata, OffsetAndMetadata, TopicPartition
 
 
 def java_string_hash(s: str) -> int:

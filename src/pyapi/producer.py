@@ -86,7 +86,8 @@ class Producer:
              timestamp: int | None = None) -> RecordFuture:
         """Queue one record and return its RecordFuture. Raises at once (nothing queued) for an unknown topic
         (auto-creation off), a bad partition, a value/key that is not bytes, or a record over
-        max_request_size; append errors (a full disk ...) arrive through the future."""
+        max_request_size; any exception the append raises (a full disk, a lost connection ...) arrives
+        through the future."""
         if self._key_ser is not None and key is not None:
             key = self._key_ser(key)
         if self._value_ser is not None and value is not None:

@@ -25,8 +25,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import _engine
-from .checkpoints import fsync_dir, storage_errors
-from .errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError, StorageError
+from .checkpoints import replace_file, storage_errors
+from .errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError
 
 MAX_BATCHES_PER_PRODUCER = 5
 INT32_MAX = (1 << 31) - 1
@@ -146,17 +146,7 @@ class ProducerStateManager:
             body += _ENTRY.pack(e.producer_id, e.epoch, last.last_seq, last.last_offset,
                                 last.last_offset - last.first_offset, last.timestamp, -1, -1)
         data = _HEADER.pack(SNAPSHOT_VERSION, _engine.crc32c(body)) + body
-        path = self._path(offset)
-        tmp = path + ".tmp"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(self.directory)
-        except OSError as e:
-            raise StorageError(f"cannot write producer snapshot: {e.strerror}", path, e.errno) from None
+        replace_file(self._path(offset), data, "cannot write producer snapshot")
 
     def load_snapshot(self, offset: int) -> None:
         """Replace the state with the snapshot at `offset`. Raises CorruptRecordError if it does not parse."""
@@ -189,4 +179,4 @@ class ProducerStateManager:
         for off in self.snapshot_offsets():
             if (below is not None and off < below) or (above is not None and off > above):
                 with storage_errors("cannot delete producer snapshot", self._path(off), missing_ok=True):
-                    os.unlink(self._path(off))
+                    _engine.file_unlink(self._path(off))

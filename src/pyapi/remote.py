@@ -62,8 +62,8 @@ from .errors import (InvalidConfigError, InvalidRequiredAcksError, InvalidTopicE
                      SeglogError, UnknownMemberIdError, UnknownTopicOrPartitionError, for_code)
 from .group import JoinedMember, JoinResult, SyncResult
 from .log import TimestampOffset
-from .node import OFFSETS_TOPIC, FetchResult, offsets_topic_config
-from .offsets_format import OffsetAndMetadata, TopicPartition
+from .node import FetchResult, offsets_topic_config
+from .offsets_format import OFFSETS_TOPIC, OffsetAndMetadata, TopicPartition
 from .protocol import ApiKey, RequestHeader, encode_request
 
 __all__ = ["RemoteNode", "RemotePartition", "RemoteTopic", "RemoteGroupCoordinator", "RemoteCluster",
@@ -104,13 +104,7 @@ _MIN_BATCH = 61
 def error_for(code: int, message: str | None = None) -> SeglogError:
     """The seglog exception for a Kafka error code, carrying the broker's message (or the code's name)."""
     cls = for_code(code)
-    text = message or f"{cls.kafka_name} (error code {code})"
-    try:
-        return cls(text)
-    except TypeError:                          # classes whose constructor takes details (sizes, offsets ...)
-        err = cls.__new__(cls)
-        Exception.__init__(err, text)
-        return err
+    return cls(message or f"{cls.kafka_name} (error code {code})")
 
 
 def whole_batches(records) -> tuple[memoryview, int]:
@@ -673,7 +667,8 @@ class RemoteNode:
         """A partition of a fetch response as a FetchResult; None when the leader moved (metadata dropped)."""
         code = p["error_code"]
         if code == OffsetOutOfRangeError.code:
-            raise OffsetOutOfRangeError(offset, p["log_start_offset"], p["high_watermark"], f"{key[0]}-{key[1]}")
+            raise OffsetOutOfRangeError(offset=offset, start=p["log_start_offset"], end=p["high_watermark"],
+                                        what=f"{key[0]}-{key[1]}")
         if code in LEADER_MOVED:
             self.cluster.forget(key[0])
             return None

@@ -16,7 +16,6 @@ import sys
 import tempfile
 import threading
 import time
-import types
 
 import pytest
 
@@ -612,18 +611,18 @@ def test_groups_with_an_active_member(tmp_path, monkeypatch, capfd):
             assert "could not be deleted" in capfd.readouterr()[1]
 
 
-def test_bootstrap_server_uses_the_broker_admin_module(tmp_path, monkeypatch, capfd):
-    """The plug-in point for the broker engineer: seglog.broker.admin.connect(servers, client_id=...) -> Admin;
-    the commands run unchanged over whatever it returns."""
+def test_bootstrap_server_uses_the_broker_admin(tmp_path, monkeypatch, capfd):
+    """--bootstrap-server gives the commands a BrokerAdmin(servers, client_id=...); they run unchanged over
+    whatever Admin they get."""
     calls = []
     with seglog.open(tmp_path) as node:
         node.create_topic("remote", 2)
 
-        def connect(servers, *, client_id):
+        def broker_admin(servers, *, client_id):
             calls.append((servers, client_id))
             return _SharedNodeAdmin(node, live=False)
 
-        monkeypatch.setitem(sys.modules, "seglog.broker.admin", types.SimpleNamespace(connect=connect))
+        monkeypatch.setattr("seglog.cli.connect.BrokerAdmin", broker_admin)
         assert main(["topics", "--bootstrap-server", "broker:9092", "--describe", "--topic", "remote"]) == 0
         assert "PartitionCount: 2" in capfd.readouterr()[0]
         assert main(["consume", "--bootstrap-server", "broker:9092", "--topic", "remote"]) == 0

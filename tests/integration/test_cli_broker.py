@@ -30,7 +30,7 @@ import seglog
 from seglog import errors
 from seglog.assignors import Assignment
 from seglog.broker import RunningBroker
-from seglog.broker.admin import connect
+from seglog.broker.admin import BrokerAdmin
 from seglog.cli import main
 from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
 from seglog.offsets_format import TopicPartition
@@ -396,7 +396,7 @@ def test_find_coordinator_names_why_there_is_none(tmp_path):
 # -- the facade the clients run on ---------------------------------------------------------------------------
 
 def test_remote_node_produce_fetch_and_errors(broker):
-    with connect(broker.bootstrap_servers, client_id="facade") as admin, \
+    with BrokerAdmin(broker.bootstrap_servers, client_id="facade") as admin, \
             seglog.connect(broker.bootstrap_servers, client_id="facade") as node:
         assert isinstance(node, RemoteNode)
         admin.create_topic("facade", 2, None, {"max.message.bytes": "2000"})
@@ -448,7 +448,7 @@ def test_remote_node_produce_fetch_and_errors(broker):
 def test_remote_node_long_poll_wakes_on_new_records(broker):
     """Fetches do not wait; wait_for_data long-polls the partitions that came back empty, returns as soon as
     a record arrives (and hands it to the next fetch), and returns False when nothing came."""
-    with connect(broker.bootstrap_servers, client_id="poll") as admin, \
+    with BrokerAdmin(broker.bootstrap_servers, client_id="poll") as admin, \
             RemoteNode(broker.bootstrap_servers, client_id="poll") as node:
         admin.create_topic("poll", 1, None, {})
         part = node.partition("poll", 0)
@@ -480,7 +480,7 @@ def test_remote_node_long_poll_wakes_on_new_records(broker):
 def test_remote_group_coordinator_handshake(broker):
     """JoinGroup v4+: a new member first gets MEMBER_ID_REQUIRED with the id to rejoin with; then join, sync,
     heartbeat, generation-checked commits, leave; errors as the in-process coordinator raises them."""
-    with connect(broker.bootstrap_servers, client_id="hs") as admin, \
+    with BrokerAdmin(broker.bootstrap_servers, client_id="hs") as admin, \
             RemoteNode(broker.bootstrap_servers, client_id="hs") as node:
         admin.create_topic("hs", 1, None, {})
         coord = node.group_coordinator

@@ -185,6 +185,54 @@ def test_leader_killed_five_times_acks_all_idempotent_no_loss_no_duplicates(make
     assert len(epochs) >= 5
 
 
+def test_leader_killed_and_restarted_at_once_fails_over_in_seconds_not_a_session_timeout(make_cluster):
+    """kill -9 of the leader and a restart 0.5 s later, twice (issue 12's scenario: idempotent acks=all producers,
+    RF=3, min.insync.replicas=2). The restarted broker holds its data dir and its port, so it takes over its
+    dead process's ZooKeeper registration at once (a new broker epoch) instead of waiting for that session to
+    expire; the controller treats it as a bounce: leadership moves to another in-sync replica with a new leader
+    epoch, the restarted broker rejoins the ISR and gets leadership back. Writes resume well within the session
+    timeout; nothing fails, is lost or duplicated."""
+    c = make_cluster()
+    topic = "bounces"
+    c.create_topic(topic, partitions=1, rf=3, configs={"min.insync.replicas": 2})
+    cp = ConfluentBackgroundProducer(c.bootstrap, topic, [0], tag=b"c", rate=500, max_pending=400,
+                                     **{"message.timeout.ms": 60000}).start()
+    kp = BackgroundProducer(c.bootstrap, topic, [0], tag=b"k", rate=200, max_pending=400).start()
+    producers = [cp, kp]
+    took = []
+    try:
+        for bp in producers:
+            bp.wait_acked(100, 60, details=c.describe)
+        for _ in range(2):
+            st = c.wait_leader(topic, 0)
+            c.wait_isr(topic, 0, c.assignment(topic)[0])
+            victim, epoch = st["leader"], st["leader_epoch"]
+            czxid = c.zk.get(f"/brokers/ids/{victim}")[1].czxid
+            t0 = time.monotonic()
+            c.brokers[victim].kill()
+            time.sleep(0.5)
+            c.brokers[victim].spawn()
+            moved = wait_state(c, topic, 0, lambda s: s["leader_epoch"] > epoch and s["leader"] not in (victim, -1),
+                               SESSION_S + 20, f"leadership to move off the restarted broker {victim}")
+            for bp in producers:
+                bp.wait_acked(50, 60, details=c.describe)
+            took.append(round(time.monotonic() - t0, 2))
+            assert victim not in moved["isr"], f"the bounced broker stayed in the ISR: {moved}"
+            c.brokers[victim].wait_started()
+            assert c.zk.get(f"/brokers/ids/{victim}")[1].czxid > czxid, "no new broker epoch"
+            back = c.wait_leader(topic, 0, min_epoch=moved["leader_epoch"] + 1, timeout=60)
+            assert back["leader"] == c.assignment(topic)[0][0]          # the preferred leader returns
+            text = c.brokers[victim].log_since_start()
+            assert not log_lines(text, "registration pending"), text[-3000:]
+    finally:
+        cp.stop()
+        kp.stop()
+    assert all(t < SESSION_S - 1 for t in took), f"kill to writes acknowledged again: {took} s"
+    assert not cp.failed and not kp.failed, f"sends failed: {(cp.failed + kp.failed)[:5]}"
+    converge_and_consume(c, topic, [0], producers)
+    print(f"kill -9 + restart after 0.5 s, to 50 more acknowledgements of each producer: {took} s")
+
+
 # -- 2. network partition: the isolated leader is fenced and its tail cut; an isolated follower leaves the ISR --
 
 def test_network_cuts_of_the_leader_then_a_follower_lose_nothing_acknowledged(make_cluster):

@@ -18,6 +18,7 @@ from helpers.content import append_many, append_one, check_records, timestamp_fo
 from seglog import Log, LogConfig
 from seglog.checkpoints import read_checkpoint, write_checkpoint
 from seglog.errors import CorruptRecordError, StorageError
+from seglog.faults import FaultPlan
 
 RECORDS = 600
 
@@ -346,43 +347,42 @@ def test_failing_directory_listing_is_a_storage_error(tmp_path, monkeypatch):
         check_intact(log, RECORDS)
 
 
-def test_failing_marker_removal_refuses_the_write_until_it_works(tmp_path, monkeypatch):
+def test_failing_marker_removal_refuses_the_write_until_it_works(tmp_path):
     d = build(tmp_path, crash=False)
     with Log(d, config()) as log:
-        fail_os_call(monkeypatch, "unlink", ".clean-shutdown")
-        with pytest.raises(StorageError, match="cannot delete") as e:
-            append_one(log)
+        with FaultPlan().fail("unlink", path="*/.clean-shutdown", times=None):
+            with pytest.raises(StorageError, match="cannot delete") as e:
+                append_one(log)
         assert e.value.path == str(d / ".clean-shutdown") and (d / ".clean-shutdown").exists()
-        monkeypatch.undo()
         check_intact(log, RECORDS)                              # the same write goes through now
         assert not (d / ".clean-shutdown").exists()
 
 
-def test_failing_segment_deletion_is_a_storage_error(tmp_path, monkeypatch):
+def test_failing_segment_deletion_is_a_storage_error(tmp_path):
     d = build(tmp_path, crash=False)
     with Log(d, config()) as log:
         first = segment_path(d, 0)
         log.delete_records_before(log.segment_bases[2])
-        fail_os_call(monkeypatch, "rename", first.name)
-        with pytest.raises(StorageError, match="cannot delete segment file") as e:
+        with FaultPlan().fail("rename", path=f"*/{first.name}", times=None), \
+                pytest.raises(StorageError, match="cannot delete segment file") as e:
             log.enforce_retention()
         assert e.value.path == str(first) and first.exists()
 
 
-def test_failing_snapshot_deletion_is_a_storage_error(tmp_path, monkeypatch):
+def test_failing_snapshot_deletion_is_a_storage_error(tmp_path):
     d = build(tmp_path, crash=False)
     snapshots = sorted(p for p in d.iterdir() if p.name.endswith(".snapshot"))
     assert snapshots
     with Log(d, config()) as log:
-        fail_os_call(monkeypatch, "unlink", snapshots[0].name)
-        with pytest.raises(StorageError, match="producer snapshot"):
+        with FaultPlan().fail("unlink", path=f"*/{snapshots[0].name}", times=None), \
+                pytest.raises(StorageError, match="producer snapshot"):
             log.truncate_to(0)
 
 
-def test_checkpoint_written_whole_through_partial_writes(tmp_path, monkeypatch):
-    """os.write may take part of the data (signals, quotas): the checkpoint is still written whole."""
-    real = os.write
-    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data)[:5]))
+def test_checkpoint_written_whole_through_partial_writes(tmp_path):
+    """write may take part of the data (signals, quotas): the checkpoint is still written whole."""
     entries = [("recovery-point", 123456789), ("log-start-offset", 42), ("high-watermark", 987654321)]
-    write_checkpoint(str(tmp_path / "cp"), entries)
+    with FaultPlan().short_write("write", keep=5, times=None) as plan:
+        write_checkpoint(str(tmp_path / "cp"), entries)
+    assert len(plan.fired) > 3
     assert read_checkpoint(str(tmp_path / "cp"), 2) == [[k, str(v)] for k, v in entries]

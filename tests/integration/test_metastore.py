@@ -113,6 +113,53 @@ def test_registration_lists_brokers_with_growing_epochs(namespace):
         b.register_broker(BrokerInfo(1, "intruder", 1))
 
 
+def test_a_restarted_broker_takes_over_its_dead_sessions_registration_and_controller_claim(namespace):
+    """The session of a killed process lives on until it times out; the restarted broker (same host and port)
+    replaces its registration at once with a new epoch, and the dead session's controller claim goes too, so
+    another candidate wins with a new controller epoch. A different host or port is refused."""
+    dead, other, restarted = namespace.store(), namespace.store(), namespace.store()
+    old = dead.register_broker(BrokerInfo(1, "host1", 9092))
+    first = dead.elect_controller(1, Recorder())
+    dead._events.stop()          # the process is gone: its session lives on, but nothing runs its callbacks
+    other.register_broker(BrokerInfo(2, "host2", 9093))
+    changes = Recorder()
+    assert other.elect_controller(2, changes) is None
+    with pytest.raises(InvalidArgumentError):
+        restarted.register_broker(BrokerInfo(1, "host1", 9092))                      # not asked to take over
+    with pytest.raises(InvalidArgumentError):
+        restarted.register_broker(BrokerInfo(1, "host1", 9999), take_over=True)      # another listener
+    new = restarted.register_broker(BrokerInfo(1, "host1", 9092), take_over=True)
+    assert new.epoch > old.epoch
+    assert other.list_brokers()[1] == new
+    won = changes.wait_latest(lambda change: change.lease is not None)
+    assert won.controller_id == 2 and won.lease.epoch > first.epoch
+    with pytest.raises(InvalidArgumentError):
+        dead.register_broker(BrokerInfo(1, "host1", 9092))          # the old session lost the id for good
+
+
+def test_states_record_when_they_were_written_against_broker_epochs(namespace):
+    """``written`` orders a state's last write against registrations: a broker registered afterwards is a
+    restarted ISR member (restarted_members)."""
+    from seglog.cluster.metastore import restarted_members
+
+    a, b = namespace.store(), namespace.store()
+    one = a.register_broker(BrokerInfo(1, "h", 1))
+    b.register_broker(BrokerInfo(2, "h", 2))
+    lease = controller_with_topic(a)
+    st = a.get_partition_state("orders", 0)
+    assert st.written > one.epoch
+    assert restarted_members(st, a.list_brokers()) == set()
+    again = b.register_broker(BrokerInfo(2, "h", 2))              # registering again: a new epoch
+    assert again.epoch > st.written
+    assert restarted_members(st, a.list_brokers()) == {2}
+    updated = a.update_partition_state("orders", 0, replace(st, isr=(1,)), lease)
+    assert updated.written > again.epoch == a.list_brokers()[2].epoch
+    assert a.get_partition_state("orders", 0).written == updated.written
+    assert restarted_members(updated, a.list_brokers()) == set()
+    shrunk = a.update_isr("orders", 0, updated, (1,))
+    assert shrunk.written > updated.written
+
+
 def test_closing_the_session_removes_its_registration(namespace):
     a, b = namespace.store(), namespace.store()
     a.register_broker(BrokerInfo(1, "host1", 9092))

@@ -51,6 +51,43 @@ def test_preferred_leader_returns_only_when_in_sync_and_asked():
     assert desired(state(2, 7, [2]), (1, 2), {1, 2}, False, True) is None   # 1 is not in sync yet
 
 
+def test_a_restarted_leader_loses_leadership_and_a_restarted_follower_its_isr_place():
+    d = desired(state(1, 4, [1, 2, 3]), (1, 2, 3), {1, 2, 3}, False, False, {1})
+    assert (d.leader, d.leader_epoch, set(d.isr)) == (2, 5, {2, 3})
+    d = desired(state(1, 4, [1, 2, 3]), (1, 2, 3), {1, 2, 3}, False, False, {3})
+    assert (d.leader, d.leader_epoch, set(d.isr)) == (1, 4, {1, 2})
+
+
+def test_a_restarted_sole_in_sync_replica_leads_again_in_a_new_epoch():
+    d = desired(state(1, 4, [1]), (1, 2, 3), {1, 2, 3}, False, False, {1})
+    assert (d.leader, d.leader_epoch, d.isr) == (1, 5, (1,))
+    d = desired(state(NO_LEADER, 4, [2]), (1, 2, 3), {1, 2, 3}, False, False, {2})
+    assert (d.leader, d.leader_epoch, d.isr) == (2, 5, (2,))
+
+
+def test_reconcile_moves_leadership_off_a_broker_that_restarted():
+    """A broker restarting takes over its registration (a new broker epoch): the controller moves its leadership
+    with a new leader epoch and drops it from the ISR, even though it never left the live brokers."""
+    cluster = MemoryCluster()
+    stores = {i: MemoryMetadataStore(cluster) for i in (1, 2, 3)}
+    for i, s in stores.items():
+        s.register_broker(BrokerInfo(i, "127.0.0.1", 9000 + i))
+    lease = stores[1].elect_controller(1, lambda change: None)
+    stores[1].create_topic(TopicAssignment("t", {0: (2, 3, 1)}), {})
+    c = Controller(stores[1], lease, BrokerConfig())
+    c.reconcile()
+    assert stores[1].get_partition_states("t")[0].leader == 2
+    restarted = MemoryMetadataStore(cluster)                       # broker 2's next process; the old session lives
+    restarted.register_broker(BrokerInfo(2, "127.0.0.1", 9002), take_over=True)
+    c.reconcile()
+    st = stores[1].get_partition_states("t")[0]
+    assert (st.leader, st.leader_epoch, set(st.isr)) == (3, 1, {3, 1})
+    c.reconcile()
+    assert stores[1].get_partition_states("t")[0] == st             # handled once
+    for s in [*stores.values(), restarted]:
+        s.close()
+
+
 def test_reconcile_creates_states_and_fails_over():
     cluster = MemoryCluster()
     stores = {i: MemoryMetadataStore(cluster) for i in (1, 2, 3)}

@@ -471,6 +471,112 @@ def test_leave_group_batch_errors(make, clock):
     assert [isinstance(e, UnknownMemberIdError) for e in coord.leave_group("nope", [("x", None)])] == [True]
 
 
+def test_a_static_member_that_does_not_rejoin_stays_a_member_until_its_session_ends(make, clock):
+    """Kafka's onCompleteJoin drops only dynamic members that did not rejoin: a static one (restarting, say)
+    keeps its place in the next generation, and its session (restarted at the join) or the SyncGroup
+    deadline (the rebalance timeout, here the first) removes it if it does not come back. The leader is one of the members that rejoined."""
+    coord = make()
+    session = 100_000
+    (s, d) = settle(coord, clock, [join(coord, group_instance_id="i-s", session=session, rebalance_timeout_ms=60_000),
+                                   join(coord)])
+    assert s.is_leader
+    assign_and_sync(coord, [s, d])
+    late = join(coord, d.member_id, rebalance_timeout_ms=1000,             # d rejoins with a new subscription:
+                protocols=[("range", Subscription(["t", "u"]).encode())])  # a rebalance; s does not rejoin
+    clock.advance(30_000)                                                   # past d's rebalance timeout ...
+    coord.tick()
+    assert not late.done(), "the rebalance waits the longest rebalance timeout of its members"
+    clock.advance(30_000)
+    coord.tick()
+    r = late.result(0)
+    assert r.generation_id == 2 and r.is_leader, "the leader is a member that rejoined"
+    assert {m.member_id for m in r.members} == {s.member_id, d.member_id}, "the static member is kept"
+    assert coord.sync_group("g", 2, d.member_id, {d.member_id: b"all"}).result(0).assignment == b"all"
+    for _ in range(60_000 // 5000 - 1):
+        clock.advance(5000)
+        coord.heartbeat("g", 2, d.member_id)
+        coord.tick()
+    assert {m.member_id for m in coord.describe_groups(["g"])[0].members} == {s.member_id, d.member_id}
+    clock.advance(5000)
+    coord.heartbeat("g", 2, d.member_id)
+    coord.tick()                                              # s sent no SyncGroup within the rebalance timeout
+    assert [m.member_id for m in coord.describe_groups(["g"])[0].members] == [d.member_id]
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+
+
+def test_a_rebalance_with_only_static_members_that_did_not_rejoin_waits_for_their_sessions(make, clock):
+    """Kafka: "could not complete rebalance because no members rejoined": no generation without a leader;
+    the join waits another rebalance timeout while their sessions run out, and a newcomer completes it."""
+    coord = make()
+    s1, s2 = settle(coord, clock, [join(coord, group_instance_id=f"i-{i}", rebalance_timeout_ms=1000) for i in (1, 2)])
+    assign_and_sync(coord, [s1, s2])
+    gone = join(coord, s1.member_id, group_instance_id="i-1", rebalance_timeout_ms=1000)   # the leader rejoins
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+    coord.abandon_join("g", gone)                                           # ... and its client goes away
+    clock.advance(1000)
+    coord.tick()                                                            # nobody rejoined: no generation
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+    assert len(coord.describe_groups(["g"])[0].members) == 2
+    (new,) = settle(coord, clock, [join(coord, group_instance_id="i-3", rebalance_timeout_ms=1000)])  # a newcomer
+    d = coord.describe_groups(["g"])[0]
+    assert new.is_leader and d.state is GroupState.COMPLETING_REBALANCE and len(d.members) == 3
+    coord.sync_group("g", new.generation_id, new.member_id, {new.member_id: b"all"}, group_instance_id="i-3")
+    clock.advance(1000)
+    coord.tick()                                                  # the two sent no SyncGroup in time: removed
+    assert [m.group_instance_id for m in coord.describe_groups(["g"])[0].members] == ["i-3"]
+
+
+def test_a_dynamic_member_whose_client_went_away_mid_join_is_removed_at_once(make, clock):
+    """A consumer killed (or interrupted) while its JoinGroup waits: the broker sees the connection close.
+    Without a LeaveGroup the rebalance would wait for it (it counts as joined) and the next generation would
+    hold it until its session ends; abandoning the join removes it, so the others go on at once."""
+    coord = make()
+    joined, _ = form(coord, clock, 2)
+    a, b = joined
+    killed = join(coord, a.member_id, rebalance_timeout_ms=300_000)         # a rejoins, then its client dies
+    assert state(coord) is GroupState.PREPARING_REBALANCE
+    coord.abandon_join("g", killed)
+    assert [m.member_id for m in coord.describe_groups(["g"])[0].members] == [b.member_id]
+    r = join(coord, b.member_id).result(0)                                  # b rejoins: done, no waiting
+    assert r.generation_id == 2 and r.is_leader and [m.member_id for m in r.members] == [b.member_id]
+    coord.abandon_join("g", killed)                                         # a second report changes nothing
+    answered = join(coord, b.member_id)                                     # an answered join is no longer waiting
+    coord.abandon_join("g", answered)
+    assert answered.result(0).generation_id == 2
+    assert [m.member_id for m in coord.describe_groups(["g"])[0].members] == [b.member_id]
+
+
+def test_the_timer_thread_goes_on_while_a_store_write_waits_for_its_acks():
+    """An offsets write of a cluster waits for replication (up to 30 s with a follower gone). The timer
+    thread starts such writes (a group emptied by a session expiry) but must not wait for them: another
+    group's session still expires on time."""
+    release = threading.Event()
+
+    class SlowStore(InMemoryOffsetStore):
+        slow = False
+
+        def start_store_group(self, group, metadata):
+            self.store_group(group, metadata)
+            return release.wait if self.slow else (lambda: None)
+
+    store = SlowStore()
+    coord = GroupCoordinator(store, GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=10))
+    try:
+        for group, session in (("first", 300), ("second", 900)):
+            r = coord.join_group(group, "", "consumer", PROTOCOLS, session).result(5)
+            coord.sync_group(group, r.generation_id, r.member_id, {r.member_id: b"x"}).result(5)
+        store.slow = True                # from here on every group write waits (for acks that do not come)
+        deadline = time.monotonic() + 5
+        while coord.describe_groups(["second"])[0].state is not GroupState.EMPTY and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert coord.describe_groups(["first"])[0].state is GroupState.EMPTY
+        assert coord.describe_groups(["second"])[0].state is GroupState.EMPTY, \
+            "the second group's session expiry waited for the first group's store write"
+    finally:
+        release.set()
+        coord.close()
+
+
 def test_leaving_member_waiting_in_join_is_answered(make, clock):
     coord = make()
     joined, _ = form(coord, clock, 2)

@@ -17,6 +17,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from kafka.record.memory_records import MemoryRecords
 
 import seglog
+import seglog.node
 from seglog.errors import (InvalidArgumentError, LogClosedError, RecordTooLargeError, UnknownTopicOrPartitionError,
                            UnsupportedCompressionTypeError)
 from seglog.partitioner import DefaultPartitioner
@@ -361,6 +362,38 @@ def test_failed_append_does_not_break_later_sends(node):
         ident = (b.producer_id, b.producer_epoch)
         assert b.producer_id >= 0 and b.base_sequence == next_seq.get(ident, 0), (ident, b.base_sequence)
         next_seq[ident] = b.base_sequence + len(recs)
+
+
+@pytest.mark.parametrize("linger_ms", [0, 60_000])
+def test_every_append_exception_reaches_the_future(node, monkeypatch, linger_ms):
+    """Not only SeglogError: any exception of the append (a lost connection ...) fails the batch's futures and
+    callbacks, never a RecordMetadata with offset -1; the failed records are not sent again later."""
+    node.create_topic("t", 1)
+    real = seglog.node.Partition.append
+    calls = []
+
+    def flaky(self, data, acks=-1):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionResetError("peer reset")
+        return real(self, data, acks)
+
+    monkeypatch.setattr(seglog.node.Partition, "append", flaky)
+    with seglog.Producer(node, linger_ms=linger_ms) as prod:
+        futures = [prod.send("t", b"r%d" % i) for i in range(3)]
+        seen = []
+        futures[0].add_callback(lambda md, err: seen.append((md, err)))
+        prod.flush()
+        # the first batch failed: all three records when they linger together, only the first when each is sent
+        failed = futures if linger_ms else futures[:1]
+        for f in failed:
+            assert f.done()
+            with pytest.raises(ConnectionResetError):
+                f.get()
+        assert len(seen) == 1 and seen[0][0] is None and isinstance(seen[0][1], ConnectionResetError)
+        later = futures[len(failed):] + [prod.send("t", b"kept")]
+        assert [f.get().offset for f in later] == list(range(len(later)))
+    assert stored_values(node, "t", 0) == [b"r%d" % i for i in range(len(failed), 3)] + [b"kept"]
 
 
 def test_record_over_max_request_size_is_refused_at_once(node, topic6):

@@ -95,3 +95,64 @@ def test_run_foreground_stops_cleanly_on_sigterm(zookeeper_installed, tmp_path, 
 def test_an_early_exit_is_reported_with_the_log_tail(zookeeper_installed, tmp_path, free_port):
     with pytest.raises(RuntimeError, match="exited with code 1 while starting(.|\n)*heap"):
         ZooKeeperServer(tmp_path, free_port(), heap_mb=1).start()                # the JVM refuses a 1 MiB heap
+
+
+@pytest.mark.zookeeper
+def test_a_second_server_on_a_locked_data_dir_is_refused_before_touching_it(zookeeper_installed, tmp_path,
+                                                                             free_port):
+    with ZooKeeperServer(tmp_path, free_port(), tick_time_ms=500) as first:
+        config = first.config_path.read_text()
+        second = ZooKeeperServer(tmp_path, free_port(), tick_time_ms=500)
+        with pytest.raises(RuntimeError, match=rf"data directory {tmp_path} is in use by another ZooKeeper "
+                                               rf"\(pid {first.pid}\)"):
+            second.start()
+        assert first.config_path.read_text() == config                       # its zoo.cfg is not rewritten
+        assert four_letter_word(first.port) == "imok"
+    with ZooKeeperServer(tmp_path, free_port(), tick_time_ms=500) as again:  # free once the first one stopped
+        assert four_letter_word(again.port) == "imok"
+
+
+@pytest.mark.zookeeper
+def test_the_lock_outlives_a_killed_launcher_while_zookeeper_runs(zookeeper_installed, tmp_path, free_port):
+    """kill -9 of the Python launcher leaves java running on the directory: the lock stays with it."""
+    port = free_port()
+    package_parent = str(Path(seglog.__path__[0]).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    code = f"from seglog.cluster.zookeeper_server import run_foreground; run_foreground({str(tmp_path)!r}, {port})"
+    launcher = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while four_letter_word(port) != "imok":
+            assert launcher.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        java_pid = int((tmp_path / ".lock").read_text())
+        launcher.kill()
+        launcher.wait()
+        assert alive(java_pid)
+        with pytest.raises(RuntimeError, match="in use by another ZooKeeper"):
+            ZooKeeperServer(tmp_path, free_port()).start()
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        if (tmp_path / ".lock").exists():
+            pid = int((tmp_path / ".lock").read_text() or 0)
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.zookeeper
+@pytest.mark.parametrize("taken", ["port", "data dir"])
+def test_cli_reports_a_taken_port_or_data_dir_on_one_line(zookeeper_server, tmp_path, free_port, taken):
+    package_parent = str(Path(seglog.__path__[0]).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    if taken == "port":
+        args = ["--data-dir", str(tmp_path / "zk"), "--port", str(zookeeper_server.port)]
+        expected = f"127.0.0.1:{zookeeper_server.port} is already in use"
+    else:
+        args = ["--data-dir", str(zookeeper_server.data_dir), "--port", str(free_port())]
+        expected = f"data directory {zookeeper_server.data_dir} is in use by another ZooKeeper"
+    res = subprocess.run([sys.executable, "-m", "seglog", "zookeeper", *args], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 1
+    assert res.stderr.count("\n") == 1 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert four_letter_word(zookeeper_server.port) == "imok"

@@ -35,17 +35,11 @@ from ..producer import Producer
 from ..protocol import ApiKey
 from ..remote import EARLIEST, LATEST, RemoteNode, error_for
 
-__all__ = ["BrokerAdmin", "connect"]
+__all__ = ["BrokerAdmin"]
 
 # ListGroups answers meaning "this broker coordinates no group (yet)": the offsets topic is not there or
 # not loaded here.
 NO_GROUPS_HERE = frozenset({3, 14, 15, 16})
-
-
-def connect(bootstrap_servers: str, *, client_id: str = "seglog-cli") -> "BrokerAdmin":
-    """The Admin over the cluster behind ``bootstrap_servers`` ("host:port[,host:port...]"). Fails at once
-    (NetworkError) when no bootstrap server answers."""
-    return BrokerAdmin(bootstrap_servers, client_id=client_id)
 
 
 class BrokerAdmin(Admin):

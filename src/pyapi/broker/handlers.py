@@ -19,7 +19,7 @@ from .. import errors
 from ..config import KAFKA_NAMES, LogConfig
 from ..errors import SeglogError, code_of
 from ..group import GroupState
-from ..node import validate_topic_name
+from ..topic_names import validate_topic_name
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
 

@@ -9,8 +9,9 @@ administration. Swapping the view is all that turns a single broker into a clust
 from __future__ import annotations
 
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
-                      NotLeaderOrFollowerError, TopicAlreadyExistsError, UnknownLeaderEpochError)
-from ..node import validate_topic_name
+                      NotEnoughReplicasError, NotLeaderOrFollowerError, TopicAlreadyExistsError,
+                      UnknownLeaderEpochError)
+from ..topic_names import validate_topic_name
 
 
 class LocalView:
@@ -49,8 +50,12 @@ class LocalView:
 
     def check_produce(self, topic: str, p: int, acks: int) -> None:
         """Raise NotLeaderOrFollowerError unless this broker leads the partition (a lone broker leads all),
-        NotEnoughReplicasError if acks=all cannot be met (never here: one replica is the whole ISR)."""
-        self.node.partition(topic, p)
+        NotEnoughReplicasError if acks=all cannot be met: the ISR is this one replica, so as in Kafka a topic
+        whose min.insync.replicas is above 1 refuses acks=all writes."""
+        part = self.node.partition(topic, p)
+        if acks == -1 and part.log.config.min_insync_replicas > 1:
+            raise NotEnoughReplicasError(f"{topic}-{p}: ISR [{self.broker_id}] is smaller than "
+                                         f"min.insync.replicas={part.log.config.min_insync_replicas}")
 
     def check_fetch(self, topic: str, p: int, current_leader_epoch: int, replica: bool) -> None:
         """Leader and epoch checks of a fetch (KIP-320): a client's epoch older than the leader's is fenced,

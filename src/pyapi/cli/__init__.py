@@ -11,7 +11,7 @@
 
 Each command module registers its subcommands with ``register(subparsers)``; a subcommand is a function of
 the parsed arguments returning the exit status. topics/produce/consume/groups work through the Admin
-interface of seglog.cli.admin, so they run on a data dir (``--data-dir``) or a broker
+interface of seglog.cli.admin (seglog.cli.connect picks the implementation), so they run on a data dir (``--data-dir``) or a broker
 (``--bootstrap-server``) alike. Errors are one line on stderr: exit status 1, or 2 for bad usage.
 """
 

@@ -1,10 +1,6 @@
-"""The one interface the `topics`, `produce`, `consume` and `groups` commands work through, and how a command
-gets one: ``connect(args)`` picks the data-dir implementation (``--data-dir``, seglog.cli.datadir) or the
-broker's (``--bootstrap-server``).
-
-A broker-backed implementation plugs in without touching the commands: a module ``seglog.broker.admin``
-with ``connect(bootstrap_servers: str, *, client_id: str) -> Admin``. Until that module exists,
-``--bootstrap-server`` fails with a one-line "not available yet" error.
+"""The one interface the `topics`, `produce`, `consume` and `groups` commands work through. Two implementations:
+the data dir's (``--data-dir``, seglog.cli.datadir) and the broker's (``--bootstrap-server``,
+seglog.broker.admin); seglog.cli.connect picks one for a command's arguments.
 
 Contract for implementations: methods raise ``seglog.errors.SeglogError`` subclasses (a network client turns
 a Kafka error code into one with ``seglog.errors.for_code(code)(message)``); the commands print their message
@@ -14,8 +10,6 @@ on one line and exit 1. Topic names are exact names (no patterns). Offsets are K
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -25,9 +19,8 @@ from ..errors import SeglogError
 from ..offsets_format import TopicPartition
 
 __all__ = ["Admin", "PartitionInfo", "TopicDescription", "GroupListing", "MemberInfo", "GroupInfo",
-           "ProducerClient", "ConsumerClient", "RecordLike", "connect", "REMOTE_MODULE"]
+           "ProducerClient", "ConsumerClient", "RecordLike"]
 
-REMOTE_MODULE = "seglog.broker.admin"
 """Where the --bootstrap-server implementation lives: it must define ``connect(bootstrap_servers, *, client_id)``."""
 
 
@@ -229,31 +222,3 @@ class Admin(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-class NotAvailableError(SeglogError):
-    """--bootstrap-server was given but this seglog has no broker-backed Admin."""
-
-
-def connect(args, *, create: bool = False, client_id: str = "seglog-cli") -> Admin:
-    """The Admin for a command's ``--data-dir`` / ``--bootstrap-server`` arguments. ``create``: make the
-    data dir if it does not exist (topic creation); otherwise a missing data dir is an error."""
-    servers = getattr(args, "bootstrap_server", None)
-    if servers:
-        return _remote(servers, client_id)
-    from .datadir import DataDirAdmin
-    return DataDirAdmin(args.data_dir, create=create)
-
-
-def _remote(servers: str, client_id: str) -> Admin:
-    if importlib.util.find_spec("seglog.broker") is None:
-        raise NotAvailableError("--bootstrap-server is not available yet: this seglog has no broker module "
-                                "(seglog.broker); use --data-dir DIR")
-    try:
-        module = importlib.import_module(REMOTE_MODULE)
-    except ModuleNotFoundError as e:
-        if e.name != REMOTE_MODULE:
-            raise
-        raise NotAvailableError(f"--bootstrap-server is not available yet: the broker has no admin client "
-                                f"({REMOTE_MODULE}.connect); use --data-dir DIR") from None
-    return module.connect(servers, client_id=client_id)

@@ -13,7 +13,7 @@ import sys
 import time
 
 from ..errors import SeglogError, UnknownTopicOrPartitionError
-from .admin import connect
+from .connect import connect
 from .common import (CliError, UsageError, add_target, boolean, check_known, err, key_values, non_negative,
                      positive)
 

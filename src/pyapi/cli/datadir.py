@@ -16,8 +16,8 @@ from ..assignors import Assignment
 from ..consumer import Consumer
 from ..errors import (GroupIdNotFoundError, InvalidConfigError, SeglogError, StorageError,
                       UnknownTopicOrPartitionError)
-from ..node import OFFSETS_TOPIC, Node, read_meta_properties
-from ..offsets_format import OffsetAndMetadata, TopicPartition
+from ..node import Node, read_meta_properties
+from ..offsets_format import OFFSETS_TOPIC, OffsetAndMetadata, TopicPartition
 from ..producer import Producer
 from .admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription
 

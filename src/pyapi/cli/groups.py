@@ -15,7 +15,8 @@ import re
 
 from ..errors import UnknownTopicOrPartitionError
 from ..offsets_format import TopicPartition
-from .admin import GroupInfo, connect
+from .admin import GroupInfo
+from .connect import connect
 from .common import CliError, UsageError, add_target, err, non_negative, out, table
 
 INACTIVE = ("Empty", "Dead")

@@ -85,4 +85,9 @@ def cmd_zookeeper(args) -> int:
     from ..cluster.zookeeper_server import find_installation, run_foreground
     if find_installation() is None:
         raise CliError("ZooKeeper is not installed: apt-get install zookeeper (it needs java)")
-    return run_foreground(args.data_dir, args.port, tick_time_ms=args.tick_time_ms)
+    if not 0 < args.port <= 65535:
+        raise CliError(f"--port {args.port} is not a port (1..65535)", 2)
+    try:
+        return run_foreground(args.data_dir, args.port, tick_time_ms=args.tick_time_ms)
+    except (RuntimeError, TimeoutError, OSError) as e:   # port or data dir taken, java failing: one line each
+        raise CliError(str(e)) from None

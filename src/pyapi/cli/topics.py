@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 
 from ..errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
-from .admin import TopicDescription, connect
+from .admin import TopicDescription
+from .connect import connect
 from .common import CliError, UsageError, add_target, key_values, out, positive, split_config_list
 
 

@@ -9,6 +9,11 @@ pass), and every ``leader_imbalance_check_interval`` for preferred leaders:
   assignment order, so the preferred replica first) as leader, with a new leader epoch; with no live ISR
   member it stays leaderless (ISR kept, so the last in-sync replica can come back as leader) unless
   unclean.leader.election.enable lets any live replica take over;
+- a restarted broker (a bounce: registered again, with a new broker epoch, after the state was written; see
+  ``restarted_members``) is handled as a death followed by a return: it leaves the ISR and its leadership
+  moves to another in-sync replica with a new leader epoch; if it was the only in-sync replica it leads
+  again, in a new epoch. It rejoins the ISR by catching up, and the preferred-leader check gives leadership
+  back;
 - with auto.leader.rebalance.enable, leadership returns to the preferred replica once it is in the ISR;
 - topics queued for deletion are removed.
 
@@ -27,7 +32,8 @@ from dataclasses import replace
 
 from ..config import LogConfig
 from ..errors import LogClosedError, SeglogError, StaleControllerEpochError, UnknownTopicOrPartitionError
-from .metastore import NO_LEADER, ControllerEpoch, InvalidUpdateVersionError, MetadataStore, PartitionState
+from .metastore import (NO_LEADER, ControllerEpoch, InvalidUpdateVersionError, MetadataStore, PartitionState,
+                        restarted_members)
 
 log = logging.getLogger("seglog.controller")
 
@@ -102,7 +108,8 @@ class Controller:
     def reconcile(self, rebalance: bool = False) -> None:
         """One pass over every topic (see the module docstring)."""
         store, lease = self.store, self.lease
-        live = set(store.list_brokers())
+        brokers = store.list_brokers()
+        live = set(brokers)
         marked = set(store.topics_marked_for_deletion())
         for topic in store.list_topics():
             if topic in marked:
@@ -126,7 +133,7 @@ class Controller:
                 replicas = assignment.partitions.get(p)
                 if replicas is None:
                     continue
-                desired = self.desired(st, replicas, live, unclean, rebalance)
+                desired = self.desired(st, replicas, live, unclean, rebalance, restarted_members(st, brokers))
                 if desired is not None:
                     self._write(topic, p, st, desired)
 
@@ -138,12 +145,15 @@ class Controller:
         return PartitionState(alive[0], 0, tuple(alive))
 
     @staticmethod
-    def desired(st: PartitionState, replicas, live, unclean: bool, rebalance: bool) -> PartitionState | None:
-        """The state a partition should have now, or None if it should stay as it is."""
-        isr = tuple(r for r in st.isr if r in live)
+    def desired(st: PartitionState, replicas, live, unclean: bool, rebalance: bool,
+                restarted=frozenset()) -> PartitionState | None:
+        """The state a partition should have now, or None if it should stay as it is. ``restarted``: ISR
+        members that bounced since `st` was written (they leave the ISR; one leads only if no other can)."""
+        isr = tuple(r for r in st.isr if r in live and r not in restarted)
         leader, epoch = st.leader, st.leader_epoch
-        if leader == NO_LEADER or leader not in live:
-            candidates = [r for r in replicas if r in isr]
+        if leader == NO_LEADER or leader not in live or leader in restarted:
+            candidates = ([r for r in replicas if r in isr]
+                          or [r for r in replicas if r in st.isr and r in restarted])   # the last in-sync ones
             if not candidates and (not st.isr or unclean):
                 candidates = [r for r in replicas if r in live]       # brand new, or unclean election allowed
                 isr = tuple(candidates[:1])

@@ -23,7 +23,9 @@ from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, Inco
                       InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotCoordinatorError,
                       RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                       UnknownLeaderEpochError, UnknownTopicOrPartitionError)
-from ..node import OFFSETS_TOPIC, offsets_topic_config, validate_topic_name
+from ..node import offsets_topic_config
+from ..offsets_format import OFFSETS_TOPIC
+from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
 from ..replication.manager import ReplicaManager
 from .controller import Controller
@@ -81,17 +83,21 @@ class ClusterMember:
             raise
 
     def _register(self) -> None:
+        """Register (taking over the registration of this broker's previous process: this one holds its data
+        directory's lock and its listener, so that process is dead) and enter the controller election."""
         info = BrokerInfo(self.broker_id, self.host, self.port)
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 + 5
         while True:
             try:
-                self.store.register_broker(info)
+                registered = self.store.register_broker(info, take_over=True)
                 break
-            except Exception as e:             # the previous process's session may still hold the id
+            except Exception as e:             # another live session holds the id elsewhere (a misconfiguration)
                 if time.monotonic() > deadline:
                     raise
                 log.info("broker %d: registration pending (%s)", self.broker_id, e)
                 time.sleep(0.5)
+        self.replicas.registered_epoch = registered.epoch
+        log.info("broker %d registered (broker epoch %d)", self.broker_id, registered.epoch)
         self.store.elect_controller(self.broker_id, self._on_controller_change)
 
     def close(self) -> None:

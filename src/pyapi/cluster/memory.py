@@ -15,10 +15,11 @@ from typing import Callable, Mapping, Sequence
 
 from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, StaleControllerEpochError,
                       TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+from ..topic_names import validate_topic_name
 from .events import EventThread, Subscription, Watch
 from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
                         PartitionState, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
-                        topic_config, validate_partition_state, validate_topic_name)
+                        topic_config, validate_partition_state)
 
 __all__ = ["MemoryCluster", "MemoryMetadataStore"]
 
@@ -154,12 +155,16 @@ class MemoryMetadataStore(MetadataStore):
 
     # --- brokers -------------------------------------------------------------------------------------------
 
-    def register_broker(self, info: BrokerInfo) -> BrokerInfo:
+    def register_broker(self, info: BrokerInfo, *, take_over: bool = False) -> BrokerInfo:
         with self._cluster.lock:
             self._check_open()
             existing = self._cluster.brokers.get(info.id)
             if existing is not None and existing[1] != self._session_id:
-                raise InvalidArgumentError(f"Broker id {info.id} is already registered by another live session")
+                previous, owner = existing
+                if not take_over or (previous.host, previous.port) != (info.host, info.port):
+                    raise InvalidArgumentError(f"Broker id {info.id} is already registered by another live session")
+                if self._cluster.controller is not None and self._cluster.controller[1] == owner:
+                    self._cluster.controller = None
             registered = replace(info, epoch=self._cluster.next_zxid())
             self._cluster.brokers[info.id] = (registered, self._session_id)
             self._cluster.changed()
@@ -340,7 +345,9 @@ class MemoryMetadataStore(MetadataStore):
                     raise UnknownTopicOrPartitionError(f"Topic '{topic}' has no partition {partition}")
                 if (topic, partition) in cluster.states:
                     raise InvalidUpdateVersionError(f"Partition {topic}-{partition} already has a state")
-            created = {p: replace(s, controller_epoch=controller.epoch, version=0) for p, s in sorted(states.items())}
+            written = cluster.next_zxid()
+            created = {p: replace(s, controller_epoch=controller.epoch, version=0, written=written)
+                       for p, s in sorted(states.items())}
             for partition, state in created.items():
                 cluster.states[topic, partition] = state
             cluster.changed()
@@ -381,7 +388,7 @@ class MemoryMetadataStore(MetadataStore):
         if current.version != state.version:
             raise InvalidUpdateVersionError(f"Partition {topic}-{partition} state is at version {current.version}, "
                                             f"not {state.version}")
-        stored = replace(state, version=state.version + 1)
+        stored = replace(state, version=state.version + 1, written=self._cluster.next_zxid())
         self._cluster.states[topic, partition] = stored
         self._cluster.changed()
         return stored

@@ -31,7 +31,6 @@ Invariants every implementation keeps:
 from __future__ import annotations
 
 import base64
-import re
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -39,19 +38,17 @@ from enum import Enum
 from typing import Callable, Mapping, Sequence
 
 from ..errors import (InvalidArgumentError, InvalidPartitionsError, InvalidReplicaAssignmentError,
-                      InvalidTopicError, SeglogError)
+                      SeglogError)
 from .events import Subscription
 
 __all__ = ["BrokerInfo", "TopicAssignment", "PartitionState", "ControllerEpoch", "ControllerChange",
            "SessionEvent", "MetadataStore", "InvalidUpdateVersionError", "Subscription", "NO_LEADER",
-           "validate_topic_name", "validate_new_partitions", "validate_partition_state", "validate_isr_update",
-           "topic_config", "new_cluster_id"]
+           "validate_new_partitions", "validate_partition_state", "validate_isr_update",
+           "topic_config", "new_cluster_id", "restarted_members"]
 
 NO_LEADER = -1
 """``PartitionState.leader`` when the partition has no leader (all ISR members offline)."""
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 class InvalidUpdateVersionError(SeglogError):
@@ -90,13 +87,17 @@ class TopicAssignment:
 @dataclass(frozen=True)
 class PartitionState:
     """Leader and ISR of one partition. ``controller_epoch`` is the epoch of the controller that last
-    elected the leader; ``version`` the store's version of this record (-1 when not read from the store)."""
+    elected the leader; ``version`` the store's version of this record (-1 when not read from the store);
+    ``written`` the store's transaction id of the write that stored it (ZooKeeper's mzxid; -1 when unknown),
+    comparable with ``BrokerInfo.epoch``: an ISR member registered after the record was written is a later
+    incarnation of that broker than the one the record speaks of (see ``restarted_members``)."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int = 0
     version: int = -1
+    written: int = field(default=-1, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "isr", tuple(int(r) for r in self.isr))
@@ -126,14 +127,6 @@ class SessionEvent(Enum):
     RECONNECTED = "reconnected"    # back on the same session; ephemerals intact
     EXPIRED = "expired"            # session gone: its ephemerals were deleted, the candidacy ended
     NEW_SESSION = "new_session"    # connected on a fresh session: register and elect again
-
-
-def validate_topic_name(topic: str) -> None:
-    """Kafka's rule: 1..249 chars of [a-zA-Z0-9._-], not '.' or '..'. Raises InvalidTopicError."""
-    if not isinstance(topic, str) or not _LEGAL_TOPIC_NAME.fullmatch(topic) or topic in (".", "..") \
-            or len(topic) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(f"Invalid topic name {topic!r}: use 1-{MAX_TOPIC_NAME_LENGTH} characters "
-                                "of [a-zA-Z0-9._-], not '.' or '..'")
 
 
 def validate_new_partitions(first: int, partitions: Mapping[int, Sequence[int]]) -> None:
@@ -167,6 +160,14 @@ def new_cluster_id() -> str:
 def topic_config(config: Mapping[str, object] | None) -> dict[str, str]:
     """A topic config as stored: names and values as strings (Kafka keeps them as strings too)."""
     return {str(name): str(value) for name, value in (config or {}).items()}
+
+
+def restarted_members(state: PartitionState, brokers: Mapping[int, BrokerInfo]) -> set[int]:
+    """The live ISR members of ``state`` that registered after it was written: brokers restarted (a bounce)
+    since they were put in the ISR or elected, whose previous life's leadership or ISR membership is stale."""
+    if state.written < 0:
+        return set()
+    return {r for r in state.isr if r in brokers and brokers[r].epoch > state.written}
 
 
 def validate_isr_update(base: PartitionState, isr: Sequence[int]) -> PartitionState:
@@ -220,10 +221,14 @@ class MetadataStore(ABC):
     # --- brokers -------------------------------------------------------------------------------------------
 
     @abstractmethod
-    def register_broker(self, info: BrokerInfo) -> BrokerInfo:
+    def register_broker(self, info: BrokerInfo, *, take_over: bool = False) -> BrokerInfo:
         """Register ``info`` ephemerally for this session; returns it with its new ``epoch``. Registering again
         in the same session replaces it (new epoch). InvalidArgumentError if another session holds the id
-        (e.g. this broker's previous process, until that session times out)."""
+        (e.g. this broker's previous process, until that session times out), unless ``take_over`` and that
+        registration names the same host and port: a restarting broker that holds its listener and its data
+        directory knows that session's process is dead, so it replaces the registration (a new epoch: the
+        controller sees a bounce) and deletes that session's controller claim, instead of waiting for the
+        session to expire."""
 
     @abstractmethod
     def list_brokers(self) -> dict[int, BrokerInfo]:

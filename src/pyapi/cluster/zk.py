@@ -30,11 +30,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, NetworkError, SeglogError,
                       StaleControllerEpochError, TopicAlreadyExistsError, UnknownServerError,
                       UnknownTopicOrPartitionError)
+from ..topic_names import validate_topic_name
 from . import zklayout as layout
 from .events import EventThread, Subscription, Watch
 from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
                         PartitionState, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
-                        validate_partition_state, validate_topic_name)
+                        validate_partition_state)
 
 __all__ = ["ZooKeeperMetadataStore"]
 
@@ -248,7 +249,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     # --- brokers -------------------------------------------------------------------------------------------
 
-    def register_broker(self, info: BrokerInfo) -> BrokerInfo:
+    def register_broker(self, info: BrokerInfo, *, take_over: bool = False) -> BrokerInfo:
         path, data = layout.broker_path(info.id), layout.encode_broker(info)
         while True:
             try:
@@ -258,14 +259,25 @@ class ZooKeeperMetadataStore(MetadataStore):
                 existing = self._get_or_none(path)
             if existing is None:                       # the previous owner's session just ended
                 continue
-            if existing[1].ephemeralOwner != self._session_id:
-                raise InvalidArgumentError(f"Broker id {info.id} is already registered by another live session")
+            owner = existing[1].ephemeralOwner
+            if owner != self._session_id:
+                previous = layout.decode_broker(info.id, existing[0], existing[1].czxid)
+                if not take_over or (previous.host, previous.port) != (info.host, info.port):
+                    raise InvalidArgumentError(f"Broker id {info.id} is already registered by another live session")
             transaction = self._client.transaction()
             transaction.delete(path, version=existing[1].version)
             transaction.create(path, data, ephemeral=True)
+            if owner != self._session_id:
+                self._drop_controller_claim(owner, transaction)
             if self._commit(transaction) is None:
                 _, stat = self._do(self._client.get_async, path)
                 return replace(info, epoch=stat.czxid)
+
+    def _drop_controller_claim(self, owner: int, transaction) -> None:
+        """Add to ``transaction`` the deletion of ``/controller`` if session ``owner`` (a dead process's) holds it."""
+        controller = self._get_or_none(layout.CONTROLLER)
+        if controller is not None and controller[1].ephemeralOwner == owner:
+            transaction.delete(layout.CONTROLLER, version=controller[1].version)
 
     def list_brokers(self) -> dict[int, BrokerInfo]:
         ids = sorted(int(child) for child in self._do(self._client.get_children_async, layout.BROKER_IDS))
@@ -525,7 +537,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         node = self._get_or_none(layout.partition_state_path(topic, partition))
         if node is None:
             raise UnknownTopicOrPartitionError(f"Partition {topic}-{partition} has no state")
-        return layout.decode_partition_state(node[0], node[1].version)
+        return layout.decode_partition_state(node[0], node[1].version, node[1].mzxid)
 
     def get_partition_states(self, topic: str) -> dict[int, PartitionState]:
         try:
@@ -534,7 +546,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             return {}
         partitions = sorted(int(child) for child in children)
         found = self._get_many([layout.partition_state_path(topic, p) for p in partitions])
-        return {p: layout.decode_partition_state(node[0], node[1].version)
+        return {p: layout.decode_partition_state(node[0], node[1].version, node[1].mzxid)
                 for p, node in zip(partitions, found) if node is not None}
 
     def update_partition_state(self, topic: str, partition: int, state: PartitionState,
@@ -549,7 +561,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         failed = _failure(results)
         if failed is not None:
             raise _stale(controller) if failed[0] == 0 else _conflict(failed[1], f"Partition {topic}-{partition}")
-        return replace(new, version=results[1].version)
+        return replace(new, version=results[1].version, written=results[1].mzxid)
 
     def update_isr(self, topic: str, partition: int, base: PartitionState, isr: Sequence[int]) -> PartitionState:
         new = validate_isr_update(base, isr)
@@ -558,7 +570,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                             layout.encode_partition_state(new), version=base.version)
         except (NoNodeError, BadVersionError) as exc:
             raise _conflict(exc, f"Partition {topic}-{partition}") from None
-        return replace(new, version=stat.version)
+        return replace(new, version=stat.version, written=stat.mzxid)
 
     def watch_partition_state(self, topic: str, partition: int,
                               callback: Callable[[PartitionState | None], None]) -> Subscription:
@@ -566,5 +578,5 @@ class ZooKeeperMetadataStore(MetadataStore):
 
         def compute():
             node = self._get_or_none(path)
-            return None if node is None else layout.decode_partition_state(node[0], node[1].version)
+            return None if node is None else layout.decode_partition_state(node[0], node[1].version, node[1].mzxid)
         return self._watch(DataWatch, path, compute, callback)

@@ -119,9 +119,11 @@ def encode_partition_state(state: PartitionState) -> bytes:
                   "isr": list(state.isr), "controller_epoch": state.controller_epoch})
 
 
-def decode_partition_state(data: bytes, version: int) -> PartitionState:
+def decode_partition_state(data: bytes, version: int, written: int = -1) -> PartitionState:
+    """The state in a znode read at ``version``, whose last write was transaction ``written`` (its mzxid)."""
     value = json.loads(data)
-    return PartitionState(value["leader"], value["leader_epoch"], value["isr"], value["controller_epoch"], version)
+    return PartitionState(value["leader"], value["leader_epoch"], value["isr"], value["controller_epoch"], version,
+                          written)
 
 
 def encode_controller(broker_id: int) -> bytes:

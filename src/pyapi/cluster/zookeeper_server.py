@@ -6,11 +6,17 @@ manifest ``Class-Path`` names every dependency jar in ``/usr/share/java``; its o
 ``zoo.cfg`` in the data dir instead of ``/etc/zookeeper/conf``, and add ``slf4j-simple`` (when installed) so
 the server's log lands in ``<data_dir>/zookeeper.log`` (without a binding slf4j logs nothing).
 
-Layout of a data dir: ``zoo.cfg``, ``zookeeper.log``, ``data/`` (snapshots and transaction logs).
+Layout of a data dir: ``zoo.cfg``, ``zookeeper.log``, ``data/`` (snapshots and transaction logs), ``.lock``.
+
+One server per data dir: ``start()`` takes an exclusive lock on ``.lock`` (flock) before touching anything,
+and the java process inherits it, so the directory stays locked while either the launcher or ZooKeeper
+lives; a second start on the same directory is refused (another ZooKeeper on it would rewrite its zoo.cfg
+and snapshots under the live one).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -106,6 +112,7 @@ class ZooKeeperServer:
         self.log_level = log_level
         self._process: subprocess.Popen | None = None
         self._finalizer: weakref.finalize | None = None
+        self._lock_fd = -1
 
     @property
     def connect_string(self) -> str:
@@ -166,14 +173,20 @@ class ZooKeeperServer:
         if install is None:
             raise FileNotFoundError(f"ZooKeeper is not installed: need {ZOOKEEPER_JAR} and java on PATH "
                                     "(apt-get install zookeeper)")
-        if port_in_use(self.port):
-            raise RuntimeError(f"Cannot start ZooKeeper: {self.connect_string} is already in use")
-        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(self.config_text())
-        with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(self.command(install), stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, cwd=self.data_dir,
-                                             start_new_session=True)
+        self._lock()
+        try:
+            if port_in_use(self.port):
+                raise RuntimeError(f"Cannot start ZooKeeper: {self.connect_string} is already in use")
+            (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+            self.config_path.write_text(self.config_text())
+            with open(self.log_path, "ab") as log:
+                self._process = subprocess.Popen(self.command(install), stdin=subprocess.DEVNULL, stdout=log,
+                                                 stderr=subprocess.STDOUT, cwd=self.data_dir,
+                                                 start_new_session=True, pass_fds=(self._lock_fd,))
+        except BaseException:
+            self._unlock()
+            raise
+        os.pwrite(self._lock_fd, f"{self._process.pid}\n".encode(), 0)
         self._finalizer = weakref.finalize(self, _terminate, self._process, 5.0)
         deadline = time.monotonic() + timeout
         while "Mode:" not in four_letter_word(self.port, "srvr"):
@@ -193,7 +206,27 @@ class ZooKeeperServer:
             return None
         self._finalizer.detach()
         _terminate(self._process, timeout)
+        self._unlock()
         return self._process.returncode
+
+    def _lock(self) -> None:
+        """Lock the data dir (RuntimeError naming the holder's pid when another server has it)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.data_dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise RuntimeError(f"Cannot start ZooKeeper: its data directory {self.data_dir} is in use by another "
+                               f"ZooKeeper{f' (pid {holder})' if holder else ''}") from None
+        os.ftruncate(fd, 0)
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
     def wait(self) -> int:
         """Block until the process exits on its own; returns its exit code. Requires a started server."""

@@ -40,21 +40,24 @@ class _Waiter:
 class LeaderState:
     """Leadership of one partition for one leader epoch (a new epoch gets a new LeaderState)."""
 
-    def __init__(self, partition, broker_id: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
-                 min_isr: int):
+    def __init__(self, partition, broker_id: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]):
         self.partition = partition
         self.log = partition.log
         self.broker_id = broker_id
         self.leader_epoch = leader_epoch
         self.replicas = tuple(replicas)
         self.isr: set[int] = set(isr) | {broker_id}
-        self.min_isr = min_isr
         self.epoch_start = self.log.end_offset
         now = time.monotonic()
         self.followers = {r: _Follower(caught_up=now) for r in replicas if r != broker_id}
         self._waiters: list[_Waiter] = []
         self._lock = threading.Lock()
         self.active = True
+
+    @property
+    def min_isr(self) -> int:
+        """min.insync.replicas as the log's config says now (an altered topic config applies at once)."""
+        return self.log.config.min_insync_replicas
 
     # -- offsets ----------------------------------------------------------------------------------------------
 

@@ -11,6 +11,9 @@ ISR changes decided by leaders (a follower lagging longer than replica.lag.time.
 again) are written by one worker thread with compare-and-set on the state's version; a write that loses
 the race re-reads the state and is dropped if this broker no longer leads that epoch.
 
+A state naming this broker leader but written before its current registration is its previous life's (a
+restart or a new session): it leads nothing there until the controller, which sees the bounce, elects again.
+
 While the metadata session is lost (``fence()``), this broker acts as leader of nothing: produce and fetch
 requests get NOT_LEADER_OR_FOLLOWER until fresh states arrive.
 """
@@ -46,6 +49,7 @@ class ReplicaManager:
         self._isr_pending: set[tuple[str, int, int]] = set()    # queued ISR checks (one per partition and epoch)
         self._isr_pending_lock = threading.Lock()     # not self._lock: follower fetches on the event loop take it
         self._fenced = False
+        self.registered_epoch = -1                      # this broker's current registration (BrokerInfo.epoch)
         self._stopped = threading.Event()
         node.add_listener(self._on_append)
         self._worker = threading.Thread(target=self._isr_worker, name=f"seglog-isr-{broker_id}", daemon=True)
@@ -71,6 +75,10 @@ class ReplicaManager:
                 part.log.high_watermark = part.log.start_offset
             if self._fenced:
                 return
+            if state.leader == self.broker_id and 0 <= state.written < self.registered_epoch:
+                self._resign(key)                           # my previous life's leadership: the controller
+                self._unfollow(key)                         # moves it (a bounce) before I lead again
+                return
             if state.leader == self.broker_id:
                 self._unfollow(key)
                 current = self._leaders.get(key)
@@ -88,8 +96,7 @@ class ReplicaManager:
 
     def _become_leader(self, key, part, state: PartitionState, replicas) -> None:
         part.log.leader_epoch = state.leader_epoch          # the epoch cache records where this epoch starts
-        ls = LeaderState(part, self.broker_id, state.leader_epoch, replicas, state.isr,
-                         part.log.config.min_insync_replicas)
+        ls = LeaderState(part, self.broker_id, state.leader_epoch, replicas, state.isr)
         self.node._leadership_changed(part, True)           # before requests see the leadership (group loads)
         self._leaders[key] = ls
         ls.update_high_watermark()

@@ -35,6 +35,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 from .. import _engine
 from ..errors import OffsetOutOfRangeError, StorageError
 from ..log import Log
+from .broker import fetch_columns
 from .catalog import open_readonly_log
 from .errors import DataLossError
 from .splits import OffsetRangeSplit
@@ -161,8 +162,6 @@ def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
     if split.start >= split.end:
         return
     if split.bootstrap_servers is not None:
-        from .broker import fetch_columns
-
         min_ts = split.min_timestamp if split.min_timestamp is not None else -(1 << 63)
         for cols in fetch_columns(split, min_ts, BATCH_BYTES):
             yield to_record_batch(cols, split.topic, split.partition, schema)

@@ -15,7 +15,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .arrow_reader import read_split
-from .catalog import open_catalog
+from .locate import open_catalog
 from .filters import Pushed, push
 from .options import ReadOptions
 from .planning import PartitionRange, plan_splits, resolve_ranges

@@ -10,7 +10,7 @@ which only size splits), ``split_target()`` and ``make_split()``. Two implementa
 - :class:`~seglog.spark.broker.BrokerCatalog` (option ``kafka.bootstrap.servers``): Metadata and ListOffsets
   of any Kafka-protocol broker; splits are sized in offsets and read with Fetch requests.
 
-:func:`open_catalog` picks the one the options name. A catalog is a context manager (the broker one holds
+:func:`seglog.spark.locate.open_catalog` picks the one the options name. A catalog is a context manager (the broker one holds
 connections).
 
 A data dir (what ``seglog.open()`` manages, Kafka's ``log.dirs``) holds one directory per partition named
@@ -37,10 +37,10 @@ from .. import _engine
 from ..errors import SeglogError, StorageError
 from ..log import Log
 from .errors import NotADataDirError, SourceOptionError, TopicNotFoundError
-from .options import Location, TopicSelection
+from .options import TopicSelection
 from .splits import OffsetRangeSplit
 
-__all__ = ["Catalog", "PartitionMeta", "DataDir", "PartitionLog", "SegmentExtent", "open_catalog",
+__all__ = ["Catalog", "PartitionMeta", "DataDir", "PartitionLog", "SegmentExtent",
            "open_readonly_log"]
 
 _PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-(\d+)$")
@@ -159,15 +159,6 @@ class Catalog(_Closing, ABC):
                                          f"(it has partitions {topics[topic]})")
             out.extend((topic, p) for p in parts)
         return sorted(out)
-
-
-def open_catalog(location: Location) -> Catalog:
-    """The catalog of a reader's location: a DataDir (path) or a BrokerCatalog (bootstrap servers). Raises
-    NotADataDirError / BrokerUnavailableError when it cannot be reached."""
-    if location.broker_mode:
-        from .broker import BrokerCatalog
-        return BrokerCatalog(location.bootstrap_servers, location.request_timeout_ms)
-    return DataDir(location.path)
 
 
 class DataDir(Catalog):

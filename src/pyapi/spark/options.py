@@ -48,6 +48,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .. import _engine
+from ..client import parse_bootstrap
+from ..errors import InvalidConfigError
 from .errors import SourceOptionError
 
 __all__ = ["EARLIEST", "LATEST", "Location", "OffsetSpec", "TopicSelection", "ReadOptions", "WriteOptions",
@@ -284,9 +287,6 @@ def required_path(opts: Mapping[str, str]) -> str:
 def parse_location(opts: Mapping[str, str]) -> Location:
     """The reader's data dir (option path) or brokers (kafka.bootstrap.servers / bootstrap.servers): exactly one.
     `opts` has lower-case keys."""
-    from ..client import parse_bootstrap
-    from ..errors import InvalidConfigError
-
     given = [n for n in _BROKER_OPTIONS if opts.get(n) not in (None, "")]
     path = opts.get("path")
     if len(given) > 1 and opts[given[0]].strip() != opts[given[1]].strip():
@@ -363,8 +363,6 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     """Validate writer options; SourceOptionError if bad. The codec name is checked by the engine's list."""
-    from .. import _engine
-
     opts = lower_keys(options)
     _reject_broker_mode(opts)
     path = required_path(opts)

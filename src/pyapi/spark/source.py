@@ -25,7 +25,8 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from .batch_reader import SeglogBatchReader, SeglogPushdownBatchReader
-from .catalog import DataDir, open_catalog
+from .catalog import DataDir
+from .locate import open_catalog
 from .errors import SourceOptionError
 from .arrow_reader import spark_schema
 from .options import (ReadOptions, lower_keys, parse_bool, parse_location, parse_read_options, parse_selection,

@@ -26,7 +26,8 @@ import math
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .arrow_reader import read_split
-from .catalog import Catalog, open_catalog
+from .catalog import Catalog
+from .locate import open_catalog
 from .errors import DataLossError
 from .options import ReadOptions
 from .planning import PartitionRange, plan_splits, resolve_ranges

@@ -1,0 +1,52 @@
+"""The exception hierarchy: explicit classes, one per Kafka code, each buildable from a message alone."""
+import ast
+import inspect
+
+import pytest
+
+import seglog.errors as errors
+from seglog.remote import error_for
+
+CLASSES = [getattr(errors, n) for n in errors.__all__ if isinstance(getattr(errors, n), type)]
+
+
+def test_every_class_is_written_out_in_the_module_source():
+    tree = ast.parse(inspect.getsource(errors))
+    written = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    assert {cls.__name__ for cls in CLASSES} == written
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_every_class_is_built_from_a_message_alone(cls):
+    err = cls("broker said no")
+    assert str(err) == "broker said no"
+    assert isinstance(err, errors.SeglogError)
+
+
+@pytest.mark.parametrize("cls", [c for c in CLASSES if c.code != -1], ids=lambda c: c.__name__)
+def test_wire_codes_round_trip(cls):
+    assert errors.code_of(cls("x")) == cls.code
+    assert issubclass(cls, errors.for_code(cls.code)) or errors.for_code(cls.code).code == cls.code
+
+
+def test_errors_from_the_wire_carry_their_data_fields():
+    err = error_for(errors.OffsetOutOfRangeError.code, "offset 9 out of range")
+    assert isinstance(err, errors.OffsetOutOfRangeError)
+    assert (err.offset, err.start, err.end) == (None, None, None)
+    err = error_for(errors.RecordTooLargeError.code)
+    assert (err.size, err.limit) == (None, None)
+    assert "MESSAGE_TOO_LARGE" in str(err)
+
+
+def test_data_fields_build_the_message():
+    err = errors.OffsetOutOfRangeError(offset=12, start=3, end=10, what="t-0")
+    assert (err.offset, err.start, err.end) == (12, 3, 10)
+    assert "offset 12 is out of range for t-0" in str(err)
+    err = errors.RecordTooLargeError(size=2000, limit=1000, what="record", setting="max.request.size")
+    assert (err.size, err.limit) == (2000, 1000)
+    assert "max.request.size" in str(err)
+
+
+def test_unknown_codes_give_unknown_server_error():
+    assert errors.for_code(31337) is errors.UnknownServerError
+    assert errors.code_of(RuntimeError("x")) == -1
