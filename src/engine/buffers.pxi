@@ -19,6 +19,9 @@ cdef int take_bytes(object obj, Py_buffer *b, str what) except -1:
     """Acquire obj's bytes into b (see the file comment); release with PyBuffer_Release unless this raised.
     Raises TypeError for str and objects without the buffer protocol."""
     cdef object copy
+    if PyBytes_CheckExact(obj):             # the common case, without the buffer protocol's call
+        PyBuffer_FillInfo(b, obj, <void *>PyBytes_AS_STRING(obj), PyBytes_GET_SIZE(obj), 1, PyBUF_SIMPLE)
+        return 0
     if PyUnicode_Check(obj):
         raise TypeError(f"{what} must be bytes-like, not str (encode it first)")
     try:
@@ -47,6 +50,17 @@ cdef int take_span(object obj, Span *s, str what) except -1:
     return 0
 
 
+cdef int take_arg(object obj, Span *s, str what) except -1:
+    """take_span for an argument of the running call (the caller's reference keeps it alive): bytes are read
+    in place without holding them."""
+    if PyBytes_CheckExact(obj):
+        s.held = False
+        s.p = <const unsigned char *>PyBytes_AS_STRING(obj)
+        s.n = PyBytes_GET_SIZE(obj)
+        return 0
+    return take_span(obj, s, what)
+
+
 cdef inline void release_span(Span *s) noexcept:
     if s.held:
         s.held = False
@@ -71,13 +85,13 @@ cdef int _take_header_key(object k, Span *s) except -1:
 
 
 cdef int take_record(object value, object key, object headers, RecordIn *r) except -1:
-    """Take a record's value, key (bytes-like or None) and headers (a sequence of (key: str | bytes, value:
+    """Take a record's value, key (arguments of the caller's running call: take_arg) (bytes-like or None) and headers (a sequence of (key: str | bytes, value:
     bytes-like | None) pairs, or None) into r and compute the headers' encoded size. r must be zeroed
     beforehand and released with release_record() whatever this returns. Raises TypeError for a wrong type."""
     cdef tuple items
     cdef Py_ssize_t i, n
-    take_span(value, &r.value, "record value")
-    take_span(key, &r.key, "record key")
+    take_arg(value, &r.value, "record value")
+    take_arg(key, &r.key, "record key")
     if headers is None:
         return 0
     if isinstance(headers, (str, bytes)):
