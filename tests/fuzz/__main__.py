@@ -151,9 +151,11 @@ def run_child(name: str, args) -> int:
         return proc.returncode
     runs = re.search(r"stat::number_of_executed_units:\s*(\d+)", out)
     rss = re.search(r"stat::peak_rss_mb:\s*(\d+)", out)
+    done = re.findall(r"(?:DONE|pulse|NEW|REDUCE)\s+cov: (\d+) ft: (\d+) corp: (\d+)", out)
     if proc.returncode == 0 and runs and rss:
         mode = "atheris, C compares traced" if env else "atheris"
-        print(f"{name}: {runs.group(1)} runs, 0 crashes, peak RSS {rss.group(1)} MiB ({mode})", flush=True)
+        reach = f", {done[-1][1]} features, corpus {done[-1][2]}" if done else ""
+        print(f"{name}: {runs.group(1)} runs, 0 crashes, peak RSS {rss.group(1)} MiB ({mode}{reach})", flush=True)
     else:
         print(out[-6000:], file=sys.stderr)
         print(f"{name}: FAILED (exit {proc.returncode})", flush=True)
