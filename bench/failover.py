@@ -1,7 +1,7 @@
 """Trust under faults (issue 12): how long acks=all writes stop when a leader is killed and restarted, killed
 for good, or when every broker is restarted in turn.
 
-    python -m bench.failover [--restarts 10] [--kills 3] [--rolling 1] [--dir DIR] [--quick]
+    python -m bench.failover [--restarts 10] [--kills 3] [--rolling 1] [--no-controlled-shutdown] [--dir DIR] [--quick]
 
 ZooKeeper (tickTime 500 ms) and three ``python -m seglog broker --zookeeper ...`` processes are started by
 tests/cluster_harness.py with the fault tests' settings (zookeeper.session.timeout.ms=6000,
@@ -73,8 +73,10 @@ def kill_once(cluster: harness.Cluster, producer, restart: bool, session_s: floa
     if restart:
         time.sleep(max(0.0, t0 + RESTART_DELAY_S - time.monotonic()))
         victim.spawn()
-    new = harness.wait_until(lambda: (lambda s: s if s and s["leader_epoch"] > epoch and s["leader"] >= 0 else None)(
-        cluster.state(TOPIC, 0)), session_s + 60, "a new leader epoch", interval=0.01, details=cluster.describe)
+    def elected():
+        s = cluster.state(TOPIC, 0)
+        return s if s and s["leader_epoch"] > epoch and s["leader"] >= 0 else None
+    new = harness.wait_until(elected, session_s + 60, "a new leader epoch", interval=0.01, details=cluster.describe)
     start, = harness.wait_until(lambda: _epoch_start(cluster, new["leader"], TOPIC, epoch), 60,
                                 "the new leader's epoch in its log", interval=0.01, details=cluster.describe)
 
@@ -105,11 +107,11 @@ def rolling_restart(cluster: harness.Cluster, producer) -> dict:
     return {"max_gap": max(gaps), "seconds": t1 - t0, "acked": len(times), "failed": len(producer.failed)}
 
 
-def measure(root: str, restarts: int, kills: int, rolling: int, say=print) -> list[dict]:
+def measure(root: str, restarts: int, kills: int, rolling: int, say=print, overrides: dict | None = None) -> list[dict]:
     zk = harness.start_zookeeper(os.path.join(root, "zookeeper"))
     cluster = producer = None
     try:
-        cluster = harness.Cluster(zk.connect_string, os.path.join(root, "cluster"), 3).start()
+        cluster = harness.Cluster(zk.connect_string, os.path.join(root, "cluster"), 3, overrides).start()
         session_s = int(cluster.overrides["zookeeper.session.timeout.ms"]) / 1000
         cluster.create_topic(TOPIC, 1, 3, {"min.insync.replicas": 2})
         producer = harness.ConfluentBackgroundProducer(cluster.bootstrap, TOPIC, [0], tag=b"f", rate=RATE,
@@ -161,7 +163,8 @@ def measure(root: str, restarts: int, kills: int, rolling: int, say=print) -> li
             "yes" if max(s) <= session_s + SLACK_S else "no")
     if results["rolling"]:
         g = max(r["max_gap"] for r in results["rolling"])
-        row(f"rolling restart (SIGTERM) of 3 brokers: longest gap between acks, worst of {len(results['rolling'])}",
+        how = "" if (overrides or {}).get("controlled.shutdown.enable", True) else ", controlled.shutdown.enable=false"
+        row(f"rolling restart (SIGTERM{how}) of 3 brokers: longest gap between acks, worst of {len(results['rolling'])}",
             f"{g:.3f} s", f"< {GAP_TARGET_S:.0f} s", "yes" if g < GAP_TARGET_S else "no")
     failed = len(producer.failed)
     row("deliveries failed / acknowledged records lost / duplicated",
@@ -181,6 +184,8 @@ def main(argv=None) -> int:
     p.add_argument("--restarts", type=int, default=10, help="kill -9 + restart runs (default 10)")
     p.add_argument("--kills", type=int, default=3, help="kill -9 runs without restart (default 3)")
     p.add_argument("--rolling", type=int, default=1, help="rolling restarts of the 3 brokers (default 1)")
+    p.add_argument("--no-controlled-shutdown", action="store_true",
+                   help="brokers with controlled.shutdown.enable=false (for comparison)")
     p.add_argument("--dir", default=None)
     p.add_argument("--quick", action="store_true", help="3 restarts, 1 kill, 1 rolling restart")
     a = p.parse_args(argv)
@@ -191,7 +196,8 @@ def main(argv=None) -> int:
     print(f"seglog failover benchmark: {a.restarts} kill -9 + restarts, {a.kills} kills, {a.rolling} rolling "
           f"restarts, in {root}", flush=True)
     try:
-        rows = measure(root, a.restarts, a.kills, a.rolling, say=lambda s: print(s, flush=True))
+        rows = measure(root, a.restarts, a.kills, a.rolling, say=lambda s: print(s, flush=True),
+                       overrides={"controlled.shutdown.enable": False} if a.no_controlled_shutdown else None)
     finally:
         if not a.dir:
             shutil.rmtree(root, ignore_errors=True)

@@ -14,6 +14,8 @@ cluster benchmark (bench/cluster.py).
   dropped, as a partition does, so its ZooKeeper session expires. ``heal(id)`` closes the dead connections
   and lets new ones through. The real listener (127.0.0.1:port) stays reachable to the test, as a client on
   the isolated broker's side of the partition.
+- ``Cluster(..., tmpfs_size="256m")``: every broker's data dir is a tmpfs of its own (root only), so
+  ``faults.fill_disk(broker.data_dir)`` fills one broker's disk and ``faults.free_disk`` frees it.
 - ``replica_log(dir)`` / ``Cluster.wait_converged``: the batches of a partition directory's ``.log`` segments,
   parsed with struct (independently of seglog), compared byte for byte across replicas.
 
@@ -265,7 +267,8 @@ class Proxy:
 
     async def _handle(self, reader, writer):
         peer = writer.get_extra_info("peername")
-        owner = _owner_pid(_socket_inode(peer[1], self.listen[1]), self.hub.known_pids) if peer else None
+        # a copy: the test's thread adds the pid of every broker it starts while this loop's thread looks
+        owner = _owner_pid(_socket_inode(peer[1], self.listen[1]), list(self.hub.known_pids)) if peer else None
         conn = _Conn(self, writer, owner)
         self.conns.add(conn)
         try:
@@ -479,8 +482,11 @@ class Cluster:
     """N broker subprocesses on one ZooKeeper (under a chroot of their own). See the module docstring."""
 
     def __init__(self, zk_connect: str, work_dir, n: int = 3, overrides: dict | None = None, *,
-                 proxied: bool = False, chroot: str | None = None, log_level: str = "INFO"):
+                 proxied: bool = False, chroot: str | None = None, log_level: str = "INFO",
+                 tmpfs_size: str | None = None):
         self.zk_base = zk_connect
+        self.tmpfs_size = tmpfs_size
+        self._mounted: list[Path] = []
         self.chroot = chroot or f"/seglog-{os.getpid()}-{int(time.time() * 1000) % 10**9}"
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -491,14 +497,25 @@ class Cluster:
         self.client_addr: dict[int, tuple[str, int]] = {}
         self.proxies: dict[int, list[Proxy]] = {}
         zk_host, zk_port = zk_connect.split(",")[0].rsplit(":", 1)
-        for i in range(n):
+        taken: set[int] = set()
+
+        def pick_port() -> int:
+            """A free port not handed out here before: a broker's port is bound only when it starts, so
+            free_port alone can give it to a proxy too."""
             port = free_port()
+            while port in taken:
+                port = free_port()
+            taken.add(port)
+            return port
+
+        for i in range(n):
+            port = pick_port()
             advertised = HOST
             zk = f"{zk_connect}{self.chroot}"
             if proxied:
                 advertised = f"127.0.0.{11 + i}"        # the proxy listens there on the broker's port
                 inbound = self.hub.add(f"broker-{i}", (advertised, port), (HOST, port))
-                zk_proxy_port = free_port()
+                zk_proxy_port = pick_port()
                 zk_proxy = self.hub.add(f"zk-of-{i}", (HOST, zk_proxy_port), (zk_host, int(zk_port)))
                 zk = f"{HOST}:{zk_proxy_port}{self.chroot}"
                 self.proxies[i] = [inbound, zk_proxy]
@@ -517,6 +534,11 @@ class Cluster:
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 60.0) -> "Cluster":
+        if self.tmpfs_size is not None and not self._mounted:
+            from faults import mount_tmpfs
+            for b in self.brokers.values():
+                mount_tmpfs(b.data_dir, self.tmpfs_size)
+                self._mounted.append(b.data_dir)
         for b in self.brokers.values():
             b.spawn()
         for b in self.brokers.values():
@@ -542,6 +564,10 @@ class Cluster:
             self._zk.stop()
             self._zk.close()
             self._zk = None
+        if self._mounted:
+            from faults import unmount
+            while self._mounted:
+                unmount(self._mounted.pop())
 
     def __enter__(self):
         return self.start()

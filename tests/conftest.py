@@ -281,6 +281,14 @@ class BrokerProcess:
                     return int(line.split()[1]) * 1024
         raise RuntimeError("no VmRSS line")
 
+    def peak_rss_bytes(self) -> int:
+        """The broker process's peak resident set size so far (VmHWM)."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmHWM line")
+
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM (clean shutdown) and wait; returns the exit status."""
         import signal

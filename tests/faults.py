@@ -1,6 +1,6 @@
 """Fault injection for partition directories, in the spirit of Redpanda's storage tests: damage segment,
 index and checkpoint files the way crashes, torn writes and bad media do, then let the test reopen the log;
-or make file-system calls fail (fail_os_call).
+or make file-system calls fail (fail_os_call); or fill a small file system (mount_tmpfs, fill_disk, free_disk).
 
 Batch boundaries are parsed here with struct (independently of the engine), and whole-file validity is
 checked with the engine's CRC-32C only (unit-tested against the check value)."""
@@ -118,3 +118,57 @@ def fail_os_call(monkeypatch, name: str, match: str, err: int = errno.EIO) -> No
             raise OSError(err, os.strerror(err), os.fsdecode(args[0]))
         return real(*args, **kwargs)
     monkeypatch.setattr(os, name, failing)
+
+
+# -- a full disk ----------------------------------------------------------------------------------------------
+
+def mount_tmpfs(target, size: str) -> None:
+    """Mount a tmpfs of `size` (e.g. "256m") on the directory `target` (created). RuntimeError with mount's
+    message when that is not permitted (it needs root)."""
+    import subprocess
+
+    Path(target).mkdir(parents=True, exist_ok=True)
+    try:
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
+                             capture_output=True, text=True)
+    except FileNotFoundError as e:
+        raise RuntimeError(f"cannot mount a tmpfs: {e}") from None
+    if res.returncode != 0:
+        raise RuntimeError(f"cannot mount a tmpfs on {target}: {res.stderr.strip()}")
+
+
+def unmount(target) -> None:
+    import subprocess
+
+    subprocess.run(["umount", "-l", str(target)], check=False, capture_output=True)
+
+
+BALLAST = ".ballast"
+
+
+def fill_disk(directory) -> int:
+    """Fill the file system holding `directory` with a ballast file in it until a write fails with ENOSPC;
+    returns the ballast's size. Writers on that file system then get ENOSPC until ``free_disk``."""
+    path = Path(directory) / BALLAST
+    chunk = bytes(1 << 20)
+    size = 0
+    with open(path, "ab", buffering=0) as f:
+        while True:
+            try:
+                n = f.write(chunk)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                if len(chunk) > 4096:           # top up the last pages
+                    chunk = chunk[:4096]
+                    continue
+                return size
+            size += n
+
+
+def free_disk(directory) -> None:
+    """Remove the ballast ``fill_disk`` wrote."""
+    try:
+        os.unlink(Path(directory) / BALLAST)
+    except FileNotFoundError:
+        pass

@@ -52,6 +52,13 @@ cdef class SegmentView:
     cdef Py_ssize_t size
 
 
+cdef class Inflated:                        # a decompressed records section (codecs.pxi)
+    cdef Py_buffer buf
+    cdef const unsigned char *ptr
+    cdef Py_ssize_t size
+    cdef bint held
+
+
 cdef class Record:
     cdef readonly object topic
     cdef readonly int partition

@@ -18,7 +18,7 @@ from cpython.number cimport PyIndex_Check, PyNumber_Index
 from cpython.tuple cimport PyTuple_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
 from libc.errno cimport EINTR, ENOENT, ENOSPC, errno
-from libc.string cimport memcpy, memmove, memset
+from libc.string cimport memcmp, memcpy, memmove, memset
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, O_TRUNC
 from posix.fcntl cimport open as open_c
 from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE, mmap, munmap

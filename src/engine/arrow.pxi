@@ -244,7 +244,7 @@ cdef int arrow_decode_batch(ArrowOut *o, const unsigned char *p, BatchHeader *h,
     max_offset) to o. Raises CorruptRecordError when the records do not parse into records_count records."""
     cdef int codec = h.attributes & ATTR_CODEC_MASK
     cdef int64_t size = LOG_OVERHEAD + <int64_t>h.length
-    cdef bytes inflated
+    cdef Inflated inflated
     cdef const unsigned char *rp
     cdef const unsigned char *rend
     cdef const unsigned char *rec_end
@@ -253,10 +253,9 @@ cdef int arrow_decode_batch(ArrowOut *o, const unsigned char *p, BatchHeader *h,
     cdef int32_t i, ts_type = 1 if h.attributes & ATTR_LOG_APPEND_TIME else 0
     cdef Py_ssize_t row
     if codec != CODEC_NONE:
-        inflated = decompress(codec, PyMemoryView_FromMemory(<char *>(p + BATCH_HEADER_SIZE),
-                                                              size - BATCH_HEADER_SIZE, PyBUF_READ))
-        rp = <const unsigned char *>PyBytes_AS_STRING(inflated)
-        rend = rp + PyBytes_GET_SIZE(inflated)
+        inflated = inflate(codec, p + BATCH_HEADER_SIZE, size - BATCH_HEADER_SIZE, MAX_INFLATED_BYTES)
+        rp = inflated.ptr
+        rend = rp + inflated.size
     else:
         rp = p + BATCH_HEADER_SIZE
         rend = p + size

@@ -610,7 +610,7 @@ cdef int _scan_records(const unsigned char *rp, const unsigned char *rend, Batch
 
 
 def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verify_records=True,
-                          bint require_keys=False):
+                          bint require_keys=False, Py_ssize_t max_inflated_bytes=-1):
     """Validate one record batch as a Kafka client sends it (a produce request's records for one partition).
 
     Checks, as Kafka's broker does: exactly one whole batch, size <= max_message_bytes, magic 2, CRC-32C,
@@ -620,6 +620,8 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
     parsed whatever verify_records says). Returns the BatchInfo plus the smallest and largest record
     timestamps other than -1 (NO_TIMESTAMP) as (info, min_ts, max_ts), min_ts > max_ts when there are none;
     without parsing the records they come from the header (baseTimestamp, maxTimestamp).
+    A compressed batch is inflated to at most ``max_inflated_bytes`` (by default INFLATE_RATIO x
+    max_message_bytes, see codecs.pxi): past it, RecordTooLargeError, whatever the batch's compressed size.
     Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError, UnsupportedForMessageFormatError or
     UnsupportedCompressionTypeError.
     """
@@ -629,7 +631,9 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
     cdef BatchHeader h
     cdef BatchCheck c
     cdef int codec, bad
-    cdef bytes inflated
+    cdef Inflated inflated
+    if max_inflated_bytes < 0:
+        max_inflated_bytes = inflate_limit(max_message_bytes)
     take_bytes(data, &buf, "batch data")
     try:
         p = <const unsigned char *>buf.buf
@@ -664,11 +668,8 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
                 with nogil:
                     bad = _scan_records(p + BATCH_HEADER_SIZE, p + n, &h, &min_ts, &max_ts, require_keys)
             else:
-                inflated = decompress(codec, PyMemoryView_FromMemory(<char *>(p + BATCH_HEADER_SIZE),
-                                                                      n - BATCH_HEADER_SIZE, PyBUF_READ))
-                bad = _scan_records(<const unsigned char *>PyBytes_AS_STRING(inflated),
-                                    <const unsigned char *>PyBytes_AS_STRING(inflated) + PyBytes_GET_SIZE(inflated),
-                                    &h, &min_ts, &max_ts, require_keys)
+                inflated = inflate(codec, p + BATCH_HEADER_SIZE, n - BATCH_HEADER_SIZE, max_inflated_bytes)
+                bad = _scan_records(inflated.ptr, inflated.ptr + inflated.size, &h, &min_ts, &max_ts, require_keys)
             if bad == 2:
                 raise _errors.InvalidRecordError("record offset deltas must be 0, 1, ... recordsCount - 1")
             if bad == 3:

@@ -1,8 +1,9 @@
 # Compression codecs of the records section of a batch (codec id = attributes bits 0-2).
 #
 # A batch is compressed as a whole (one call per batch, never per record), so the codec libraries are called
-# from here through Python: lz4 (frame format, independent 64 KiB blocks, no checksums: what Kafka writes),
-# zlib for gzip, cramjam for snappy and zstd. Readers accept lz4 frames with or without content size, and
+# from here through Python. Writers: lz4 (frame format, independent 64 KiB blocks, no checksums: what Kafka
+# writes), zlib for gzip, cramjam for snappy and zstd; readers use cramjam for all four (bounded: see
+# inflate below). Readers accept lz4 frames with or without content size, and
 # snappy both raw (librdkafka) and in xerial framing (Java clients: b"\x82SNAPPY\x00" + version + compat,
 # then chunks of [int32 length][raw snappy block]). The libraries release the GIL on large inputs themselves.
 
@@ -78,31 +79,127 @@ cdef bytes _xerial_compress(object data):
     return b"".join(parts)
 
 
-cdef bytes decompress(int codec, object data):
-    """Decompress a records section; raises CorruptRecordError if the data does not decode."""
+# Inflation limits. A records section never inflates past a limit: the decoders stop as soon as the output
+# would pass it and never hold more than limit + 1 bytes of it. gzip, lz4 and zstd stream into a buffer
+# (cramjam's decompress_into, which fails once the buffer is full) sized by the size the data states (zstd's
+# frame content size, gzip's ISIZE trailer: hints only, a lie just does not fit), else 16x the input, grown 8x
+# while the output does not fit, at most limit + 1 bytes (the retries cost at most 1/7 more work); snappy
+# blocks state their length in their header, which is checked before anything is inflated.
+# A client batch may inflate to INFLATE_RATIO x max.message.bytes (32 MiB with Kafka's default 1 MiB):
+# validate_client_batch refuses more with RecordTooLargeError (MESSAGE_TOO_LARGE, as Kafka answers a batch over
+# its size limits; Java producers split such a batch and retry). Kafka itself inflates record by record without
+# a total limit; ratios above 32 are bombs rather than data (text compresses 3-15x). Reads of stored batches
+# allow MAX_INFLATED_BYTES (2 GiB - 1: Kafka's record and batch sizes are int32).
+INFLATE_RATIO = 32
+MAX_INFLATED_BYTES = 0x7fffffff
+
+
+def inflate_limit(Py_ssize_t max_message_bytes):
+    """How far a client batch's records may inflate under max.message.bytes: INFLATE_RATIO x it (see above)."""
+    return min(<int64_t>max_message_bytes * INFLATE_RATIO, MAX_INFLATED_BYTES)
+
+
+cdef class Inflated:
+    """A decompressed records section: `ptr`/`size` stay valid while this object lives (it holds the buffer)."""
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.buf)
+
+
+cdef Inflated _hold(object owner, Py_ssize_t size):
+    cdef Inflated r = Inflated.__new__(Inflated)
+    PyObject_GetBuffer(owner, &r.buf, PyBUF_SIMPLE)
+    r.held = True
+    r.ptr = <const unsigned char *>r.buf.buf
+    r.size = size
+    return r
+
+
+cdef int _too_large(Py_ssize_t limit) except -1:
+    raise _errors.RecordTooLargeError(size=limit + 1, limit=limit,
+                                      what="decompressed records section (cut at the limit)",
+                                      setting=f"{INFLATE_RATIO} x max.message.bytes")
+
+
+cdef inline uint32_t get_le32(const unsigned char *p) noexcept nogil:
+    return p[0] | (p[1] << 8) | (p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef int64_t _stated_size(int codec, const unsigned char *p, Py_ssize_t n) noexcept:
+    """The inflated size the data states (zstd frame content size, gzip ISIZE), -1 if none."""
+    cdef int d, fcs_flag, single, did, pos
+    if codec == CODEC_GZIP:
+        return get_le32(p + n - 4) if n >= 18 else -1
+    if codec != CODEC_ZSTD or n < 6 or get_le32(p) != 0xFD2FB528:
+        return -1
+    d = p[4]
+    fcs_flag = d >> 6
+    single = (d >> 5) & 1
+    did = d & 3
+    pos = 5 + (0 if single else 1) + (4 if did == 3 else did)
+    if fcs_flag == 0:
+        return p[pos] if single and pos < n else -1
+    if fcs_flag == 1:
+        return (p[pos] | (p[pos + 1] << 8)) + 256 if pos + 2 <= n else -1
+    if fcs_flag == 2:
+        return get_le32(p + pos) if pos + 4 <= n else -1
+    return <int64_t>(get_le32(p + pos) | (<uint64_t>get_le32(p + pos + 4) << 32)) if pos + 8 <= n else -1
+
+
+cdef Inflated inflate(int codec, const unsigned char *p, Py_ssize_t n, Py_ssize_t limit):
+    """The records section p[0:n] decompressed with codec 1-4, at most `limit` bytes of it (see above).
+    Raises RecordTooLargeError past the limit, CorruptRecordError if the data does not decode."""
+    cdef int64_t stated, cap
+    data = PyMemoryView_FromMemory(<char *>p, n, PyBUF_READ)
     try:
-        if codec == CODEC_LZ4:
-            return _lz4().decompress(data)
-        if codec == CODEC_GZIP:
-            return _zlib.decompress(data, 47)          # gzip or zlib header, auto-detected
         if codec == CODEC_SNAPPY:
-            if bytes(data[:8]) == XERIAL_MAGIC:
-                return _xerial_decompress(data)
-            return bytes(_cj().snappy.decompress_raw(data))
-        if codec == CODEC_ZSTD:
-            return bytes(_cj().zstd.decompress(data))
+            if n >= 8 and memcmp(p, <const char *>XERIAL_MAGIC, 8) == 0:
+                out = _xerial_decompress(data, limit)
+                return _hold(out, len(out))
+            size = _cj().snappy.decompress_raw_len(data)
+            if size > limit:
+                _too_large(limit)
+            out = bytearray(size)
+            if _cj().snappy.decompress_raw_into(data, out) != size:
+                raise ValueError("snappy block shorter than its header says")
+            return _hold(out, size)
+        if codec == CODEC_GZIP:
+            into = _cj().gzip.decompress_into
+        elif codec == CODEC_LZ4:
+            into = _cj().lz4.decompress_into
+        elif codec == CODEC_ZSTD:
+            into = _cj().zstd.decompress_into
+        else:
+            raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec} in batch attributes")
+        stated = _stated_size(codec, p, n)
+        cap = stated + 1 if 0 <= stated <= limit else min(max(<int64_t>n * 16, 1 << 16), <int64_t>limit + 1)
+        while True:
+            out = bytearray(cap)
+            try:
+                written = into(data, out)
+                if written < cap:
+                    return _hold(out, written)
+            except Exception as e:
+                if "failed to write whole buffer" not in str(e):     # cramjam's answer when `out` is full
+                    raise
+            if cap > limit:
+                _too_large(limit)
+            out = None
+            cap = min(cap * 8, <int64_t>limit + 1)
     except _errors.SeglogError:
         raise
     except Exception as e:
         raise _errors.CorruptRecordError(f"{CODEC_NAMES[codec]} records do not decompress: {e}") from None
-    raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec} in batch attributes")
 
 
-cdef bytes _xerial_decompress(object data):
+cdef bytearray _xerial_decompress(object data, Py_ssize_t limit):
+    """Java's xerial framing: a 16-byte header, then [int32 length][raw snappy block] chunks. Every block's
+    inflated length is read from its header and summed before anything is inflated."""
     mv = memoryview(data)
-    cdef Py_ssize_t pos = 16, n = len(mv), size
-    cdef list out = []
-    raw = _cj().snappy.decompress_raw
+    cdef Py_ssize_t pos = 16, n = len(mv), size, total = 0, at = 0
+    cdef list chunks = []
+    cj = _cj().snappy
     while pos < n:
         if pos + 4 > n:
             raise ValueError("truncated xerial chunk header")
@@ -110,9 +207,19 @@ cdef bytes _xerial_decompress(object data):
         pos += 4
         if size < 0 or pos + size > n:
             raise ValueError("truncated xerial chunk")
-        out.append(bytes(raw(mv[pos:pos + size])))
+        chunk = mv[pos:pos + size]
+        chunks.append(chunk)
+        total += cj.decompress_raw_len(chunk)
+        if total > limit:
+            _too_large(limit)
         pos += size
-    return b"".join(out)
+    out = bytearray(total)
+    omv = memoryview(out)
+    for chunk in chunks:
+        at += cj.decompress_raw_into(chunk, omv[at:])
+    if at != total:
+        raise ValueError("snappy blocks shorter than their headers say")
+    return out
 
 
 def codec_name(name):

@@ -49,7 +49,7 @@ cdef inline object _bytes_or_none(const unsigned char *p, int64_t n):
 
 
 cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t min_offset, int64_t max_offset,
-                      object topic, int partition, object path) except -1:
+                      object topic, int partition, object path, Py_ssize_t max_inflated) except -1:
     """Append the records of one structurally valid batch at p with offsets in [min_offset, max_offset) to out.
 
     Control batches (transaction markers) hold no user records and are skipped. Raises CorruptRecordError
@@ -57,7 +57,7 @@ cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t 
     """
     cdef int codec = h.attributes & ATTR_CODEC_MASK
     cdef int64_t size = LOG_OVERHEAD + <int64_t>h.length
-    cdef bytes inflated
+    cdef Inflated inflated
     cdef const unsigned char *rp
     cdef const unsigned char *rend
     cdef const unsigned char *rec_end
@@ -73,10 +73,9 @@ cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t 
     if h.base_offset + h.last_offset_delta < min_offset or h.base_offset >= max_offset:
         return 0
     if codec != CODEC_NONE:
-        inflated = decompress(codec, PyMemoryView_FromMemory(<char *>(p + BATCH_HEADER_SIZE),
-                                                              size - BATCH_HEADER_SIZE, PyBUF_READ))
-        rp = <const unsigned char *>PyBytes_AS_STRING(inflated)
-        rend = rp + PyBytes_GET_SIZE(inflated)
+        inflated = inflate(codec, p + BATCH_HEADER_SIZE, size - BATCH_HEADER_SIZE, max_inflated)
+        rp = inflated.ptr
+        rend = rp + inflated.size
     else:
         rp = p + BATCH_HEADER_SIZE
         rend = p + size
@@ -152,14 +151,15 @@ cdef object _corrupt_records(BatchHeader *h, object path, str why):
 
 
 def decode_records(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, topic=None, int partition=-1,
-                   bint verify_crc=True, path=None):
+                   bint verify_crc=True, path=None, Py_ssize_t max_inflated_bytes=MAX_INFLATED_BYTES):
     """Records of the whole batches in ``data`` with offsets in [min_offset, max_offset), as a list.
 
     A final batch cut short (as fetch responses end) is ignored; any other malformed or corrupt batch raises
     CorruptRecordError (its position in ``data``), as does a batch whose offsets are out of order: negative,
     not after the previous batch's, or a negative lastOffsetDelta (baseOffset is outside the CRC: this check is
     what stops a damaged one from hiding or renumbering records). Control batches are skipped. CRCs are checked
-    unless ``verify_crc`` is False.
+    unless ``verify_crc`` is False. A compressed batch whose records inflate past ``max_inflated_bytes`` raises
+    RecordTooLargeError (see codecs.pxi).
     """
     cdef Py_buffer buf
     cdef list out = []
@@ -182,7 +182,8 @@ def decode_records(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, to
                     raise_offsets(oc, path, pos, p + pos, prev_last, INT64_MAX)
                 read_header(p + pos, &h)
                 prev_last = h.base_offset + h.last_offset_delta
-                decode_batch(p + pos, &h, out, min_offset, max_offset, topic, partition, path)
+                decode_batch(p + pos, &h, out, min_offset, max_offset, topic, partition, path,
+                             max_inflated_bytes)
                 pos += LOG_OVERHEAD + h.length
             if c != CHECK_OK or pos >= n:
                 break

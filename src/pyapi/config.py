@@ -251,6 +251,7 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = _k("group.max.session.timeout.ms", "int", 1_800_000, low=0)
     group_max_size: int = _k("group.max.size", "int", INT_MAX, low=1)
     socket_request_max_bytes: int = _k("socket.request.max.bytes", "int", 100 * 1024 * 1024, low=1)
+    num_io_threads: int = _k("num.io.threads", "int", 8, low=1)
     zookeeper_connect: str = _k("zookeeper.connect", "string", "")
     zookeeper_session_timeout_ms: int = _k("zookeeper.session.timeout.ms", "int", 18_000, low=1)
     replica_lag_time_max_ms: int = _k("replica.lag.time.max.ms", "long", 30_000, low=1)
@@ -261,6 +262,9 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = _k("auto.leader.rebalance.enable", "bool", True)
     leader_imbalance_check_interval_seconds: int = _k("leader.imbalance.check.interval.seconds", "long", 300, low=1)
     producer_id_expiration_ms: int = _k("producer.id.expiration.ms", "int", 86_400_000, low=1)
+    controlled_shutdown_enable: bool = _k("controlled.shutdown.enable", "bool", True)
+    controlled_shutdown_max_retries: int = _k("controlled.shutdown.max.retries", "int", 3, low=0)
+    controlled_shutdown_retry_backoff_ms: int = _k("controlled.shutdown.retry.backoff.ms", "long", 5000, low=0)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

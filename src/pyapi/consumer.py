@@ -672,10 +672,10 @@ class Consumer:
 
     def _leave(self) -> None:
         """Leave the group: the member is UNJOINED afterwards. A dynamic member with a member id sends
-        LeaveGroup; a JoinGroup still unanswered then leaves once answered (its member id is in the answer).
-        Against a coordinator whose calls block until answered (a remote one), a JoinGroup / SyncGroup in
-        flight holds the coordinator's connection: the LeaveGroup waits for its answer in the background
-        rather than keep close() waiting (up to the rebalance timeout)."""
+        LeaveGroup at once, even while its JoinGroup / SyncGroup waits (a remote coordinator takes it on a
+        connection of its own): the rebalance then goes on without it instead of counting it in and waiting
+        for its session to end. A JoinGroup still unanswered that brings a member id it did not know yet
+        (a first join) leaves once answered."""
         with self._lock:
             member_id = self._member_id
             self._member_state, self._member_id, self._generation = _UNJOINED, "", -1
@@ -688,9 +688,6 @@ class Consumer:
         def answered_id(fut: Future) -> str:
             return fut.result().member_id if fut is join and fut.exception() is None else member_id
 
-        if pending is not None and not pending.done() and not self._delayed_operations():
-            pending.add_done_callback(lambda fut: self._send_leave(answered_id(fut)))
-            return
         self._send_leave(member_id)
         if pending is not None:
             pending.add_done_callback(lambda fut: answered_id(fut) != member_id and self._send_leave(answered_id(fut)))

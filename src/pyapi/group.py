@@ -1044,7 +1044,7 @@ class GroupCoordinator:
         done: _Done = []
         with self._lock:
             if self._closed:
-                return
+                return done
             now = self._clock() if now is None else now
             while self._heap and self._heap[0][0] <= now:
                 _, _, kind, group, payload = heapq.heappop(self._heap)

@@ -81,6 +81,9 @@ class RecoveryReport:
     corruption: str | None = None        # the first invalid batch found: why, where
     indexes_rebuilt: int = 0
     corrupt_checkpoint: bool = False     # the state checkpoint did not parse: every segment was rescanned
+    promised_end_offset: int = 0         # the end the checkpoint vouches for: max(recovery point, high watermark)
+    lost_offsets: int = 0                # offsets below promised_end_offset the log no longer holds (damage or
+                                         # deleted files: the data is gone, a replica must fetch it again)
 
 
 class Log:
@@ -260,6 +263,7 @@ class Log:
         self._recovery_point = state.get("recovery-point", 0)
         self._start_offset = state.get("log-start-offset", 0)
         self._hw = state.get("high-watermark")
+        self.recovery.promised_end_offset = max(self._recovery_point, self._hw or 0)
         if self.readonly:
             self._load_readonly()
             return
@@ -291,6 +295,12 @@ class Log:
         self._recovery_point = min(max(self._recovery_point, self._start_offset), seg.next_offset)
         if self._hw is not None:
             self._hw = min(max(self._hw, self._start_offset), seg.next_offset)
+        if seg.next_offset < self.recovery.promised_end_offset:
+            self.recovery.lost_offsets = self.recovery.promised_end_offset - seg.next_offset
+            log.warning("%s: the log ends at offset %d but its checkpoint vouched for offsets up to %d (recovery "
+                        "point %d, high watermark %s): %d offsets are lost (%d segment files found)", self.path,
+                        seg.next_offset, self.recovery.promised_end_offset, state.get("recovery-point", 0),
+                        state.get("high-watermark"), self.recovery.lost_offsets, len(self._bases))
         self._epochs.truncate_from_end(seg.next_offset)
         self._writer = self._new_writer(seg.next_offset)
         self._load_producer_state()
@@ -709,7 +719,9 @@ class Log:
         message.timestamp.before/after.max.ms of now; on a compacted log every record needs a key), then stored as
         it came: only base offset and leader epoch are stamped (and, for LogAppendTime topics, the append
         time, with a new CRC). A topic whose
-        compression.type names a codec gets the batch recompressed to it. Raises CorruptRecordError,
+        compression.type names a codec gets the batch recompressed to it. A compressed batch may inflate to
+        _engine.inflate_limit(max.message.bytes) (32x it) and is refused with RecordTooLargeError past that,
+        without more memory being taken for it. Raises CorruptRecordError,
         InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
         cfg = self.config
         data = bytearray(memoryview(batch))       # its bytes, taken once: what is validated is what is written
@@ -747,7 +759,8 @@ class Log:
                                  max_record_bytes=1 << 62, producer_id=info.producer_id,
                                  producer_epoch=info.producer_epoch, next_sequence=info.base_sequence,
                                  accept_no_timestamp=True)
-        for r in _engine.decode_records(batch, verify_crc=False):
+        for r in _engine.decode_records(batch, verify_crc=False,
+                                        max_inflated_bytes=_engine.inflate_limit(self.config.max_message_bytes)):
             bw.add(r.value, r.key, r.headers, r.timestamp)
         bw.finish()
         if bw.finished > self.config.max_message_bytes:
@@ -858,7 +871,12 @@ class Log:
                 seg = self._segment_object(self._bases[max(i, 0)])
                 pos = seg.find_position(offset)
                 if pos >= 0:
-                    view, _, next_offset = seg.read(pos, max_bytes, limit, min_one)
+                    try:
+                        view, _, next_offset = seg.read(pos, max_bytes, limit, min_one)
+                    except CorruptRecordError as e:
+                        log.error("%s: corrupt batch met reading offset %d: %s in file %s at position %s", self.path,
+                                  offset, e.reason, e.path or seg.log_path, e.position)
+                        raise
                     return view, next_offset
                 i += 1                  # past this segment's data (a gap): the next segment
             return memoryview(b""), -1

@@ -859,7 +859,7 @@ class RemoteGroupCoordinator:
         self.cluster = cluster
         self.retry_timeout = retry_timeout
         self._coordinators: dict[str, tuple[int, str, int]] = {}
-        self._heartbeat_conns: dict[tuple[str, int], BrokerConnection] = {}
+        self._side_conns: dict[tuple[str, int], BrokerConnection] = {}
         self._rebalance_s: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -892,25 +892,27 @@ class RemoteGroupCoordinator:
     def _forget(self, group_id: str) -> None:
         self._coordinators.pop(group_id, None)
 
-    def _connection(self, group_id: str, heartbeat: bool) -> BrokerConnection:
+    def _connection(self, group_id: str, side: bool) -> BrokerConnection:
         _, host, port = self.coordinator(group_id)
-        if not heartbeat:
+        if not side:
             return self.cluster.connection(host, port)
         with self._lock:
-            conn = self._heartbeat_conns.get((host, port))
+            conn = self._side_conns.get((host, port))
             if conn is None:
-                conn = self._heartbeat_conns[(host, port)] = BrokerConnection(
+                conn = self._side_conns[(host, port)] = BrokerConnection(
                     host, port, client_id=self.cluster.client_id, timeout=self.cluster.client.timeout)
             return conn
 
     def request(self, group_id: str, api: int, body: dict, error_code: Callable[[dict], int], *,
-                extra_timeout: float = 0.0, heartbeat: bool = False) -> dict:
+                extra_timeout: float = 0.0, side: bool = False, retry: bool = True) -> dict:
         """Send a group request to the coordinator and return the response; coordinator moves and lost
-        connections find it again and resend (heartbeats once: the next one comes soon anyway)."""
-        deadline = RetryDeadline(0.0 if heartbeat else self.retry_timeout)
+        connections find it again and resend (unless ``retry`` is False: heartbeats, whose next one comes soon
+        anyway). ``side``: on the side connection to the coordinator (heartbeats, LeaveGroup), which a
+        JoinGroup or SyncGroup waiting for its answer on the main one does not hold up."""
+        deadline = RetryDeadline(self.retry_timeout if retry else 0.0)
         while True:
             try:
-                response = self._connection(group_id, heartbeat).request(api, body, extra_timeout=extra_timeout)
+                response = self._connection(group_id, side).request(api, body, extra_timeout=extra_timeout)
                 code = error_code(response)
                 if code not in COORDINATOR_MOVED:
                     return response
@@ -971,21 +973,23 @@ class RemoteGroupCoordinator:
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, *,
                   group_instance_id: str | None = None) -> None:
-        """Heartbeat (on a connection of its own); raises RebalanceInProgressError, IllegalGenerationError,
+        """Heartbeat (on the side connection); raises RebalanceInProgressError, IllegalGenerationError,
         UnknownMemberIdError ... as the in-process coordinator does."""
         r = self.request(group_id, ApiKey.HEARTBEAT, {"group_id": group_id, "generation_id": generation_id,
                                                       "member_id": member_id, "group_instance_id": group_instance_id},
-                         lambda r: r["error_code"], heartbeat=True)
+                         lambda r: r["error_code"], side=True, retry=False)
         if r["error_code"]:
             raise error_for(r["error_code"], f"Heartbeat of {member_id} in group {group_id!r}: "
                                              f"{for_code(r['error_code']).kafka_name}")
 
     def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]]) -> list[SeglogError | None]:
-        """LeaveGroup (one request per member: versions 0-2 carry one); per member None or its error."""
+        """LeaveGroup (one request per member: versions 0-2 carry one); per member None or its error. Sent on
+        the side connection: a member leaving while its JoinGroup waits leaves at once (the coordinator then
+        answers that JoinGroup with UNKNOWN_MEMBER_ID)."""
         out: list[SeglogError | None] = []
         for member_id, _instance_id in members:
             r = self.request(group_id, ApiKey.LEAVE_GROUP, {"group_id": group_id, "member_id": member_id},
-                             lambda r: r["error_code"])
+                             lambda r: r["error_code"], side=True)
             code = r["error_code"]
             if code and code not in MEMBER_ERRORS:
                 raise error_for(code, f"LeaveGroup of group {group_id!r}: {for_code(code).kafka_name}")
@@ -1098,7 +1102,7 @@ class RemoteGroupCoordinator:
 
     def close(self) -> None:
         with self._lock:
-            conns, self._heartbeat_conns = list(self._heartbeat_conns.values()), {}
+            conns, self._side_conns = list(self._side_conns.values()), {}
         for c in conns:
             c.close()
 

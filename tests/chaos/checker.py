@@ -23,6 +23,7 @@ acknowledgement, from the last ack before the fault began to the next fault (or 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -217,10 +218,10 @@ def unavailability(events) -> list[dict]:
         e_ = starts[i + 1]["t"] if i + 1 < len(starts) else stop
         worst, worst_p = 0.0, None
         for p, ts in acks.items():
-            before = [t for t in ts if t < s]
-            prev = before[-1] if before else s
+            first = bisect_left(ts, s)
+            prev = ts[first - 1] if first else s
             longest = 0.0
-            for t in ts[len(before):]:
+            for t in ts[first:]:
                 if t > e_:
                     break
                 longest = max(longest, t - prev)

@@ -126,6 +126,37 @@ def test_a_bad_frame_is_one_log_line_naming_the_client(seglog_broker, caplog):
     assert record.exc_info is None                       # one line: no traceback
 
 
+def test_a_corrupt_stored_batch_is_an_error_line_and_a_metric(start_broker, tmp_path, caplog):
+    """A fetch meeting a batch damaged on disk (found after a restart: the segment's verified prefix is gone) is
+    answered CORRUPT_MESSAGE and is loud: an ERROR line naming the file, the offset read and the position of
+    the damage, and the partition's corrupt_batches metric."""
+    caplog.set_level(logging.INFO, logger="seglog")
+    b = start_broker(data_dir=tmp_path / "data")
+    b.node.create_topic("dmg", 1)
+    with RawConnection(address(b)) as c:
+        for i in range(3):
+            r = c.request(ApiKey.PRODUCE, 8, produce_body("dmg", 0, record_batch([(1, b"k", b"v%d" % i, [])])))
+            assert one(r)["error_code"] == NO_ERROR
+    path = os.path.join(b.node.partition("dmg", 0).log.path, "00000000000000000000.log")
+    b.stop()
+    with open(path, "r+b") as f:                                      # flip a byte inside the second batch
+        f.seek(8)
+        position = 12 + struct.unpack(">i", f.read(4))[0]
+        f.seek(position + 40)
+        byte = f.read(1)
+        f.seek(position + 40)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    b = start_broker(data_dir=tmp_path / "data")
+    with RawConnection(address(b)) as c:
+        r = c.request(ApiKey.FETCH, 11, fetch_body("dmg", 0, 1))
+        assert one(r, "responses", "partitions")["error_code"] == CORRUPT_MESSAGE
+    errors = [rec for rec in caplog.records if rec.levelno == logging.ERROR and "corrupt batch" in rec.getMessage()]
+    assert errors, [rec.getMessage() for rec in caplog.records]
+    msg = errors[0].getMessage()
+    assert path in msg and "offset 1" in msg and f"position {position}" in msg, msg
+    assert b.metrics()["corrupt_batches"] == {"dmg-0": 1}
+
+
 def test_frame_cut_short_by_the_client(seglog_broker):
     with RawConnection(address(seglog_broker)) as c:
         header, frame = c.frame(ApiKey.METADATA, 8, {"topics": None})
@@ -624,6 +655,94 @@ def test_a_thousand_idle_connections_cost_little(broker_process):
         for c in conns:
             c.close()
     assert b.stop() == 0
+
+
+def _bomb(codec: str, inflated_mib: int) -> bytes:
+    """A valid batch (CRC and all) of one record of zeros that inflates to inflated_mib MiB."""
+    from seglog import _engine
+    w = _engine.BatchWriter(next_offset=0, compression=codec, batch_bytes=1 << 62, max_record_bytes=1 << 62)
+    w.add(bytes(inflated_mib << 20))
+    w.finish()
+    return bytes(w.take())
+
+
+def test_decompression_bombs_of_every_codec_leave_broker_memory_bounded(broker_process):
+    """A produce request is bounded in memory whatever its batches inflate to: the frame (socket.request.max.bytes)
+    plus one batch inflated to at most 32 x max.message.bytes at a time (32 MiB by default). Bombs a few KB
+    long that inflate to 200-300 MiB are refused with MESSAGE_TOO_LARGE; snappy cannot inflate more than ~21x,
+    so its densest batch under max.message.bytes is stored. The broker's peak RSS (VmHWM) is what is measured:
+    about +64 MiB (one inflation buffer at a time, plus what the allocator keeps of earlier ones in the disk
+    threads' arenas), against 300-600 MiB per bomb when inflation was unbounded."""
+    from seglog import _engine
+    limit = _engine.inflate_limit(1048588)
+    bombs = {"gzip": _bomb("gzip", 300), "lz4": _bomb("lz4", 200), "zstd": _bomb("zstd", 300),
+             "snappy": _bomb("snappy", 20)}
+    assert all(len(b) <= 1048588 for b in bombs.values()), {c: len(b) for c, b in bombs.items()}
+    b = broker_process()
+    with RawConnection((b.host, b.port), timeout=60) as c:
+        c.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "bombs", "num_partitions": 4, "replication_factor": 1,
+                                                       "assignments": [], "configs": []}],
+                                            "timeout_ms": 10000, "validate_only": False})
+        ok = record_batch([(1, b"k", b"warm", [])])
+        for codec in range(5):                                   # warm up: every codec module imported
+            warm = record_batch([(1, b"k", b"warm" * 100, [])], compression=codec)
+            assert one(c.request(ApiKey.PRODUCE, 8, produce_body("bombs", 0, warm)))["error_code"] == NO_ERROR
+        time.sleep(0.3)
+        before = b.peak_rss_bytes()
+        for codec, bomb in bombs.items():
+            r = one(c.request(ApiKey.PRODUCE, 8, produce_body("bombs", 1, bomb)))
+            assert r["error_code"] == (NO_ERROR if codec == "snappy" else MESSAGE_TOO_LARGE), (codec, r)
+        # all four in one request, one partition each: inflated one after the other, never together
+        body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": "bombs", "partition_data": [{"index": i, "records": bomb}
+                                                                   for i, bomb in enumerate(bombs.values())]}]}
+        codes = [p["error_code"] for p in c.request(ApiKey.PRODUCE, 8, body)["responses"][0]["partition_responses"]]
+        assert codes == [MESSAGE_TOO_LARGE, MESSAGE_TOO_LARGE, MESSAGE_TOO_LARGE, NO_ERROR]
+        grown = b.peak_rss_bytes() - before
+        print(f"decompression bombs (gzip 300 MiB, lz4 200 MiB, zstd 300 MiB, snappy 20 MiB inflated): broker peak "
+              f"RSS +{grown / 2**20:.1f} MiB (inflation limit {limit / 2**20:.0f} MiB)")
+        assert grown < 3 * limit, f"peak RSS grew by {grown / 2**20:.1f} MiB"
+        assert one(c.request(ApiKey.PRODUCE, 8, produce_body("bombs", 0, ok)))["error_code"] == NO_ERROR
+    assert b.stop() == 0
+
+
+def test_a_stalled_partition_fsync_does_not_block_fetches_of_another(start_broker):
+    """Appends (and their fsyncs) run on the broker's disk threads, not its event loop: while every fdatasync of
+    one partition's log stalls for 3 s, a fetch of another partition on another connection is answered at once.
+    (Not tightly timed: the bound is half the stall.)"""
+    from seglog.faults import FaultPlan
+    b = start_broker()
+    b.node.create_topic("stalled", 1, config={"flush.messages": "1"})        # every append fdatasyncs
+    b.node.create_topic("healthy", 1)
+    with RawConnection(address(b)) as c:
+        assert one(c.request(ApiKey.PRODUCE, 8, produce_body("healthy", 0, record_batch([(1, b"k", b"v", [])]))))[
+            "error_code"] == NO_ERROR
+    produced = {}
+
+    def produce_stalled():
+        with RawConnection(address(b), timeout=30) as c:
+            t = time.monotonic()
+            r = c.request(ApiKey.PRODUCE, 8, produce_body("stalled", 0, record_batch([(1, b"k", b"slow", [])]),
+                                                          timeout_ms=30000))
+            produced.update(code=one(r)["error_code"], seconds=time.monotonic() - t)
+
+    stall = 3.0
+    with FaultPlan().delay("fdatasync", stall, path="*/stalled-0/*") as plan:
+        writer = threading.Thread(target=produce_stalled)
+        writer.start()
+        deadline = time.monotonic() + 10
+        while not plan.fired and time.monotonic() < deadline:                 # the stall has begun
+            time.sleep(0.01)
+        assert plan.fired, "the stalled partition never reached its fdatasync"
+        with RawConnection(address(b), timeout=30) as c:
+            t = time.monotonic()
+            r = c.request(ApiKey.FETCH, 11, fetch_body("healthy", 0, 0))
+            fetch_seconds = time.monotonic() - t
+            p = one(r, "responses", "partitions")
+            assert p["error_code"] == NO_ERROR and p["records"]
+        writer.join()
+    assert produced["code"] == NO_ERROR and produced["seconds"] >= stall
+    assert fetch_seconds < stall / 2, f"a fetch of a healthy partition took {fetch_seconds:.2f} s during the stall"
 
 
 # -- shutdown, restart, kill -9 --------------------------------------------------------------------------------

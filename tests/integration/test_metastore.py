@@ -160,6 +160,20 @@ def test_states_record_when_they_were_written_against_broker_epochs(namespace):
     assert shrunk.written > updated.written
 
 
+def test_controlled_shutdown_requests_are_ephemeral_and_watched(namespace):
+    a, b = namespace.store(), namespace.store()
+    seen = Recorder()
+    b.watch_brokers_shutting_down(seen)
+    seen.wait_latest(lambda requests: requests == {})
+    one = a.register_broker(BrokerInfo(1, "h", 1))
+    a.request_controlled_shutdown(1, one.epoch)
+    a.request_controlled_shutdown(1, one.epoch)                      # asking again is fine
+    assert b.brokers_shutting_down() == {1: one.epoch}
+    seen.wait_latest(lambda requests: requests == {1: one.epoch})
+    a.close()                                                        # the broker stopped: the request goes
+    seen.wait_latest(lambda requests: requests == {})
+
+
 def test_closing_the_session_removes_its_registration(namespace):
     a, b = namespace.store(), namespace.store()
     a.register_broker(BrokerInfo(1, "host1", 9092))

@@ -45,13 +45,19 @@ class ReplicasThatNeverCatchUp:
         raise RequestTimedOutError(f"{part}: not replicated within {timeout_ms} ms")
 
 
+async def _inline(fn, *args):
+    """The broker's disk threads, here on the calling thread: these tests are about waiting, not I/O."""
+    return fn(*args)
+
+
 @pytest.fixture
 def handlers(tmp_path):
     node = Node(tmp_path / "d")
     node.create_topic("slow", 4)
     node.create_topic("fast", 2)
     view = ReplicasThatNeverCatchUp()
-    broker = SimpleNamespace(node=node, config=node.config, view=view, metrics=Metrics())
+    broker = SimpleNamespace(node=node, config=node.config, view=view, metrics=Metrics(),
+                             on_disk=_inline, append_on_disk=lambda topic, index, fn, *args: _inline(fn, *args))
     yield Handlers(broker)
     node.close()
 

@@ -172,3 +172,24 @@ def test_the_report_names_each_violation(broken):
                            "value": "x"})
     text = format_report(check(events))
     assert f"[{broken}]" in text and "violations: 0" not in text
+
+
+def test_the_command_checks_a_recorded_history(tmp_path):
+    """``python -m tests.chaos --check history.jsonl``: exit 0 and the summary for a clean history, 1 and the
+    violation for a broken one."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for name, events, code in (("clean", clean_history(), 0), ("lost", clean_history(), 1)):
+        if name == "lost":
+            final_of(events, 1)["records"] = [[0, "b-0"]]
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(e) + "\n" for e in events))
+        res = subprocess.run([sys.executable, "-m", "tests.chaos", "--check", str(path)], cwd=root,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == code, res.stdout + res.stderr
+        assert ("[lost] b-1 acknowledged at 1:1" in res.stdout) == (name == "lost")
+        assert "kill_fast" in res.stdout

@@ -88,6 +88,15 @@ def test_reconcile_moves_leadership_off_a_broker_that_restarted():
         s.close()
 
 
+def test_a_broker_in_controlled_shutdown_hands_over_leadership_and_leaves_the_isr():
+    d = desired(state(1, 4, [1, 2, 3]), (1, 2, 3), {1, 2, 3}, False, False, shutting={1})
+    assert (d.leader, d.leader_epoch, set(d.isr)) == (2, 5, {2, 3})
+    d = desired(state(1, 4, [1, 2, 3]), (1, 2, 3), {1, 2, 3}, False, False, shutting={2})
+    assert (d.leader, d.leader_epoch, set(d.isr)) == (1, 4, {1, 3})
+    assert desired(state(1, 4, [1]), (1, 2, 3), {1, 2, 3}, False, False, shutting={1}) is None   # nobody else
+    assert desired(state(2, 5, [2, 3]), (1, 2, 3), {1, 2, 3}, False, True, shutting={1}) is None  # not preferred now
+
+
 def test_reconcile_creates_states_and_fails_over():
     cluster = MemoryCluster()
     stores = {i: MemoryMetadataStore(cluster) for i in (1, 2, 3)}

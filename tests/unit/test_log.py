@@ -524,3 +524,37 @@ def test_truncation_rewinds_producer_state(tmp_path):
         log.truncate_to(6)                                          # batches with sequences 6.. are gone
         assert log.end_offset == 6
         assert log.append_raw(idempotent_batch(9, 0, 6)) == 6       # accepted again, not a duplicate
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_reopening_with_less_data_than_the_checkpoint_promises_is_reported(tmp_path, caplog, clean):
+    """Deleted .log files (or damage cut at recovery) leave fewer offsets than the state checkpoint vouched for:
+    Log.recovery says how many are lost and a WARNING names the directory, after a clean shutdown or a crash."""
+    cfg = LogConfig(segment_bytes=4096)
+    log = Log(tmp_path / "t-0", cfg)
+    log.append_batch([b"x" * 100] * 200)
+    log.high_watermark = 200
+    if clean:
+        log.close()
+    else:
+        log.flush()
+        log._write_state()                     # the checkpoint as the periodic flush writes it
+    for name in os.listdir(tmp_path / "t-0"):
+        if name.endswith(".log"):
+            os.unlink(tmp_path / "t-0" / name)
+    if not clean:
+        log._release_dir_lock()                # "crash": the object is abandoned without close()
+    caplog.set_level("WARNING", logger="seglog.log")
+    with Log(tmp_path / "t-0", cfg) as again:
+        assert again.end_offset == 0
+        assert (again.recovery.promised_end_offset, again.recovery.lost_offsets) == (200, 200)
+    [warning] = [r for r in caplog.records if "offsets are lost" in r.getMessage()]
+    assert warning.levelname == "WARNING" and str(tmp_path / "t-0") in warning.getMessage()
+
+
+def test_a_complete_log_reports_no_loss(tmp_path):
+    with Log(tmp_path / "t-0") as log:
+        log.append_batch([b"x"] * 10)
+        log.high_watermark = 10
+    with Log(tmp_path / "t-0") as again:
+        assert (again.recovery.promised_end_offset, again.recovery.lost_offsets) == (10, 0)

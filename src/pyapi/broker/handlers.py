@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import errors
@@ -35,6 +37,11 @@ MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_DEFAULT = 1, 4, 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3          # IncrementalAlterConfigs operations
+# Threads for group coordinator calls that may wait for an offsets write's replication (up to its 30 s timeout
+# with a follower gone): JoinGroup, SyncGroup, LeaveGroup, OffsetCommit, DeleteGroups. They never run on the
+# event loop (the followers' fetches that acknowledge the write are served there) and have threads of their
+# own, so waiting commits hold up neither the loop nor the other requests' off-loop calls.
+GROUP_THREADS = 16
 LIST_CONFIGS = frozenset(f.metadata["key"].kafka for f in dataclasses.fields(LogConfig)
                          if f.metadata["key"].kind == "list")
 
@@ -61,6 +68,11 @@ class Handlers:
         self.broker = broker
         self.node = broker.node
         self.config = broker.config
+        self._group_pool = ThreadPoolExecutor(GROUP_THREADS, thread_name_prefix="seglog-group-call")
+
+    def close(self) -> None:
+        """Stop the group call threads (calls still queued are dropped; their connections are closing)."""
+        self._group_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- ApiVersions, Metadata ---------------------------------------------------------------------------------
 
@@ -105,19 +117,27 @@ class Handlers:
         else:
             err = 0
         deadline = time.monotonic() + max(body["timeout_ms"], 0) / 1000
-        responses, waits = [], []
+        responses, appends = [], []
         for topic in body["topic_data"]:
             parts = []
             for pd in topic["partition_data"]:
-                out, wait = self._append_one(topic["name"], pd["index"], pd["records"], acks, err)
-                parts.append(out)
+                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err))
+            responses.append({"name": topic["name"], "partition_responses": parts})
+        # one partition after the other, on the disk threads: a request inflates one batch at a time
+        done = [await append for append in appends]
+        waits = []
+        i = 0
+        for topic, response in zip(body["topic_data"], responses):
+            for _ in topic["partition_data"]:
+                out, wait = done[i]
+                i += 1
+                response["partition_responses"].append(out)
                 if wait is None:
                     continue
                 if acks == -1:
                     waits.append(self._await_acks(out, *wait, acks, deadline))
                 else:                                    # acks 0/1: the leader's append is all there is
                     self._acked(out, *wait)
-            responses.append({"name": topic["name"], "partition_responses": parts})
         if len(waits) == 1:
             await waits[0]
         elif waits:
@@ -130,7 +150,7 @@ class Handlers:
             return None
         return {"responses": responses}
 
-    def _append_one(self, topic: str, index: int, records, acks: int, err: int):
+    async def _append_one(self, topic: str, index: int, records, acks: int, err: int):
         """(the partition's response entry, (partition, last offset, start time) to wait for, or None)."""
         out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
         if err:
@@ -144,7 +164,7 @@ class Handlers:
             self.broker.view.check_produce(topic, index, acks)
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
-            base, last, append_time = part.append(records, acks)
+            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks)
             out.update(base_offset=base, log_append_time_ms=append_time)
             return out, (part, last, t0)
         except SeglogError as e:
@@ -177,7 +197,10 @@ class Handlers:
         wanted = [(t["topic"], p) for t in body["topics"] for p in t["partitions"]]
         while True:
             version = self.broker.data_version()
-            responses, total, failed = self._read_partitions(wanted, body["max_bytes"], replica, body["replica_id"])
+            responses, total, failed, corrupt = await self.broker.on_disk(
+                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"])
+            for topic, index in corrupt:                    # the Log logged each (file, offset, position)
+                self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
             if total >= min_bytes or failed or left <= 0:
                 return {"error_code": 0, "session_id": 0, "responses": responses}
@@ -186,10 +209,13 @@ class Handlers:
             self.broker.note_wait(time.monotonic() - started)
 
     def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int):
+        """(responses, bytes read, whether a partition failed, [(topic, partition) that met a corrupt batch]);
+        runs on a disk thread."""
         by_topic: dict[str, list] = {}
         order: list[str] = []
         total = 0
         failed = False
+        corrupt = []
         for topic, p in wanted:
             if topic not in by_topic:
                 by_topic[topic] = []
@@ -215,9 +241,11 @@ class Handlers:
                 entry.update(error_code=e.code, high_watermark=e.end, log_start_offset=e.start)
                 failed = True
             except SeglogError as e:
+                if isinstance(e, errors.CorruptRecordError):
+                    corrupt.append((topic, p["partition"]))
                 entry["error_code"] = _err(e)
                 failed = True
-        return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed
+        return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed, corrupt
 
     # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------------------------
 
@@ -238,7 +266,7 @@ class Handlers:
                     elif ts < 0:
                         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
                     else:
-                        found = part.log.offset_for_timestamp(ts)
+                        found = await self.broker.on_disk(part.log.offset_for_timestamp, ts)   # index reads
                         if found is not None and found.offset < part.high_watermark:
                             out.update(offset=found.offset, timestamp=found.timestamp)
                     out["leader_epoch"] = part.log.leader_epoch
@@ -293,17 +321,37 @@ class Handlers:
         self.broker.view.check_coordinator(group_id)
         return self.node.group_coordinator
 
+    async def _group_call(self, fn, *args, **kwargs):
+        """A group coordinator call that may wait for an offsets write, on the group threads (GROUP_THREADS)."""
+        return await asyncio.get_running_loop().run_in_executor(self._group_pool,
+                                                                functools.partial(fn, *args, **kwargs))
+
     async def handle_join_group(self, header, body):
+        """JoinGroup: answered when the rebalance completes. If the client closes its connection meanwhile
+        (killed, interrupted), the coordinator is told (abandon_join): the answer could never reach it, and
+        the rebalance must not wait for it."""
         v = header.api_version
+        gid = body["group_id"]
         try:
-            coord = await _off_loop(self._coordinator, body["group_id"])
-            fut = coord.join_group(
-                body["group_id"], body["member_id"], body["protocol_type"],
+            coord = await _off_loop(self._coordinator, gid)
+            fut = await self._group_call(
+                coord.join_group, gid, body["member_id"], body["protocol_type"],
                 [(p["name"], bytes(p["metadata"])) for p in body["protocols"]], body["session_timeout_ms"],
                 body["rebalance_timeout_ms"] if v >= 1 else None, group_instance_id=body["group_instance_id"],
                 client_id=header.client_id or "", client_host=self.broker.current_peer_host(),
                 require_known_member_id=v >= 4)
-            r = await asyncio.wrap_future(fut)
+            answer = asyncio.wrap_future(fut)
+            if not fut.done():
+                gone = asyncio.ensure_future(self.broker.client_gone().wait())
+                try:
+                    await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    gone.cancel()
+                if not answer.done():
+                    answer.cancel()
+                    await self._group_call(coord.abandon_join, gid, fut)
+                    return None                       # nobody to answer: the connection is closing
+            r = await answer
         except errors.MemberIdRequiredError as e:
             return {"error_code": e.code, "member_id": e.member_id, "protocol_name": "", "leader": ""}
         except SeglogError as e:
@@ -316,9 +364,10 @@ class Handlers:
     async def handle_sync_group(self, header, body):
         try:
             coord = await _off_loop(self._coordinator, body["group_id"])
-            fut = await _off_loop(coord.sync_group, body["group_id"], body["generation_id"], body["member_id"],
-                                  {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
-                                  group_instance_id=body["group_instance_id"])
+            fut = await self._group_call(
+                coord.sync_group, body["group_id"], body["generation_id"], body["member_id"],
+                {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
+                group_instance_id=body["group_instance_id"])
             r = await asyncio.wrap_future(fut)
         except SeglogError as e:
             return {"error_code": _err(e), "assignment": b""}
@@ -336,7 +385,7 @@ class Handlers:
     async def handle_leave_group(self, header, body):
         try:
             coord = await _off_loop(self._coordinator, body["group_id"])
-            [err] = await _off_loop(coord.leave_group, body["group_id"], [(body["member_id"], None)])
+            [err] = await self._group_call(coord.leave_group, body["group_id"], [(body["member_id"], None)])
         except SeglogError as e:
             err = e
         return {"error_code": 0 if err is None else _err(err)}
@@ -352,7 +401,7 @@ class Handlers:
                                                 p["committed_metadata"] or "", now)
         try:
             coord = await _off_loop(self._coordinator, body["group_id"])
-            errs = await _off_loop(coord.commit_offsets, body["group_id"], offsets,
+            errs = await self._group_call(coord.commit_offsets, body["group_id"], offsets,
                                    body["generation_id_or_member_epoch"], body["member_id"],
                                    group_instance_id=body["group_instance_id"])
             codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()}
@@ -426,7 +475,7 @@ class Handlers:
         coordinates it, else the coordinator's answer: deleted with its offsets, GROUP_ID_NOT_FOUND, or
         NON_EMPTY_GROUP while it has members. (Kafka's INVALID_GROUP_ID is for a null id, which v0-1 cannot
         carry: such a request fails to decode.)"""
-        results = await _off_loop(self._delete_groups, list(dict.fromkeys(body["groups_names"])))
+        results = await self._group_call(self._delete_groups, list(dict.fromkeys(body["groups_names"])))
         return {"results": [{"group_id": g, "error_code": 0 if e is None else _err(e)} for g, e in results.items()]}
 
     def _delete_groups(self, group_ids: list[str]) -> dict[str, SeglogError | None]:
@@ -465,7 +514,7 @@ class Handlers:
                 partitions = None if t["num_partitions"] == -1 else t["num_partitions"]
                 rf = None if t["replication_factor"] == -1 else t["replication_factor"]
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
-                                validate_only=body["validate_only"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
                 results.append({"name": name, "error_code": 0, "error_message": None})
             except SeglogError as e:
                 results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
@@ -497,7 +546,7 @@ class Handlers:
                 if t["assignments"]:
                     raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
                 await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
-                                validate_only=body["validate_only"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
                 out.append({"name": t["name"], "error_code": 0, "error_message": None})
             except SeglogError as e:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})

@@ -86,7 +86,9 @@ class LocalView:
         """Raise NotCoordinatorError unless this broker coordinates the group (a lone broker does all)."""
 
     def create_topic(self, name: str, partitions: int | None, configs: dict, replication_factor: int | None,
-                     validate_only: bool = False) -> None:
+                     validate_only: bool = False, timeout_ms: int = 0) -> None:
+        """Create the topic (at once: ``timeout_ms``, how long a cluster waits for leaders, has nothing to wait
+        for here)."""
         if validate_only:
             validate_topic_name(name)
             if name in self.node.topics(include_internal=True):
@@ -109,7 +111,7 @@ class LocalView:
         self.node.alter_topic_config(name, overrides, [k for k in old if k not in overrides],
                                      validate_only=validate_only)
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def create_partitions(self, name: str, count: int, validate_only: bool = False, timeout_ms: int = 0) -> None:
         info = self.node.topic(name)
         if validate_only:
             if count <= info.partitions:

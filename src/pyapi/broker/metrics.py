@@ -8,6 +8,8 @@ Readable as a dict (``Broker.metrics.snapshot()``), and over HTTP when the broke
   time on it: a Fetch's long-poll wait (for ``min_bytes``, up to ``max_wait_ms``) is left out and reported
   as its own kind, ``fetch_wait`` (Kafka splits its request time the same way). ``produce_append`` is the
   append plus the acks wait of one partition.
+- ``corrupt_batches``: per partition, fetches answered CORRUPT_MESSAGE because a stored batch failed its checks
+  (each also logs an ERROR naming file, offset and position).
 - Rates (``requests_per_s``, ``bytes_in_per_s``, ``bytes_out_per_s``) are over the last RATE_WINDOW_S
   seconds (or the uptime, when shorter), not lifetime averages.
 
@@ -45,6 +47,7 @@ class Metrics:
         self.connections_open = 0
         self.connections_total = 0
         self.connection_errors = 0
+        self.corrupt_batches: dict[str, int] = {}   # "topic-partition" -> fetches that met a corrupt batch
         self._buckets: deque = deque()          # [second, requests, bytes in, bytes out], oldest first
 
     def request(self, api: str, seconds: float, bytes_in: int, bytes_out: int) -> None:
@@ -62,6 +65,10 @@ class Metrics:
         last[1] += 1
         last[2] += bytes_in
         last[3] += bytes_out
+
+    def corrupt_batch(self, topic: str, partition: int) -> None:
+        key = f"{topic}-{partition}"
+        self.corrupt_batches[key] = self.corrupt_batches.get(key, 0) + 1
 
     def observe(self, name: str, seconds: float) -> None:
         d = self.latency.get(name)
@@ -97,7 +104,8 @@ class Metrics:
                 "requests": dict(self.requests), "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
                 "bytes_in_per_s": in_rate, "bytes_out_per_s": out_rate,
                 "connections_open": self.connections_open, "connections_total": self.connections_total,
-                "connection_errors": self.connection_errors, "latency": lat}
+                "connection_errors": self.connection_errors, "corrupt_batches": dict(self.corrupt_batches),
+                "latency": lat}
 
     def prometheus(self) -> str:
         s = self.snapshot()
@@ -128,6 +136,9 @@ class Metrics:
                [f"seglog_connections_total {s['connections_total']}"])
         metric("seglog_connection_errors_total", "counter", "Connections closed or lost because of an error.",
                [f"seglog_connection_errors_total {s['connection_errors']}"])
+        metric("seglog_corrupt_batches_total", "counter", "Fetches that met a stored batch failing its checks "
+               "(answered CORRUPT_MESSAGE), per partition.",
+               [f'seglog_corrupt_batches_total{{partition="{tp}"}} {n}' for tp, n in sorted(s["corrupt_batches"].items())])
         samples = []
         for name, q in sorted(s["latency"].items()):
             samples.append(f'seglog_latency_seconds{{kind="{name}",quantile="0.5"}} {q["p50_ms"] / 1e3:.6f}')

@@ -6,6 +6,18 @@ checked against socket.request.max.bytes before anything is allocated; a frame t
 unsupported API, closes that connection (with one log line naming the client) and the broker keeps serving
 the others. An unsupported ApiVersions version gets Kafka's v0 fallback answer instead.
 
+Disk work never runs on the event loop: appends (validation, decompression, writes, and at a roll fsync,
+producer-state snapshot and checkpoint), fetch reads (CRC checks, index rebuilds) and offset lookups run on a
+pool of ``num.io.threads`` threads (Kafka's name for its request handler threads, default 8), so a partition
+whose disk stalls holds one thread and its own requests, never the loop or other partitions. Appends to one
+partition run one at a time in arrival order (a per-partition asyncio lock, FIFO), reads run concurrently.
+
+Memory per request: the frame (at most socket.request.max.bytes, 100 MiB by default, checked before it is
+read), its records left as views of it, plus for each partition's batch, one after the other, its inflated
+records (at most 32 x max.message.bytes: seglog._engine.inflate_limit) and one copy of the batch (at most
+max.message.bytes). A connection is served one request at a time, so this is also the bound per connection;
+at most num.io.threads batches are inflated at once in the whole broker.
+
 Fetch responses carry record batches as views of the mapped segments; a large one is written with
 ``loop.sendfile`` straight from the segment file (no copy through user space). Fetches wait (long poll) for
 ``min_bytes`` up to ``max_wait_ms``; appends from any thread wake them through a node listener.
@@ -14,6 +26,7 @@ Fetch responses carry record batches as views of the mapped segments; a large on
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import logging
 import os
@@ -33,7 +46,25 @@ log = logging.getLogger("seglog.broker")
 SENDFILE_MIN_BYTES = 64 * 1024
 _peer_host: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", default="")
 _waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited", default=0.0)
+_client_gone: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("client_gone", default=None)
 _API_NAMES = {k: k.name.lower() for k in ApiKey}
+
+
+class _ClientReader(asyncio.StreamReader):
+    """A connection's reader that also tells when the client closed its end (``gone``), without reading ahead:
+    a handler waiting for a delayed answer (JoinGroup) learns its client went away."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gone = asyncio.Event()
+
+    def feed_eof(self) -> None:
+        super().feed_eof()
+        self.gone.set()
+
+    def set_exception(self, exc) -> None:
+        super().set_exception(exc)
+        self.gone.set()
 
 
 class FileChunk:
@@ -83,13 +114,22 @@ class Broker:
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._stopped = False
+        self._disk = concurrent.futures.ThreadPoolExecutor(config.num_io_threads, thread_name_prefix="seglog-io")
+        self._append_locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._serve_connection, self.host or None, self.port,
-                                                  reuse_address=True, limit=1 << 20)
+        loop = self._loop
+
+        def connection():              # asyncio.start_server's factory, with a reader that reports EOF
+            return asyncio.StreamReaderProtocol(_ClientReader(limit=1 << 20, loop=loop), self._serve_connection,
+                                                loop=loop)
+        # bound now (a taken port fails fast, and the port is known to register), accepting connections only
+        # once the broker can answer them: in a cluster, after it registered and knows brokers, controller, topics
+        self._server = await loop.create_server(connection, self.host or None, self.port, reuse_address=True,
+                                                start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.metadata_store is None:
             self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port)
@@ -100,6 +140,7 @@ class Broker:
             self.view = self.member.view
             await self._loop.run_in_executor(None, self.member.start)
         self.node.add_listener(self._on_append)
+        await self._server.start_serving()
         if self.metrics_port is not None:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.host or None,
                                                               self.metrics_port)
@@ -115,10 +156,13 @@ class Broker:
         return self.host
 
     async def stop(self) -> None:
-        """Stop accepting, close every connection, close the node. Idempotent."""
+        """In a cluster, a controlled shutdown first (ClusterMember.controlled_shutdown); then stop accepting,
+        close every connection, close the node. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        if self.member is not None:             # still serving: clients move with the leaderships it hands over
+            await self._loop.run_in_executor(None, self.member.controlled_shutdown)
         self.node.remove_listener(self._on_append)
         for server in (self._server, self._metrics_server):
             if server is not None:
@@ -132,6 +176,8 @@ class Broker:
                 await server.wait_closed()
         if self.member is not None:
             await self._loop.run_in_executor(None, self.member.close)
+        self.handlers.close()
+        self._disk.shutdown(wait=True)
         self.node.close()
         log.info("broker %d stopped", self.config.broker_id)
 
@@ -141,6 +187,7 @@ class Broker:
         peer = writer.get_extra_info("peername")
         who = f"{peer[0]}:{peer[1]}" if peer else "unknown client"
         _peer_host.set(peer[0] if peer else "")
+        _client_gone.set(reader.gone)
         m = self.metrics
         m.connections_open += 1
         m.connections_total += 1
@@ -244,11 +291,29 @@ class Broker:
         host = _peer_host.get()
         return f"/{host}" if host else ""
 
+    def client_gone(self) -> asyncio.Event:
+        """Set once the client of the request being handled closed its connection."""
+        return _client_gone.get() or asyncio.Event()
+
     def note_wait(self, seconds: float) -> None:
         """A handler spent `seconds` waiting for data (a long poll): kept out of the request's latency."""
         _waited.set(_waited.get() + seconds)
 
-    # -- long polls -------------------------------------------------------------------------------------------
+    # -- disk work ------------------------------------------------------------------------------------------------
+
+    async def on_disk(self, fn, *args):
+        """fn(*args) on the disk threads (see the module docstring)."""
+        return await self._loop.run_in_executor(self._disk, fn, *args)
+
+    async def append_on_disk(self, topic: str, index: int, fn, *args):
+        """fn(*args) on the disk threads, after every earlier append_on_disk of the same partition."""
+        lock = self._append_locks.get((topic, index))
+        if lock is None:
+            lock = self._append_locks[(topic, index)] = asyncio.Lock()
+        async with lock:
+            return await self._loop.run_in_executor(self._disk, fn, *args)
+
+        # -- long polls -------------------------------------------------------------------------------------------
 
     def data_version(self) -> int:
         return self.node.data_version()

@@ -23,7 +23,7 @@ import sys
 from .. import __version__
 from ..errors import SeglogError
 from . import console, demo, dumplog, groups, servers, topics
-from .common import CliError, Parser
+from .common import CliError, Parser, interrupt_status, raise_on_sigterm
 
 COMMANDS = (topics, console, groups, demo, dumplog, servers)
 """The modules whose register(subparsers) make up the command, in --help order."""
@@ -40,14 +40,15 @@ def build_parser() -> Parser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    raise_on_sigterm()
     try:
         return args.func(args)
     except CliError as e:
         return _fail(args, str(e), e.status)
     except SeglogError as e:
         return _fail(args, str(e), 1)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:
+        return interrupt_status(e)
     except BrokenPipeError:
         _silence_stdout()
         return 0

@@ -4,8 +4,30 @@ arguments, number parsing and Kafka-style text tables."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Iterable, Sequence
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so a command stops the same way
+    (``seglog consume`` commits and leaves its group) and exits 128 + 15, as a process killed by it would
+    report. A KeyboardInterrupt without ``status`` (Ctrl-C) exits 130."""
+
+    status = 128 + signal.SIGTERM
+
+
+def interrupt_status(exc: KeyboardInterrupt) -> int:
+    """The exit status of a command stopped by ``exc``: 143 for SIGTERM, 130 for SIGINT."""
+    return getattr(exc, "status", 128 + signal.SIGINT)
+
+
+def raise_on_sigterm() -> None:
+    """Make SIGTERM raise :class:`Interrupted` in the main thread (commands that serve, broker and zookeeper,
+    install handlers of their own)."""
+    def interrupted(signum, frame):
+        raise Interrupted()
+    signal.signal(signal.SIGTERM, interrupted)
 
 
 class CliError(Exception):

@@ -14,8 +14,8 @@ import time
 
 from ..errors import SeglogError, UnknownTopicOrPartitionError
 from .connect import connect
-from .common import (CliError, UsageError, add_target, boolean, check_known, err, key_values, non_negative,
-                     positive)
+from .common import (CliError, UsageError, add_target, boolean, check_known, err, interrupt_status, key_values,
+                     non_negative, positive)
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
@@ -313,7 +313,7 @@ def cmd_consume(args) -> int:
             else:
                 parts = [args.partition] if args.partition is not None else [p.partition for p in desc.partitions]
                 _position(admin, consumer, [(args.topic, p) for p in parts], offset, args.from_beginning)
-            count, interrupted = _consume_loop(admin, consumer, formatter, args)
+            count, stopped = _consume_loop(admin, consumer, formatter, args)
             if group:
                 # Kafka's consumer has a position for every assigned partition once it polled, so its commit
                 # covers partitions nothing was read from; resolve them too, or the next run would start
@@ -323,7 +323,7 @@ def cmd_consume(args) -> int:
         finally:
             consumer.close()
     err(f"Processed a total of {count} messages")
-    return 130 if interrupted else 0
+    return 0 if stopped is None else interrupt_status(stopped)
 
 
 def _position(admin, consumer, tps, offset, from_beginning) -> None:
@@ -342,8 +342,9 @@ def _position(admin, consumer, tps, offset, from_beginning) -> None:
             consumer.seek(tp, offset)
 
 
-def _consume_loop(admin, consumer, formatter: MessageFormatter, args) -> tuple[int, bool]:
-    """Print records until a stop condition; returns (records printed, whether Ctrl-C stopped it)."""
+def _consume_loop(admin, consumer, formatter: MessageFormatter, args) -> tuple[int, KeyboardInterrupt | None]:
+    """Print records until a stop condition; returns (records printed, the interrupt that stopped it: Ctrl-C
+    or SIGTERM, or None)."""
     out = sys.stdout.buffer
     count = 0
     idle = None if args.timeout_ms is None else args.timeout_ms / 1000
@@ -366,9 +367,9 @@ def _consume_loop(admin, consumer, formatter: MessageFormatter, args) -> tuple[i
                 break
             if idle is not None and time.monotonic() - last >= idle:
                 break
-    except KeyboardInterrupt:
-        return count, True
-    return count, False
+    except KeyboardInterrupt as e:
+        return count, e
+    return count, None
 
 
 def _caught_up(admin, consumer) -> bool:

@@ -14,6 +14,9 @@ pass), and every ``leader_imbalance_check_interval`` for preferred leaders:
   moves to another in-sync replica with a new leader epoch; if it was the only in-sync replica it leads
   again, in a new epoch. It rejoins the ISR by catching up, and the preferred-leader check gives leadership
   back;
+- a broker in controlled shutdown (it asked, for its current broker epoch, before stopping) leaves every ISR
+  and hands its leaderships to other in-sync replicas with new leader epochs, so its stop interrupts
+  nothing; a partition with no other in-sync replica stays with it (Kafka's controlled shutdown too);
 - with auto.leader.rebalance.enable, leadership returns to the preferred replica once it is in the ISR;
 - topics queued for deletion are removed.
 
@@ -110,6 +113,8 @@ class Controller:
         store, lease = self.store, self.lease
         brokers = store.list_brokers()
         live = set(brokers)
+        shutting = {b for b, epoch in store.brokers_shutting_down().items()
+                    if b in brokers and brokers[b].epoch == epoch}
         marked = set(store.topics_marked_for_deletion())
         for topic in store.list_topics():
             if topic in marked:
@@ -133,7 +138,8 @@ class Controller:
                 replicas = assignment.partitions.get(p)
                 if replicas is None:
                     continue
-                desired = self.desired(st, replicas, live, unclean, rebalance, restarted_members(st, brokers))
+                desired = self.desired(st, replicas, live, unclean, rebalance, restarted_members(st, brokers),
+                                       shutting)
                 if desired is not None:
                     self._write(topic, p, st, desired)
 
@@ -146,16 +152,19 @@ class Controller:
 
     @staticmethod
     def desired(st: PartitionState, replicas, live, unclean: bool, rebalance: bool,
-                restarted=frozenset()) -> PartitionState | None:
+                restarted=frozenset(), shutting=frozenset()) -> PartitionState | None:
         """The state a partition should have now, or None if it should stay as it is. ``restarted``: ISR
-        members that bounced since `st` was written (they leave the ISR; one leads only if no other can)."""
-        isr = tuple(r for r in st.isr if r in live and r not in restarted)
+        members that bounced since `st` was written (they leave the ISR; one leads only if no other can);
+        ``shutting``: brokers in controlled shutdown (they leave the ISR and lead only if no other can)."""
+        isr = tuple(r for r in st.isr if r in live and r not in restarted and r not in shutting)
         leader, epoch = st.leader, st.leader_epoch
-        if leader == NO_LEADER or leader not in live or leader in restarted:
+        if leader in shutting and leader in live and leader not in restarted and not isr:
+            isr = tuple(r for r in st.isr if r in live and r not in restarted)   # nobody to take over: it stays
+        elif leader == NO_LEADER or leader not in live or leader in restarted or leader in shutting:
             candidates = ([r for r in replicas if r in isr]
                           or [r for r in replicas if r in st.isr and r in restarted])   # the last in-sync ones
             if not candidates and (not st.isr or unclean):
-                candidates = [r for r in replicas if r in live]       # brand new, or unclean election allowed
+                candidates = [r for r in replicas if r in live and r not in shutting]   # new, or unclean
                 isr = tuple(candidates[:1])
             if candidates:
                 leader, epoch = candidates[0], epoch + 1

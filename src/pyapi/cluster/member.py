@@ -35,7 +35,8 @@ from .placement import assign_replicas
 log = logging.getLogger("seglog.cluster")
 
 PRODUCER_ID_BLOCK = 1000
-CREATE_WAIT_S = 10.0
+CREATE_TIMEOUT_MS = 10_000
+"""How long an auto-created topic (or an in-process caller) waits for its partitions' leaders."""
 OFFSETS_WARNING_INTERVAL_S = 60.0
 """While __consumer_offsets cannot be created (too few live brokers), the warning is logged once per this."""
 
@@ -53,7 +54,9 @@ class ClusterMember:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.controller_id: int | None = None
         self.controller: Controller | None = None
+        self.shutting_down: dict[int, int] = {}       # brokers in controlled shutdown -> their broker epochs
         self._watches: dict[str, list] = {}
+        self._topics_known = False                     # the topics watch delivered once
         self._state_watches: dict[tuple[str, int], object] = {}
         self._lock = threading.RLock()
         self._pid_next = self._pid_end = 0
@@ -69,7 +72,28 @@ class ClusterMember:
         self.store.add_session_listener(self._on_session)
         self._register()
         self._subs = [self.store.watch_brokers(self._on_brokers), self.store.watch_topics(self._on_topics),
-                      self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions"))]
+                      self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions")),
+                      self.store.watch_brokers_shutting_down(self._on_shutting_down)]
+        self._wait_for_metadata()
+
+    def _wait_for_metadata(self) -> None:
+        """Until the watches delivered what requests need: this broker among the live ones, a live controller,
+        and every topic's assignment (the broker serves only after this, as Kafka's processes requests only
+        once started: a client must not see a cluster without brokers, controller or topics). Bounded by the
+        session timeout; a controller still missing then is logged and left to clients' retries."""
+        deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000
+
+        def ready() -> bool:
+            with self._lock:
+                return (self.broker_id in self.brokers and self.controller_id in self.brokers
+                        and self._topics_known and all(t in self.assignments for t in self._watches))
+        while not ready():
+            if time.monotonic() > deadline:
+                log.warning("broker %d: serving before it knows the whole cluster (controller %s, %d of %d "
+                            "topics)", self.broker_id, self.controller_id,
+                            sum(t in self.assignments for t in self._watches), len(self._watches))
+                return
+            time.sleep(0.01)
 
     def _adopt_cluster_id(self) -> None:
         """Every broker of a cluster reports the cluster's one id: the store's (made by the first broker to ask),
@@ -99,6 +123,45 @@ class ClusterMember:
         self.replicas.registered_epoch = registered.epoch
         log.info("broker %d registered (broker epoch %d)", self.broker_id, registered.epoch)
         self.store.elect_controller(self.broker_id, self._on_controller_change)
+
+    def controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown (controlled.shutdown.enable): stop following, ask the controller to move
+        this broker's leaderships and ISR places to the other in-sync replicas, and wait until it did (up to
+        controlled.shutdown.max.retries x controlled.shutdown.retry.backoff.ms), so stopping interrupts no
+        acks=all write. Partitions nobody else can take stay here."""
+        cfg = self.config
+        if not cfg.controlled_shutdown_enable:
+            return
+        t0 = time.monotonic()
+        self.replicas.stop_following()
+        try:
+            self.store.request_controlled_shutdown(self.broker_id, self.replicas.registered_epoch)
+        except SeglogError as e:
+            log.warning("broker %d: controlled shutdown not possible (%s); stopping", self.broker_id, e)
+            return
+        deadline = t0 + max(cfg.controlled_shutdown_max_retries, 1) * cfg.controlled_shutdown_retry_backoff_ms / 1000
+        while (remaining := self._remaining_for_shutdown()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if remaining:
+            log.warning("broker %d: controlled shutdown incomplete after %.1f s, stopping anyway; still leading or "
+                        "in the ISR of %s", self.broker_id, time.monotonic() - t0,
+                        ", ".join(f"{t}-{p}" for t, p in remaining[:10]))
+        else:
+            log.info("broker %d: controlled shutdown succeeded in %.2f s", self.broker_id, time.monotonic() - t0)
+
+    def _remaining_for_shutdown(self) -> list[tuple[str, int]]:
+        """Partitions this broker leads while another live in-sync replica could take over, or whose live
+        leader still counts this broker in its ISR."""
+        me = self.broker_id
+        with self._lock:
+            others = {b for b in self.brokers if b != me and b not in self.shutting_down}
+            return [key for key, st in self.states.items()
+                    if (st.leader == me and others & set(st.isr)) or (st.leader in others and me in st.isr)]
+
+    def _on_shutting_down(self, requests: dict[int, int]) -> None:
+        with self._lock:
+            self.shutting_down = dict(requests)
+        self._poke_controller("controlled shutdown")
 
     def close(self) -> None:
         with self._lock:
@@ -167,6 +230,7 @@ class ClusterMember:
                     self.store.watch_topic_config(t, lambda c, t=t: self._on_config(t, c))]
             with self._lock:
                 self._watches[t] = subs
+        self._topics_known = True
         self._poke_controller("topics changed")
 
     def _forget_topic(self, topic: str) -> None:
@@ -305,8 +369,8 @@ class ClusterView:
             validate_topic_name(name)
             try:
                 self.create_topic(name, None, {}, None)
-            except TopicAlreadyExistsError:
-                pass
+            except (TopicAlreadyExistsError, RequestTimedOutError):
+                pass                            # created; partitions without a leader yet say so themselves
         return self.topic_partitions(name)
 
     # -- checks on the request path ----------------------------------------------------------------------------
@@ -367,7 +431,7 @@ class ClusterView:
                     f"or lower offsets.topic.replication.factor)")
         try:
             self.create_topic(OFFSETS_TOPIC, self.m.config.offsets_topic_num_partitions,
-                              offsets_topic_config(self.m.config), rf, wait=False)
+                              offsets_topic_config(self.m.config), rf, timeout_ms=0)
         except TopicAlreadyExistsError:
             pass
         except SeglogError as e:
@@ -389,7 +453,10 @@ class ClusterView:
     # -- admin ----------------------------------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int | None, configs: dict, replication_factor: int | None,
-                     validate_only: bool = False, wait: bool = True) -> None:
+                     validate_only: bool = False, timeout_ms: int = CREATE_TIMEOUT_MS) -> None:
+        """Store the topic; then wait up to ``timeout_ms`` (CreateTopics' timeout; 0: not at all) until the
+        controller gave every partition a state, else RequestTimedOutError (the topic exists: as in Kafka, the
+        request timed out, not the creation)."""
         validate_topic_name(name)
         cfg = self.m.config
         partitions = cfg.num_partitions if partitions is None else partitions
@@ -403,14 +470,17 @@ class ClusterView:
         if validate_only:
             return
         self.m.store.create_topic(TopicAssignment(name, placement), {k: str(v) for k, v in configs.items()})
-        if wait:
-            self._wait_for_states(name, partitions)
+        self._wait_for_states(name, partitions, timeout_ms)
 
-    def _wait_for_states(self, name: str, partitions: int) -> None:
-        deadline = time.monotonic() + CREATE_WAIT_S
-        while time.monotonic() < deadline:
-            if all((name, p) in self.m.states for p in range(partitions)):
-                return
+    def _wait_for_states(self, name: str, partitions: int, timeout_ms: int) -> None:
+        """Until every partition has a state here, or RequestTimedOutError after timeout_ms (0: return now)."""
+        if timeout_ms <= 0:
+            return
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not all((name, p) in self.m.states for p in range(partitions)):
+            if time.monotonic() >= deadline:
+                raise RequestTimedOutError(f"Topic '{name}' was created, but not all its {partitions} partitions "
+                                           f"have a leader yet after {timeout_ms} ms (is a controller running?)")
             time.sleep(0.02)
 
     def delete_topic(self, name: str) -> None:
@@ -431,7 +501,8 @@ class ClusterView:
             return
         self.m.store.set_topic_config(name, {k: str(v) for k, v in overrides.items()})
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                          timeout_ms: int = CREATE_TIMEOUT_MS) -> None:
         current, _ = self.topic_partitions(name)
         if count <= current:
             raise InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than or "
@@ -442,4 +513,4 @@ class ClusterView:
         if validate_only:
             return
         self.m.store.add_partitions(name, placement)
-        self._wait_for_states(name, count)
+        self._wait_for_states(name, count, timeout_ms)

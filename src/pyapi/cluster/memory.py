@@ -32,6 +32,7 @@ class MemoryCluster:
         self.lock = threading.RLock()
         self.stores: list[MemoryMetadataStore] = []
         self.brokers: dict[int, tuple[BrokerInfo, int]] = {}     # id -> (info, owner session)
+        self.shutting_down: dict[int, tuple[int, int]] = {}      # id -> (broker epoch, owner session)
         self.controller: tuple[int, int] | None = None            # (broker id, owner session)
         self.controller_epoch = 0
         self.controller_epoch_version = 0
@@ -61,6 +62,9 @@ class MemoryCluster:
         for broker_id, (_, owner) in list(self.brokers.items()):
             if owner == session_id:
                 del self.brokers[broker_id]
+        for broker_id, (_, owner) in list(self.shutting_down.items()):
+            if owner == session_id:
+                del self.shutting_down[broker_id]
         if self.controller is not None and self.controller[1] == session_id:
             self.controller = None
 
@@ -177,6 +181,20 @@ class MemoryMetadataStore(MetadataStore):
 
     def watch_brokers(self, callback: Callable[[dict[int, BrokerInfo]], None]) -> Subscription:
         return self._watch(self.list_brokers, callback)
+
+    def request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> None:
+        with self._cluster.lock:
+            self._check_open()
+            self._cluster.shutting_down[broker_id] = (broker_epoch, self._session_id)
+            self._cluster.changed()
+
+    def brokers_shutting_down(self) -> dict[int, int]:
+        with self._cluster.lock:
+            self._check_open()
+            return {b: epoch for b, (epoch, _) in sorted(self._cluster.shutting_down.items())}
+
+    def watch_brokers_shutting_down(self, callback: Callable[[dict[int, int]], None]) -> Subscription:
+        return self._watch(self.brokers_shutting_down, callback)
 
     # --- controller ---------------------------------------------------------------------------------------
 

@@ -238,6 +238,19 @@ class MetadataStore(ABC):
     def watch_brokers(self, callback: Callable[[dict[int, BrokerInfo]], None]) -> Subscription:
         """Call ``callback(brokers_by_id)`` with the live brokers and on every change."""
 
+    @abstractmethod
+    def request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> None:
+        """Ask the controller (ephemerally, for this session) to move leadership and ISR membership away from
+        ``broker_id`` in its registration ``broker_epoch``, before it stops (Kafka's ControlledShutdown)."""
+
+    @abstractmethod
+    def brokers_shutting_down(self) -> dict[int, int]:
+        """Broker id -> the broker epoch of each pending controlled-shutdown request."""
+
+    @abstractmethod
+    def watch_brokers_shutting_down(self, callback: Callable[[dict[int, int]], None]) -> Subscription:
+        """Call ``callback(brokers_shutting_down())`` now and on every change."""
+
     # --- controller ---------------------------------------------------------------------------------------
 
     @abstractmethod

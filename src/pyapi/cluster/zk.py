@@ -288,6 +288,22 @@ class ZooKeeperMetadataStore(MetadataStore):
     def watch_brokers(self, callback: Callable[[dict[int, BrokerInfo]], None]) -> Subscription:
         return self._watch(ChildrenWatch, layout.BROKER_IDS, self.list_brokers, callback)
 
+    def request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> None:
+        path, data = layout.controlled_shutdown_path(broker_id), layout.encode_shutdown_request(broker_epoch)
+        try:
+            self._do(self._client.create_async, path, data, ephemeral=True)
+        except NodeExistsError:                        # asked again (or a dead session's leftover): ours now
+            self._do(self._client.delete_async, path)
+            self._do(self._client.create_async, path, data, ephemeral=True)
+
+    def brokers_shutting_down(self) -> dict[int, int]:
+        ids = sorted(int(c) for c in self._do(self._client.get_children_async, layout.CONTROLLED_SHUTDOWN))
+        found = self._get_many([layout.controlled_shutdown_path(i) for i in ids])
+        return {i: layout.decode_shutdown_request(node[0]) for i, node in zip(ids, found) if node is not None}
+
+    def watch_brokers_shutting_down(self, callback: Callable[[dict[int, int]], None]) -> Subscription:
+        return self._watch(ChildrenWatch, layout.CONTROLLED_SHUTDOWN, self.brokers_shutting_down, callback)
+
     # --- controller ---------------------------------------------------------------------------------------
 
     def elect_controller(self, broker_id: int,

@@ -8,6 +8,7 @@
 /controller_epoch                          persistent "<epoch>" (a decimal string, as Kafka writes it)
 /config/topics/<topic>                     persistent {"version":1,"config":{...}}
 /admin/delete_topics/<topic>               persistent, empty: the topic is queued for deletion
+/admin/controlled_shutdown/<id>            ephemeral  {"version":1,"broker_epoch"}: seglog's ControlledShutdown request
 /latest_producer_id_block                  persistent {"version":1,"broker","block_start","block_end"}
 /cluster/id                                persistent {"version":"1","id":"<cluster id>"}, created by the first broker
 ```
@@ -30,9 +31,10 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"
+CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
-PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS)
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN)
 """Created at connect (Kafka's top-level paths); ``/controller_epoch`` is created by the first election."""
 
 
@@ -62,6 +64,18 @@ def topic_config_path(topic: str) -> str:
 
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
+
+
+def controlled_shutdown_path(broker_id: int) -> str:
+    return f"{CONTROLLED_SHUTDOWN}/{broker_id}"
+
+
+def encode_shutdown_request(broker_epoch: int) -> bytes:
+    return _json({"version": 1, "broker_epoch": broker_epoch})
+
+
+def decode_shutdown_request(data: bytes) -> int:
+    return int(json.loads(data)["broker_epoch"])
 
 
 def _json(value: object) -> bytes:

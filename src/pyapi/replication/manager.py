@@ -50,6 +50,7 @@ class ReplicaManager:
         self._isr_pending_lock = threading.Lock()     # not self._lock: follower fetches on the event loop take it
         self._fenced = False
         self.registered_epoch = -1                      # this broker's current registration (BrokerInfo.epoch)
+        self._stopped_following = False
         self._stopped = threading.Event()
         node.add_listener(self._on_append)
         self._worker = threading.Thread(target=self._isr_worker, name=f"seglog-isr-{broker_id}", daemon=True)
@@ -89,7 +90,7 @@ class ReplicaManager:
                 self._become_leader(key, part, state, replicas)
             else:
                 self._resign(key)
-                if state.leader == NO_LEADER:
+                if state.leader == NO_LEADER or self._stopped_following:
                     self._unfollow(key)
                 else:
                     self._follow(key, part, state)
@@ -143,6 +144,14 @@ class ReplicaManager:
             for key in list(self._following):
                 self._unfollow(key)
         log.warning("broker %d fenced: metadata session lost", self.broker_id)
+
+    def stop_following(self) -> None:
+        """Controlled shutdown: fetch from no leader any more (so no leader puts this broker back in its ISR);
+        leaderships go on until the controller moves them."""
+        with self._lock:
+            self._stopped_following = True
+            for key in list(self._following):
+                self._unfollow(key)
 
     def unfence(self) -> None:
         with self._lock:

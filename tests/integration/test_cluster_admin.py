@@ -1,0 +1,91 @@
+"""Admin requests on a real 3-broker cluster (ZooKeeper + ``python -m seglog broker`` subprocesses) are answered
+within their timeout, or with a clear error (issue 12, item 2):
+
+- a broker accepts connections only once it registered and knows the brokers, the controller and the topics,
+  so a client connecting the moment the three ports accept can create a replicated topic at once (before,
+  confluent-kafka's AdminClient was told there was no controller, and timed out after 30 s);
+- CreateTopics waits for the partitions' leaders only as long as its timeout_ms says, then answers
+  REQUEST_TIMED_OUT with a message (the topic exists), as Kafka does.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from cluster_harness import Cluster, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
+
+FRESH_CLUSTERS = 3
+REQUEST_TIMED_OUT = 7
+
+
+def accepting(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_a_fresh_cluster_creates_a_topic_as_soon_as_its_ports_accept(zookeeper_server, tmp_path):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    took = []
+    for run in range(FRESH_CLUSTERS):
+        c = Cluster(zookeeper_server.connect_string, tmp_path / f"c{run}", 3,
+                    chroot=f"/fresh-{run}-{int(time.time() * 1000) % 10**8}")
+        try:
+            for b in c.brokers.values():
+                b.spawn()
+            for b in c.brokers.values():
+                wait_until(lambda: accepting(b.port), 60, f"broker {b.id} to accept connections",
+                           interval=0.005, details=c.describe)
+            t0 = time.monotonic()
+            admin = AdminClient({"bootstrap.servers": c.bootstrap})
+            futures = admin.create_topics([NewTopic("r", 1, 3)], operation_timeout=10, request_timeout=30)
+            futures["r"].result(35)
+            took.append(round(time.monotonic() - t0, 2))
+            st = c.state("r", 0)
+            assert st is not None and sorted(st["isr"]) == [0, 1, 2], c.describe()
+        finally:
+            c.close()
+    assert max(took) < 10, took
+    print(f"CreateTopics on {FRESH_CLUSTERS} fresh clusters answered after {took} s")
+
+
+def test_create_topics_answers_request_timed_out_within_its_timeout_when_no_leader_comes(zookeeper_server,
+                                                                                       tmp_path):
+    """With the controller paused (its session not yet expired: the others still follow it), nobody gives the new
+    topic's partitions a leader: CreateTopics answers REQUEST_TIMED_OUT after its timeout_ms, with a message."""
+    from seglog.client import BrokerConnection
+    from seglog.protocol import ApiKey
+
+    c = Cluster(zookeeper_server.connect_string, tmp_path / "c", 3,
+                {"zookeeper.session.timeout.ms": 20000}, chroot=f"/paused-{int(time.time() * 1000) % 10**8}")
+    c.start()
+    try:
+        controller, _ = c.controller()
+        other = next(b for i, b in c.brokers.items() if i != controller)
+        c.brokers[controller].pause()
+        conn = BrokerConnection("127.0.0.1", other.port, client_id="admin-test", timeout=30)
+        try:
+            t0 = time.monotonic()
+            r = conn.request(ApiKey.CREATE_TOPICS, {"topics": [
+                {"name": "nobody-leads", "num_partitions": 1, "replication_factor": 2, "assignments": [],
+                 "configs": []}], "timeout_ms": 1500, "validate_only": False})
+            took = time.monotonic() - t0
+        finally:
+            conn.close()
+        t = r["topics"][0]
+        assert t["error_code"] == REQUEST_TIMED_OUT and "nobody-leads" in t["error_message"], t
+        assert 1.4 < took < 5, took
+        assert "nobody-leads" in c.topics()                 # created all the same; a controller will elect
+        c.brokers[controller].resume()
+        wait_until(lambda: c.state("nobody-leads", 0), 30, "a state once the controller resumed",
+                   details=c.describe)
+    finally:
+        c.close()
