@@ -9,13 +9,15 @@ cimport cython
 from cpython.buffer cimport (PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
                              PyObject_GetBuffer)
 from cpython.bytearray cimport PyByteArray_AS_STRING
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_Check, PyBytes_CheckExact, PyBytes_FromStringAndSize,
+                            PyBytes_GET_SIZE)
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_CheckExact
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.number cimport PyIndex_Check, PyNumber_Index
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.tuple cimport PyTuple_CheckExact
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
 from libc.errno cimport EINTR, ENOENT, ENOSPC, errno
 from libc.string cimport memcmp, memcpy, memmove, memset
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, O_TRUNC
@@ -82,6 +84,7 @@ cdef bytes _read_whole(int fd, str path):
 
 
 include "fileops.pxi"
+include "buffers.pxi"
 include "crc32c.pxi"
 include "varint.pxi"
 include "codecs.pxi"

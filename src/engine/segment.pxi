@@ -119,19 +119,26 @@ cdef class Segment:
         self.max_index_bytes = max_index_bytes
         self.writable = writable
         self.created_ms = now_ms()
-        if create:
-            if not writable:
-                raise _errors.ReadOnlyLogError("cannot create a segment in a read-only log")
-            self._open_log(True)
-            if self.size:
-                raise _errors.StorageError(f"segment file already exists with {self.size} bytes", self.log_path)
-            self._next_offset = base_offset
-            self.open_indexes()
-            if self.oindex.entries or self.tindex.entries:   # left by a deletion that failed halfway
-                self.oindex.reset()
-                self.tindex.reset()
-        else:
-            self._open_log(False)
+        if create and not writable:
+            raise _errors.ReadOnlyLogError("cannot create a segment in a read-only log")
+        try:
+            self._open_log(create)
+            if create:
+                if self.size:
+                    raise _errors.StorageError(f"segment file already exists with {self.size} bytes",
+                                               self.log_path)
+                self._next_offset = base_offset
+                self.open_indexes()
+                if self.oindex.entries or self.tindex.entries:   # left by a deletion that failed halfway
+                    self.oindex.reset()
+                    self.tindex.reset()
+        except BaseException:
+            self.close()                         # a failed open keeps no descriptor
+            raise
+
+    def __dealloc__(self):
+        if self.fd >= 0:                         # dropped without close(): the descriptor goes with it
+            close(self.fd)
 
     def __repr__(self):
         return f"Segment({self.log_path!r}, size={self.size})"
@@ -157,8 +164,9 @@ cdef class Segment:
         the entries inside its size: the writer may have indexed batches appended after that size was taken
         (time index entries past the next offset are dropped as _load_tail finds it)."""
         if self.oindex is None:
-            self.oindex = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, self.writable)
+            oindex = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, self.writable)
             self.tindex = TimeIndex(self.timeindex_path, self.base_offset, self.max_index_bytes, self.writable)
+            self.oindex = oindex                 # both or neither: close() and this test oindex alone
             if not self.writable:
                 self.oindex.drop_past(self.size)
 

@@ -209,8 +209,22 @@ class Log:
         try:
             self._load()
         except BaseException:
+            self._close_files()
             self._release_dir_lock()
             raise
+
+    def _close_files(self) -> None:
+        """Close the append journal and every segment this Log holds open (close(), and _open when loading
+        fails)."""
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        active = getattr(self, "_active", None)
+        if active is not None:
+            active.close()
+        for seg in self._open_segments.values():
+            seg.close()
+        self._open_segments.clear()
 
     def _take_dir_lock(self) -> None:
         try:
@@ -283,16 +297,21 @@ class Log:
             self._dirty = True               # new or recovered: close() must checkpoint and mark it clean
             if self._bases:
                 self._recover()
-        if not self._bases:
+        existing = bool(self._bases)
+        if not existing:
             base = max(self._start_offset, 0)
             self._bases = [base]
             seg = self._new_segment(base)
         else:
             seg = self._segment_object(self._bases[-1], check=False)
             self._open_segments.pop(seg.base_offset, None)
-            if clean:
+        try:
+            if clean and existing:
                 self._check_or_rebuild(seg, active=True)
-        seg.activate(self._map_bytes())
+            seg.activate(self._map_bytes())
+        except BaseException:
+            seg.close()                      # not yet the active segment: _open's clean-up would miss it
+            raise
         self._active = seg
         self._replay_journal()
         seg = self._active                   # the replay may have rolled
@@ -799,13 +818,14 @@ class Log:
         without more memory being taken for it. Raises CorruptRecordError,
         InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
         cfg = self.config
-        info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records,
+        data = bytearray(memoryview(batch))       # its bytes, taken once: what is validated is what is written
+        info, min_ts, max_ts = _engine.validate_client_batch(data, cfg.max_message_bytes, validate_records,
                                                              cfg.compact)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         if not cfg.log_append_time:
             _engine.check_timestamps(min_ts, max_ts, now, cfg.message_timestamp_before_max_ms,
                                      cfg.message_timestamp_after_max_ms)
-        data = self._convert_codec(batch, info)
+        data = self._convert_codec(data, info)
         idempotent = info.producer_id >= 0
         with self._lock:
             self._check_writable()
@@ -824,11 +844,11 @@ class Log:
                                        info.records_count, base, base + info.records_count - 1, max_ts)
             return base
 
-    def _convert_codec(self, batch, info) -> bytearray:
-        """The batch as a writable copy, recompressed if the topic's compression.type asks for another codec."""
+    def _convert_codec(self, batch: bytearray, info) -> bytearray:
+        """The batch, recompressed into a new bytearray if the topic's compression.type asks for another codec."""
         target = self.config.compression_type
         if target == "producer" or info.compression == ("none" if target == "uncompressed" else target):
-            return bytearray(batch)
+            return batch
         bw = _engine.BatchWriter(next_offset=0, compression=target, batch_bytes=1 << 62,
                                  max_record_bytes=1 << 62, producer_id=info.producer_id,
                                  producer_epoch=info.producer_epoch, next_sequence=info.base_sequence,
@@ -845,10 +865,11 @@ class Log:
         """Append whole batches that already carry offsets (a replica copying its leader); returns the new end
         offset. The first batch must start at or after end_offset and offsets must increase. CRCs are checked;
         leader epochs in the batches extend the epoch cache."""
+        data = _byte_view(data)
         infos = _engine.batches(data)
         if not infos:
             return self.end_offset
-        view = memoryview(data)[:infos[-1].position + infos[-1].size]
+        view = data[:infos[-1].position + infos[-1].size]
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -1368,13 +1389,7 @@ class Log:
                     fsync_dir(self.path)
             finally:
                 self._closed = True
-                if self._journal is not None:
-                    self._journal.close()
-                    self._journal = None
-                self._active.close()
-                for seg in self._open_segments.values():
-                    seg.close()
-                self._open_segments.clear()
+                self._close_files()
                 self._release_dir_lock()
 
     def __enter__(self) -> "Log":
@@ -1382,6 +1397,13 @@ class Log:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _byte_view(data) -> memoryview:
+    """data's bytes as a flat unsigned-byte view, so lengths and slices count bytes, not items (an array of
+    ints has 4 per item); a copy when data is not C-contiguous. TypeError for str and other non-buffers."""
+    view = memoryview(data)
+    return view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
 
 
 def _int_arg(value, what: str) -> int:

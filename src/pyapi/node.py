@@ -140,9 +140,11 @@ class Partition:
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, not {acks}")
         now = int(time.time() * 1000)
-        base = self.log.append_raw(batch, now_ms=now)
+        view = memoryview(batch)
+        delta = bytes(view.cast("B")[23:27] if view.c_contiguous else view.tobytes()[23:27])   # bytes, not items
+        base = self.log.append_raw(view, now_ms=now)
         self.node._data_arrived(self)
-        last = base + int.from_bytes(bytes(batch[23:27]), "big", signed=True)
+        last = base + int.from_bytes(delta, "big", signed=True)
         return base, last, (now if self.log.config.log_append_time else -1)
 
     def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,
