@@ -127,6 +127,9 @@ cdef class Segment:
                 raise _errors.StorageError(f"segment file already exists with {self.size} bytes", self.log_path)
             self._next_offset = base_offset
             self.open_indexes()
+            if self.oindex.entries or self.tindex.entries:   # left by a deletion that failed halfway
+                self.oindex.reset()
+                self.tindex.reset()
         else:
             self._open_log(False)
 

@@ -338,6 +338,16 @@ def test_append_as_follower_keeps_offsets(tmp_path):
             follower.append_as_follower(leader.read(0, 1 << 20))     # offsets must move forward
 
 
+def test_a_log_that_never_changed_leaders_has_one_epoch(log):
+    """A lone broker's partition: epoch 0 from the start, ending at the log end (never (-1, -1), which tells a
+    consumer its position diverged)."""
+    assert log.end_offset_for_epoch(0) == (0, 0)
+    log.append_batch([b"a"] * 5)
+    assert log.leader_epochs == []
+    assert log.end_offset_for_epoch(0) == (0, 5) and log.end_offset_for_epoch(3) == (0, 5)
+    assert log.end_offset_for_epoch(-1) == (-1, -1)
+
+
 def test_leader_epoch_cache(log):
     log.leader_epoch = 1
     log.append_batch([b"a"] * 5)
