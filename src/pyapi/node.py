@@ -440,6 +440,12 @@ class Node:
         info = self.topic(topic)
         return [self._partitions[(topic, p)] for p in range(info.partitions) if (topic, p) in self._partitions]
 
+    def recovery_losses(self) -> dict[str, int]:
+        """{"topic-partition": offsets lost} of the partitions whose log, when it opened, held less than its
+        checkpoint vouched for (Log.recovery.lost_offsets)."""
+        return {f"{t}-{p}": part.log.recovery.lost_offsets for (t, p), part in list(self._partitions.items())
+                if getattr(part.log, "recovery", None) is not None and part.log.recovery.lost_offsets}
+
     def create_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to `total` partitions (Kafka cannot shrink: InvalidPartitionsError). All or nothing:
         if a new partition cannot be created (or the topic list not written), the ones opened are removed
