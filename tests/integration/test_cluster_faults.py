@@ -623,6 +623,41 @@ def test_follower_with_damaged_tail_resyncs(make_cluster, damage):
           + "\n".join(log_lines(c.brokers[victim].log_since_start(), r"recover|truncat|cut")[:5]))
 
 
+def test_leader_restarted_without_its_log_files_does_not_lead_and_refetches(make_cluster):
+    """The leader is killed, its .log files deleted, and it is restarted at once: its recovery reports the
+    offsets its checkpoint vouched for as lost (a WARNING), the controller does not let it lead with the
+    emptied log while another in-sync replica exists (leadership moves with a new epoch), and it fetches
+    everything again from the new leader: every replica ends byte-identical and nothing acknowledged is lost."""
+    c = make_cluster()
+    topic = "lost-files"
+    c.create_topic(topic, partitions=1, rf=3, configs={"min.insync.replicas": 2})
+    first = BackgroundProducer(c.bootstrap, topic, [0], tag=b"a", linger_ms=0)
+    for _ in range(5):
+        first.send_sync(100)
+    c.wait_converged(topic, 0, min_end=500)
+    st = c.wait_leader(topic, 0)
+    c.wait_isr(topic, 0, c.assignment(topic)[0])
+    victim, epoch = st["leader"], st["leader_epoch"]
+    c.brokers[victim].stop()                              # a clean stop: the checkpoint vouches for all 500
+    c.wait_leader(topic, 0, not_in=(victim,))
+    d = c.brokers[victim].partition_dir(topic, 0)
+    for f in d.iterdir():
+        if f.name.endswith(".log"):
+            f.unlink()
+    c.brokers[victim].start()
+    text = c.brokers[victim].log_since_start()
+    assert log_lines(text, "offsets are lost"), text[-3000:]
+    moved = c.wait_leader(topic, 0)
+    assert moved["leader"] != victim and moved["leader_epoch"] > epoch
+    second = ConfluentBackgroundProducer(c.bootstrap, topic, [0], tag=b"b")
+    second.send_sync(300)
+    assert not second.failed
+    c.wait_isr(topic, 0, c.assignment(topic)[0], timeout=60)
+    final = c.wait_converged(topic, 0, min_end=800, timeout=60)
+    assert final.end_offset == 800
+    converge_and_consume(c, topic, [0], [first, second])
+
+
 # -- 6. the group coordinator fails over --------------------------------------------------------------------
 
 def test_group_coordinator_fails_over_without_losing_commits(make_cluster):
