@@ -21,6 +21,9 @@ from .protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader, decode_response
 __all__ = ["BrokerConnection", "ClusterClient", "parse_bootstrap"]
 
 MAX_RESPONSE_BYTES = (1 << 31) - 1
+# The callers build these APIs' bodies in the shape they had before the versions that batch them (FindCoordinator
+# v4 looks up several keys, OffsetFetch v8 several groups, LeaveGroup v3 several members): negotiation stops below.
+CALLER_MAX_VERSIONS = {ApiKey.FIND_COORDINATOR: 3, ApiKey.OFFSET_FETCH: 7, ApiKey.LEAVE_GROUP: 2}
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
@@ -75,6 +78,7 @@ class BrokerConnection:
                 raise for_code(body["error_code"])(f"ApiVersions from {self.host}:{self.port} failed")
             theirs = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
             for api, (lo, hi) in SUPPORTED_VERSIONS.items():
+                hi = min(hi, CALLER_MAX_VERSIONS.get(api, hi))
                 if api in theirs and theirs[api][0] <= hi and lo <= theirs[api][1]:
                     self._versions[api] = min(hi, theirs[api][1])
         return self._sock

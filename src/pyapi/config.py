@@ -141,6 +141,8 @@ class LogConfig:
     min_insync_replicas: int = _k("min.insync.replicas", "int", 1, low=1)
     unclean_leader_election_enable: bool = _k("unclean.leader.election.enable", "bool", False)
     preallocate: bool = _k("preallocate", "bool", False)
+    # deprecated since Kafka 3.0, where every batch is message format v2: accepted and ignored, as Kafka 3.x does
+    message_format_version: str = _k("message.format.version", "string", "3.0-IV1")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

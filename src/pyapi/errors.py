@@ -338,6 +338,13 @@ class InconsistentClusterIdError(SeglogError):
     kafka_name = "INCONSISTENT_CLUSTER_ID"
 
 
+class MismatchedEndpointTypeError(SeglogError):
+    """The request was sent to an endpoint of the wrong type (DescribeCluster for controllers, to a broker)."""
+
+    code = 114
+    kafka_name = "MISMATCHED_ENDPOINT_TYPE"
+
+
 class InvalidRequestError(SeglogError):
     """The request is malformed or not valid."""
 

@@ -16,9 +16,11 @@ from seglog.errors import (IllegalGenerationError, NotCoordinatorError, RequestT
                            UnknownTopicOrPartitionError)
 from seglog.node import Node
 from seglog.offsets_format import OffsetAndMetadata, TopicPartition
+from seglog.protocol import RequestHeader
 
 UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, ILLEGAL_GENERATION = 3, 7, 22
 NOT_COORDINATOR, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND = 16, 68, 69
+PRODUCE_V9 = RequestHeader(0, 9, 1, "test")
 
 
 class ReplicasThatNeverCatchUp:
@@ -73,7 +75,7 @@ def test_acks_all_waits_for_every_partition_at_once(handlers):
     partitions cannot replicate is answered after about timeout_ms, not timeout_ms per partition."""
     view = handlers.broker.view
     started = time.monotonic()
-    r = asyncio.run(handlers.handle_produce(None, produce("slow", [0, 1, 2, 3], 500)))
+    r = asyncio.run(handlers.handle_produce(PRODUCE_V9, produce("slow", [0, 1, 2, 3], 500)))
     took = time.monotonic() - started
     assert view.most_waiting == 4                            # all four waited at the same time
     assert 0.45 < took < 1.9, took                           # one timeout, not four in a row (2 s)
@@ -86,7 +88,7 @@ def test_acks_all_waits_for_every_partition_at_once(handlers):
 
 
 def test_one_slow_partition_does_not_fail_the_others(handlers):
-    r = asyncio.run(handlers.handle_produce(None, produce("fast", [0, 1], 300)))
+    r = asyncio.run(handlers.handle_produce(PRODUCE_V9, produce("fast", [0, 1], 300)))
     parts = {p["index"]: p for p in r["responses"][0]["partition_responses"]}
     assert (parts[0]["error_code"], parts[0]["base_offset"]) == (REQUEST_TIMED_OUT, -1)
     assert (parts[1]["error_code"], parts[1]["base_offset"]) == (0, 0)

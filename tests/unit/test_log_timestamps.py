@@ -104,3 +104,16 @@ def test_producer_refuses_bad_timestamps_at_send(tmp_path):
         assert [r.timestamp for r in node.partition("t", 0).log.records()] == [7]
     finally:
         node.close()
+
+
+def test_offset_of_max_timestamp_is_the_first_record_with_the_largest_timestamp(tmp_path):
+    now = int(time.time() * 1000)
+    with Log(tmp_path / "p", LogConfig(segment_bytes=200)) as log:
+        assert log.offset_of_max_timestamp() is None                     # empty: nothing to point at
+        for i, ts in enumerate([now - 50, now - 10, now - 30, now - 10, now - 40, now - 20]):
+            log.append(b"v%d" % i, timestamp=ts)
+            log.flush()                                                    # one batch each
+        assert log.segment_count > 1                                       # the maximum is found across segments
+        assert log.offset_of_max_timestamp() == (1, now - 10)
+        log.append(b"late", timestamp=now)
+        assert log.offset_of_max_timestamp() == (6, now)

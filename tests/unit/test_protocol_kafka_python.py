@@ -53,6 +53,23 @@ def bit_positions(value):
     return None if bits == {31} else bits
 
 
+def unsent_tags_as_none(fields, body):
+    """kafka-python reports a tagged struct that was not on the wire (seglog leaves out tagged fields at their
+    default) as None, where seglog's decoders give the struct of defaults."""
+    out = dict(body)
+    for f in fields:
+        value = body.get(f.name)
+        if value is None:
+            continue
+        if f.tag is not None and f.type == "{}" and value == f.default_value():
+            out[f.name] = None
+        elif f.type == "{}":
+            out[f.name] = unsent_tags_as_none(f.fields, value)
+        elif f.type == "[]":
+            out[f.name] = [unsent_tags_as_none(f.fields, item) for item in value]
+    return out
+
+
 def kafka_python_values(cls, body):
     """A body as kafka-python names and types its values (structs stay dicts)."""
     out = {}
@@ -96,7 +113,7 @@ def test_requests_match_kafka_python(api_version):
         theirs = cls.decode(ours, version=version, header=True)
         assert (theirs.header.request_api_key, theirs.header.request_api_version, theirs.header.correlation_id,
                 theirs.header.client_id) == (api_key, version, seed, "x" * seed)
-        values = kafka_python_values(cls, body)
+        values = kafka_python_values(cls, unsent_tags_as_none(fields, body))
         assert kafka_python_dict(theirs) == values
         message = to_kafka_python(cls, values, version)
         message.with_header(correlation_id=seed, client_id="x" * seed)
@@ -119,7 +136,7 @@ def test_responses_match_kafka_python(api_version):
         ours = encode_response(header, body)[0][4:]
         theirs = cls.decode(ours, version=version, header=True)
         assert theirs.header.correlation_id == 5000 + seed
-        values = kafka_python_values(cls, body)
+        values = kafka_python_values(cls, unsent_tags_as_none(fields, body))
         assert kafka_python_dict(theirs) == values
         message = to_kafka_python(cls, values, version)
         message.with_header(correlation_id=5000 + seed)
@@ -150,13 +167,14 @@ def _old_messages():
 
 
 OLD = _old_messages()
-TAGGED_NAMES = {f.name for k in SUPPORTED_VERSIONS for msg in (api(k).request, api(k).response) for f in msg
-                if f.tag is not None}
 
 def _old_struct_fits(api_key: int, version: int, response: bool) -> bool:
     """kafka.protocol.old has a struct of the right direction for this version (its AlterConfigsResponse list
-    holds AlterConfigsRequest_v1 as the v1 response: a slip there, not a wire format to compare with)."""
+    holds AlterConfigsRequest_v1 as the v1 response, and its DescribeLogDirsRequest_v0 has one int32 where
+    Kafka has an array of partitions: slips there, not wire formats to compare with)."""
     from kafka.protocol.old.api import Response
+    if (api_key, response) == (35, False):
+        return False
     structs = OLD.get((api_key, response), ())
     return version < len(structs) and issubclass(structs[version], Response) == response
 
@@ -196,8 +214,9 @@ def in_wire_order(fields, version, body):
 
 
 def test_old_kafka_python_structs_cover_most_versions():
-    assert len(OLD_SHARED) >= 2 * len(ALL_VERSIONS) - 12, sorted(
-        {(k, v) for k, v in ALL_VERSIONS} - {(k, v) for k, v, _ in OLD_SHARED})
+    # the old structs stop at the last non-flexible version of each API; only these few are missing there
+    missing = {(k, v) for k, v in ALL_VERSIONS if v < api(k).flexible} - {(k, v) for k, v, _ in OLD_SHARED}
+    assert missing == {(15, 4), (19, 4), (21, 1), (32, 3), (35, 1), (44, 0)}
 
 
 @pytest.mark.parametrize("api_version_direction", OLD_SHARED,
@@ -206,9 +225,10 @@ def test_bodies_match_old_kafka_python_structs(api_version_direction):
     api_key, version, response = api_version_direction
     fields, old_cls = schema(api_key, response), OLD[(api_key, response)][version]
     flexible = version >= api(api_key).flexible
+    tagged = {f.name for f in fields if f.tag is not None}         # the old structs know no tagged fields
     for seed in range(8):
         body = {name: value for name, value in sample_struct(fields, version, random.Random(seed)).items()
-                if name not in TAGGED_NAMES}
+                if name not in tagged}
         if api_key == 18 and response:     # the old structs too read any ApiVersions error response as v0
             body["error_code"] = 0
         header = RequestHeader(api_key, version, seed, "cid")

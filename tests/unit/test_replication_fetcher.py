@@ -249,3 +249,16 @@ def test_fetcher_backs_off_and_logs_once_while_the_leader_is_unreachable(tmp_pat
     assert len(lines) == 1, [r.getMessage() for r in lines]
     assert f.backoff.failures == 0, "fetching works again: the backoff is reset"
     assert any("fetching again after" in r.getMessage() for r in caplog.records)
+
+
+def test_a_follower_takes_the_leaders_log_start_offset(make_log):
+    """DeleteRecords on the leader reaches its followers through the fetch responses' log_start_offset."""
+    lg = make_log([(0, 6)], high_watermark=6)
+    manager = SimpleNamespace(broker_id=2, config=BrokerConfig(), broker_address=lambda _: None)
+    f = _Followed(SimpleNamespace(topic="t", index=0, log=lg), 0, truncated=True)
+    fetcher = LeaderFetcher(manager, 1)
+    answer = {"error_code": 0, "records": None, "high_watermark": 6, "log_start_offset": 4}
+    fetcher._apply(f, answer)
+    assert lg.start_offset == 4
+    fetcher._apply(f, dict(answer, log_start_offset=9))           # never past what this replica has committed
+    assert lg.start_offset == 6

@@ -86,8 +86,9 @@ class BrokerAdmin(Admin):
                                     tuple(p["isr_nodes"]))
                       for p in sorted(entry["partitions"], key=lambda p: p["partition_index"]))
         overrides, effective = self.node.topic_config(name)
-        # Metadata v10+ carries topic ids; seglog's broker speaks up to v8, so the id is not known here.
-        return TopicDescription(name, None, parts, overrides, effective, bool(entry.get("is_internal")))
+        topic_id = entry.get("topic_id")                   # Metadata v10+; the nil id from older brokers
+        return TopicDescription(name, topic_id if topic_id and topic_id.int else None, parts, overrides, effective,
+                                bool(entry.get("is_internal")))
 
     def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                      config: Mapping[str, str]) -> None:
@@ -121,6 +122,44 @@ class BrokerAdmin(Admin):
         tps = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
         found = self.cluster.list_offsets(tps, timestamp)
         return {tp: None if found.get(tp) is None else found[tp].offset for tp in tps}
+
+    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | SeglogError]:
+        """DeleteRecords at each partition's leader (leaders from fresh metadata)."""
+        out: dict[TopicPartition, int | SeglogError] = {}
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for topic in {tp.topic for tp in offsets}:
+            self.cluster.forget(topic)
+        for tp in offsets:
+            try:
+                by_leader.setdefault(self.cluster.leader_id(*tp), []).append(tp)
+            except SeglogError as e:
+                out[tp] = e
+        for leader, tps in by_leader.items():
+            topics: dict[str, list] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": offsets[tp]})
+            r = self.cluster.broker(leader).request(ApiKey.DELETE_RECORDS, {
+                "timeout_ms": int(self.retry_timeout * 1000),
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            for t in r["topics"]:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    code = p["error_code"]
+                    out[tp] = p["low_watermark"] if code == 0 else error_for(
+                        code, f"DeleteRecords of {tp.topic}-{tp.partition} at broker {leader} failed")
+        return out
+
+    def log_dirs(self, brokers: Sequence[int] | None) -> dict[int, list[dict]]:
+        out: dict[int, list[dict]] = {}
+        for b in self.cluster.broker_ids() if brokers is None else brokers:
+            r = self.cluster.broker(b).request(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
+            out[b] = [{"logDir": d["log_dir"], "error": None if d["error_code"] == 0 else error_for(
+                          d["error_code"]).kafka_name,
+                       "partitions": [{"topic": t["name"], "partition": p["partition_index"],
+                                       "size": p["partition_size"], "offsetLag": p["offset_lag"],
+                                       "isFuture": p["is_future_key"]} for t in d["topics"] for p in t["partitions"]]}
+                      for d in r["results"]]
+        return out
 
     # -- groups ---------------------------------------------------------------------------------------------
 

@@ -13,7 +13,9 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import shutil
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,10 +26,12 @@ from ..group import GroupState
 from ..topic_names import validate_topic_name
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
+from .record_errors import record_errors
 
 log = logging.getLogger("seglog.broker")
 
-LATEST, EARLIEST = -1, -2
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3          # ListOffsets' special timestamps
+NIL_UUID = uuid.UUID(int=0)
 TRANSACTIONS_UNSUPPORTED = 53         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, clear message
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 # Kafka's controller refuses an admin request that would write more metadata records than this (a record per
@@ -84,9 +88,17 @@ class Handlers:
         requested = body["topics"]
         if header.api_version == 0 and not requested:
             requested = None                                      # v0 has no null: an empty array means all
-        names = view.topic_names() if requested is None else [t["name"] for t in requested]
         allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
         topics = []
+        if requested is not None and any(t["name"] is None for t in requested):
+            # v10+ may name a topic by its id alone
+            by_id = {self._topic_id(n): n for n in view.topic_names()}
+            by_id.pop(NIL_UUID, None)
+            topics += [{"error_code": errors.UnknownTopicIdError.code, "name": None, "topic_id": t["topic_id"],
+                        "partitions": []} for t in requested if t["name"] is None and t["topic_id"] not in by_id]
+            requested = [t if t["name"] is not None else {"name": by_id[t["topic_id"]]} for t in requested
+                         if t["name"] is not None or t["topic_id"] in by_id]
+        names = view.topic_names() if requested is None else [t["name"] for t in requested]
         for name in names:
             try:
                 if requested is not None and allow_create and self.config.auto_create_topics_enable:
@@ -97,9 +109,18 @@ class Handlers:
             except SeglogError as e:
                 topics.append({"error_code": _err(e), "name": name, "partitions": []})
                 continue
-            topics.append({"error_code": 0, "name": name, "is_internal": internal, "partitions": partitions})
+            topics.append({"error_code": 0, "name": name, "topic_id": self._topic_id(name), "is_internal": internal,
+                           "partitions": partitions})
         return {"brokers": view.brokers(), "cluster_id": self.node.cluster_id, "controller_id": view.controller_id(),
                 "topics": topics}
+
+    def _topic_id(self, name: str) -> uuid.UUID:
+        """The topic's id (the same on every broker of a cluster: it comes with the topic's assignment), or
+        the nil id while this broker does not know the topic yet."""
+        try:
+            return self.node.topic(name).topic_id
+        except SeglogError:
+            return NIL_UUID
 
     # -- Produce ----------------------------------------------------------------------------------------------
 
@@ -110,7 +131,9 @@ class Handlers:
         answer; if any of its partitions failed, the connection is closed (CloseConnection), which is how
         Kafka tells such a client to refresh its metadata."""
         acks = body["acks"]
-        if body["transactional_id"] is not None:
+        if header.api_version < 3:              # message format v0/v1: advertised (as Kafka does), never served
+            err = errors.UnsupportedVersionError.code
+        elif body["transactional_id"] is not None:
             err = TRANSACTIONS_UNSUPPORTED
         elif acks not in (-1, 0, 1):
             err = errors.InvalidRequiredAcksError.code
@@ -155,9 +178,12 @@ class Handlers:
         out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
         if err:
             out["error_message"] = {TRANSACTIONS_UNSUPPORTED: "transactions are not supported",
+                                    errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
+                                                                         "v1) is not supported",
                                     errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
                                     }.get(err)
             return out, None
+        part = None
         try:
             if records is None or len(records) == 0:
                 raise errors.InvalidRecordError("produce request without a record batch")
@@ -169,6 +195,10 @@ class Handlers:
             return out, (part, last, t0)
         except SeglogError as e:
             out.update(error_code=_err(e), error_message=str(e))
+            if isinstance(e, (errors.InvalidRecordError, errors.InvalidTimestampError)) and part is not None:
+                found = record_errors(records, part.log.config, int(time.time() * 1000), topic, index, e)
+                if found is not None:
+                    out.update(zip(("error_code", "record_errors", "error_message"), found))
             return out, None
 
     async def _await_acks(self, out: dict, part, last: int, t0: float, acks: int, deadline: float) -> None:
@@ -227,6 +257,9 @@ class Handlers:
             try:
                 self.broker.view.check_fetch(topic, p["partition"], p["current_leader_epoch"], replica)
                 part = self.node.partition(topic, p["partition"])
+                if p["last_fetched_epoch"] >= 0 and self._diverged(entry, part, p):
+                    failed = True                          # answered at once, as any partition error is
+                    continue
                 budget = min(p["partition_max_bytes"], max_bytes - total)
                 # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
                 res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0)
@@ -247,6 +280,18 @@ class Handlers:
                 failed = True
         return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed, corrupt
 
+    @staticmethod
+    def _diverged(entry: dict, part, p) -> bool:
+        """Fetch v12+: as Kafka, when the fetcher's last fetched epoch ends (in this log) before its fetch
+        offset, or is not an epoch of this log, answer the epoch and end offset it diverges at instead of
+        records (the fetcher truncates there)."""
+        epoch, end = part.log.end_offset_for_epoch(p["last_fetched_epoch"])
+        if epoch == p["last_fetched_epoch"] and end >= p["fetch_offset"]:
+            return False
+        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.high_watermark,
+                     log_start_offset=part.log_start_offset, diverging_epoch={"epoch": epoch, "end_offset": end})
+        return True
+
     # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------------------------
 
     async def handle_list_offsets(self, header, body):
@@ -263,6 +308,10 @@ class Handlers:
                         out["offset"] = part.high_watermark
                     elif ts == EARLIEST:
                         out["offset"] = part.log_start_offset
+                    elif ts == MAX_TIMESTAMP and header.api_version >= 7:
+                        found = part.log.offset_of_max_timestamp()
+                        if found is not None and found.offset < part.high_watermark:
+                            out.update(offset=found.offset, timestamp=found.timestamp)
                     elif ts < 0:
                         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
                     else:
@@ -294,6 +343,26 @@ class Handlers:
             topics.append({"topic": t["topic"], "partitions": parts})
         return {"topics": topics}
 
+    async def handle_delete_records(self, header, body):
+        """DeleteRecords: raise each partition's log start offset (offset -1: to the high watermark), on its
+        leader; the answer is the new low watermark, or NOT_LEADER_OR_FOLLOWER / OFFSET_OUT_OF_RANGE / ..."""
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
+                try:
+                    if self.broker.view.topic_partitions(t["name"])[1]:
+                        raise errors.InvalidTopicError(f"Cannot delete records of internal topic {t['name']}")
+                    self.broker.view.check_produce(t["name"], p["partition_index"], 1)       # the leader's job
+                    log_ = self.node.partition(t["name"], p["partition_index"]).log
+                    out["low_watermark"] = await self.broker.on_disk(log_.delete_records_before, p["offset"])
+                except SeglogError as e:
+                    out["error_code"] = _err(e)
+                parts.append(out)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"topics": topics}
+
     # -- producers --------------------------------------------------------------------------------------------
 
     async def handle_init_producer_id(self, header, body):
@@ -308,11 +377,18 @@ class Handlers:
     # -- groups -----------------------------------------------------------------------------------------------
 
     async def handle_find_coordinator(self, header, body):
-        if body["key_type"] != 0:
+        """v0-3 look up one key, v4 a batch (``coordinator_keys``) answered key by key."""
+        if header.api_version >= 4:
+            return {"coordinators": [{"key": key, **self._find_coordinator(key, body["key_type"])}
+                                     for key in body["coordinator_keys"]]}
+        return self._find_coordinator(body["key"], body["key_type"])
+
+    def _find_coordinator(self, key: str, key_type: int) -> dict:
+        if key_type != 0:
             return {"error_code": TRANSACTIONS_UNSUPPORTED, "error_message": "transactions are not supported",
                     "node_id": -1, "host": "", "port": -1}
         try:
-            node_id, host, port = self.broker.view.coordinator_for(body["key"])
+            node_id, host, port = self.broker.view.coordinator_for(key)
         except SeglogError as e:
             return {"error_code": _err(e), "error_message": str(e), "node_id": -1, "host": "", "port": -1}
         return {"error_code": 0, "error_message": None, "node_id": node_id, "host": host, "port": port}
@@ -356,7 +432,8 @@ class Handlers:
             return {"error_code": e.code, "member_id": e.member_id, "protocol_name": "", "leader": ""}
         except SeglogError as e:
             return {"error_code": _err(e), "member_id": body["member_id"], "protocol_name": "", "leader": ""}
-        return {"error_code": 0, "generation_id": r.generation_id, "protocol_name": r.protocol_name,
+        return {"error_code": 0, "generation_id": r.generation_id, "protocol_type": r.protocol_type,
+                "protocol_name": r.protocol_name,
                 "leader": r.leader_id, "member_id": r.member_id,
                 "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                              "metadata": m.metadata} for m in r.members]}
@@ -367,11 +444,13 @@ class Handlers:
             fut = await self._group_call(
                 coord.sync_group, body["group_id"], body["generation_id"], body["member_id"],
                 {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
-                group_instance_id=body["group_instance_id"])
+                group_instance_id=body["group_instance_id"], protocol_type=body["protocol_type"],
+                protocol_name=body["protocol_name"])
             r = await asyncio.wrap_future(fut)
         except SeglogError as e:
             return {"error_code": _err(e), "assignment": b""}
-        return {"error_code": 0, "assignment": r.assignment}
+        return {"error_code": 0, "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,
+                "assignment": r.assignment}
 
     async def handle_heartbeat(self, header, body):
         try:
@@ -383,12 +462,20 @@ class Handlers:
         return {"error_code": 0}
 
     async def handle_leave_group(self, header, body):
+        """v0-2 one member (its error is the response's), v3+ a batch with one error per member."""
+        batch = header.api_version >= 3
+        members = ([(m["member_id"], m["group_instance_id"]) for m in body["members"]] if batch
+                   else [(body["member_id"], None)])
         try:
             coord = await _off_loop(self._coordinator, body["group_id"])
-            [err] = await self._group_call(coord.leave_group, body["group_id"], [(body["member_id"], None)])
+            errs = await self._group_call(coord.leave_group, body["group_id"], members)
         except SeglogError as e:
-            err = e
-        return {"error_code": 0 if err is None else _err(err)}
+            return {"error_code": _err(e)}
+        if not batch:
+            return {"error_code": 0 if errs[0] is None else _err(errs[0])}
+        return {"error_code": 0, "members": [{"member_id": m, "group_instance_id": i,
+                                              "error_code": 0 if e is None else _err(e)}
+                                             for (m, i), e in zip(members, errs)]}
 
     async def handle_offset_commit(self, header, body):
         offsets, placed = {}, []
@@ -415,19 +502,25 @@ class Handlers:
         return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
     async def handle_offset_fetch(self, header, body):
-        group = body["group_id"]
+        """v0-7 one group; v8 several (``groups``), each answered with its own error code."""
+        if header.api_version >= 8:
+            return {"groups": [{"group_id": g["group_id"], **await self._offset_fetch(g["group_id"], g["topics"], 8)}
+                               for g in body["groups"]]}
+        return await self._offset_fetch(body["group_id"], body["topics"], header.api_version)
+
+    async def _offset_fetch(self, group: str, topics, version: int) -> dict:
         try:
             coord = await _off_loop(self._coordinator, group)
-            if body["topics"] is None:
+            if topics is None:
                 stored = coord.fetch_offsets(group, None)
                 wanted = sorted(stored)
             else:
-                wanted = [TopicPartition(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
+                wanted = [TopicPartition(t["name"], p) for t in topics for p in t["partition_indexes"]]
                 stored = coord.fetch_offsets(group, wanted)
         except SeglogError as e:
-            if header.api_version >= 2:
+            if version >= 2:
                 return {"error_code": _err(e), "topics": []}
-            wanted = [TopicPartition(t["name"], p) for t in body["topics"] or () for p in t["partition_indexes"]]
+            wanted = [TopicPartition(t["name"], p) for t in topics or () for p in t["partition_indexes"]]
             return {"topics": self._offset_topics(wanted, {}, _err(e))}
         return {"error_code": 0, "topics": self._offset_topics(wanted, stored, 0)}
 
@@ -462,12 +555,14 @@ class Handlers:
 
     async def handle_list_groups(self, header, body):
         try:
-            listing = (await _off_loop(lambda: self.node.group_coordinator)).list_groups()
+            states = body["states_filter"] or None                       # v4+: empty means every state
+            listing = (await _off_loop(lambda: self.node.group_coordinator)).list_groups(states)
         except errors.UnknownTopicOrPartitionError:
             listing = []                                  # no offsets topic yet: no groups
         except SeglogError as e:
             return {"error_code": _err(e), "groups": []}
-        return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type}
+        return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+                                             "group_state": g.state.value}
                                             for g in listing if g.state is not GroupState.DEAD]}
 
     async def handle_delete_groups(self, header, body):
@@ -515,10 +610,21 @@ class Handlers:
                 rf = None if t["replication_factor"] == -1 else t["replication_factor"]
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
                                 validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
-                results.append({"name": name, "error_code": 0, "error_message": None})
+                results.append({"name": name, "error_code": 0, "error_message": None,
+                                "topic_id": NIL_UUID if body["validate_only"] else self._topic_id(name),
+                                **self._created_topic(partitions, rf, configs)})
             except SeglogError as e:
                 results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
         return {"topics": results}
+
+    def _created_topic(self, partitions: int | None, rf: int | None, configs: dict) -> dict:
+        """CreateTopics v5+ describes each created topic: its partition count, replication factor and configs."""
+        values = self.config.log_config().with_kafka(configs).to_kafka()
+        return {"num_partitions": self.config.num_partitions if partitions is None else partitions,
+                "replication_factor": self.config.default_replication_factor if rf is None else rf,
+                "configs": [{"name": k, "value": values[k], "read_only": False, "is_sensitive": False,
+                             "config_source": CONFIG_SOURCE_TOPIC if k in configs else CONFIG_SOURCE_DEFAULT}
+                            for k in KAFKA_NAMES]}
 
     async def handle_delete_topics(self, header, body):
         out = []
@@ -527,7 +633,7 @@ class Handlers:
                 await _off_loop(self.broker.view.delete_topic, name)
                 out.append({"name": name, "error_code": 0})
             except SeglogError as e:
-                out.append({"name": name, "error_code": _err(e)})
+                out.append({"name": name, "error_code": _err(e), "error_message": str(e)})
         return {"responses": out}
 
     async def handle_create_partitions(self, header, body):
@@ -552,10 +658,41 @@ class Handlers:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})
         return {"results": out}
 
+    async def handle_describe_cluster(self, header, body):
+        view = self.broker.view
+        if body["endpoint_type"] != 1:                # 2: KRaft controllers, which a broker is not
+            return {"error_code": errors.MismatchedEndpointTypeError.code, "cluster_id": self.node.cluster_id or "",
+                    "endpoint_type": body["endpoint_type"],
+                    "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an "
+                                     "endpoint of type CONTROLLER"}
+        return {"error_code": 0, "error_message": None, "cluster_id": self.node.cluster_id or "",
+                "controller_id": view.controller_id(),
+                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                            for b in view.brokers()]}
+
+    async def handle_describe_log_dirs(self, header, body):
+        """The one log dir of this broker: the partitions it holds (of the topics asked for, or all), their
+        sizes, and the disk's total and usable bytes (v4+)."""
+        return {"results": [await self.broker.on_disk(self._describe_log_dir, body["topics"])]}
+
+    def _describe_log_dir(self, wanted) -> dict:
+        node = self.node
+        asked = None if wanted is None else {(t["topic"], p) for t in wanted for p in t["partitions"]}
+        topics = []
+        for name in node.topics(include_internal=True):
+            parts = [{"partition_index": part.index, "partition_size": part.log.size_bytes,
+                      "offset_lag": max(part.high_watermark - part.log_end_offset, 0), "is_future_key": False}
+                     for part in node.partitions(name) if asked is None or (name, part.index) in asked]
+            if parts:
+                topics.append({"name": name, "partitions": parts})
+        disk = shutil.disk_usage(node.path)
+        return {"error_code": 0, "log_dir": node.path, "topics": topics, "total_bytes": disk.total,
+                "usable_bytes": disk.free}
+
     async def handle_describe_configs(self, header, body):
         results = []
         for r in body["resources"]:
-            keys = r["configuration_keys"]
+            keys = r["configuration_keys"] or None              # as Kafka: null or empty asks for every config
             try:
                 if r["resource_type"] == RESOURCE_TOPIC:
                     configs = self._topic_configs(r["resource_name"], keys)
@@ -694,6 +831,7 @@ HANDLERS = {
     ApiKey.FETCH: Handlers.handle_fetch,
     ApiKey.LIST_OFFSETS: Handlers.handle_list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Handlers.handle_offset_for_leader_epoch,
+    ApiKey.DELETE_RECORDS: Handlers.handle_delete_records,
     ApiKey.INIT_PRODUCER_ID: Handlers.handle_init_producer_id,
     ApiKey.FIND_COORDINATOR: Handlers.handle_find_coordinator,
     ApiKey.JOIN_GROUP: Handlers.handle_join_group,
@@ -711,5 +849,7 @@ HANDLERS = {
     ApiKey.DESCRIBE_CONFIGS: Handlers.handle_describe_configs,
     ApiKey.ALTER_CONFIGS: Handlers.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handlers.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
+    ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
 }
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

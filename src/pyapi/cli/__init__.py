@@ -22,10 +22,10 @@ import sys
 
 from .. import __version__
 from ..errors import SeglogError
-from . import console, demo, dumplog, groups, servers, topics
+from . import console, demo, dumplog, groups, logdirs, records, servers, topics
 from .common import CliError, Parser, interrupt_status, raise_on_sigterm
 
-COMMANDS = (topics, console, groups, demo, dumplog, servers)
+COMMANDS = (topics, console, groups, records, logdirs, demo, dumplog, servers)
 """The modules whose register(subparsers) make up the command, in --help order."""
 
 

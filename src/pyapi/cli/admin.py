@@ -178,6 +178,16 @@ class Admin(ABC):
         """Per partition the first offset (below the high watermark) whose record has a timestamp >= `timestamp`
         (ms), or None when there is none (or no such partition): ListOffsets by timestamp."""
 
+    @abstractmethod
+    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | SeglogError]:
+        """DeleteRecords: raise each partition's log start offset to its offset (-1: the high watermark). Per
+        partition the new low watermark, or the error (OffsetOutOfRangeError, UnknownTopicOrPartitionError...)."""
+
+    @abstractmethod
+    def log_dirs(self, brokers: Sequence[int] | None) -> dict[int, list[dict]]:
+        """DescribeLogDirs of each broker (all if None): {broker id: [{"logDir", "error", "partitions": [{"topic",
+        "partition", "size", "offsetLag", "isFuture"}]}]}."""
+
     # -- groups (ListGroups, DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups) ----------------------
 
     @abstractmethod

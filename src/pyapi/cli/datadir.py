@@ -134,6 +134,24 @@ class DataDirAdmin(Admin):
             out[tp] = found.offset if found is not None and found.offset < part.high_watermark else None
         return out
 
+    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | SeglogError]:
+        out: dict[TopicPartition, int | SeglogError] = {}
+        for tp, offset in offsets.items():
+            try:
+                out[tp] = self.node.partition(*tp).log.delete_records_before(offset)
+            except SeglogError as e:
+                out[tp] = e
+        return out
+
+    def log_dirs(self, brokers: Sequence[int] | None) -> dict[int, list[dict]]:
+        me = self.node.config.broker_id
+        if brokers is not None and me not in brokers:
+            return {}
+        parts = [{"topic": t, "partition": p.index, "size": p.log.size_bytes,
+                  "offsetLag": max(p.high_watermark - p.log_end_offset, 0), "isFuture": False}
+                 for t in self.node.topics(include_internal=True) for p in self.node.partitions(t)]
+        return {me: [{"logDir": self.node.path, "error": None, "partitions": parts}]}
+
     # -- groups ---------------------------------------------------------------------------------------------
 
     def _coordinator(self):

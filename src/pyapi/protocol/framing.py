@@ -10,7 +10,10 @@ records values, the int32 size prefix included and every length already counting
 external chunks the list is exactly one ``bytes`` object. Writing the parts in order (``sendfile`` for the
 chunks) puts the frame on the wire.
 
-Decoders raise only :class:`InvalidRequestError` (malformed, truncated or trailing bytes) and
+Bytes after a request body are ignored, as Kafka's brokers ignore them (librdkafka's Metadata v9+ request for
+all topics carries three: a 4-byte placeholder where one byte belongs); bytes after a response body are an error.
+
+Decoders raise only :class:`InvalidRequestError` (malformed, truncated, trailing bytes in a response) and
 :class:`UnsupportedVersionError` (api key or version seglog does not speak). Both carry ``header``: the
 :class:`RequestHeader` as far as it could be read (``client_id`` None if that part was unreadable), or None.
 """
@@ -84,7 +87,7 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
         except UnicodeDecodeError as e:
             raise _error(InvalidRequestError, f"request header client_id is not UTF-8: {e}",
                          RequestHeader(api_key, api_version, correlation_id)) from e
-    return header, _decode_body(_codec(header, False), buf, 10 + max(n, 0), header)
+    return header, _decode_body(_codec(header, False), buf, 10 + max(n, 0), header, trailing=True)
 
 
 def encode_response(header: RequestHeader, body: dict) -> list:
@@ -160,7 +163,8 @@ def _view(frame) -> memoryview:
     return buf
 
 
-def _decode_body(c, buf: memoryview, pos: int, header: RequestHeader, header_tags: bool = True) -> dict:
+def _decode_body(c, buf: memoryview, pos: int, header: RequestHeader, header_tags: bool = True,
+                 trailing: bool = False) -> dict:
     try:
         if c.flexible and header_tags:
             pos = skip_tagged_fields(buf, pos)
@@ -170,7 +174,7 @@ def _decode_body(c, buf: memoryview, pos: int, header: RequestHeader, header_tag
         raise
     except (struct.error, UnicodeDecodeError) as e:
         raise _error(InvalidRequestError, f"malformed {_name(header)}: {e}", header) from e
-    if pos != len(buf):
+    if pos != len(buf) and not trailing:
         raise _error(InvalidRequestError, f"{len(buf) - pos} trailing bytes after {_name(header)}", header)
     return body
 

@@ -2,7 +2,7 @@
 DescribeConfigs, AlterConfigs, CreatePartitions, IncrementalAlterConfigs.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. ApiVersions v3 is the
-one flexible version seglog speaks (its response still travels with response header v0).
+first flexible version of ApiVersions (its response still travels with response header v0).
 """
 
 from .schema import Api, array, field
@@ -31,7 +31,7 @@ API_VERSIONS = Api(18, "ApiVersions", (0, 3), flexible=3, request=(
     field("zk_migration_ready", "bool", "3+", tag=3),
 ))
 
-CREATE_TOPICS = Api(19, "CreateTopics", (2, 4), flexible=5, request=(
+CREATE_TOPICS = Api(19, "CreateTopics", (2, 7), flexible=5, request=(
     array("topics",
           field("name", "string"),
           field("num_partitions", "int32"),
@@ -48,23 +48,37 @@ CREATE_TOPICS = Api(19, "CreateTopics", (2, 4), flexible=5, request=(
     field("throttle_time_ms", "int32", "2+"),
     array("topics",
           field("name", "string"),
+          field("topic_id", "uuid", "7+"),
           field("error_code", "int16"),
-          field("error_message", "string", "1+", nullable="0+")),
+          field("error_message", "string", "1+", nullable="0+"),
+          field("topic_config_error_code", "int16", "5+", tag=0),
+          field("num_partitions", "int32", "5+", default=-1),
+          field("replication_factor", "int16", "5+", default=-1),
+          array("configs",
+                field("name", "string"),
+                field("value", "string", nullable="5+"),
+                field("read_only", "bool"),
+                field("config_source", "int8", default=-1),
+                field("is_sensitive", "bool"),
+                versions="5+", nullable="5+")),
 ))
 
-DELETE_TOPICS = Api(20, "DeleteTopics", (1, 3), flexible=4, request=(
+DELETE_TOPICS = Api(20, "DeleteTopics", (1, 5), flexible=4, request=(
     field("topic_names", "[]string"),
     field("timeout_ms", "int32"),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
     array("responses",
           field("name", "string"),
-          field("error_code", "int16")),
+          field("error_code", "int16"),
+          field("error_message", "string", "5+", nullable="5+")),
 ))
 
-INIT_PRODUCER_ID = Api(22, "InitProducerId", (0, 1), flexible=2, request=(
+INIT_PRODUCER_ID = Api(22, "InitProducerId", (0, 4), flexible=2, request=(
     field("transactional_id", "string", nullable="0+"),
     field("transaction_timeout_ms", "int32"),
+    field("producer_id", "int64", "3+", default=-1),
+    field("producer_epoch", "int16", "3+", default=-1),
 ), response=(
     field("throttle_time_ms", "int32"),
     field("error_code", "int16"),
@@ -72,7 +86,7 @@ INIT_PRODUCER_ID = Api(22, "InitProducerId", (0, 1), flexible=2, request=(
     field("producer_epoch", "int16"),
 ))
 
-DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", (0, 3), flexible=4, request=(
+DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", (0, 4), flexible=4, request=(
     array("resources",
           field("resource_type", "int8"),
           field("resource_name", "string"),
@@ -102,7 +116,7 @@ DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", (0, 3), flexible=4, request=(
                 field("documentation", "string", "3+", nullable="0+"))),
 ))
 
-ALTER_CONFIGS = Api(33, "AlterConfigs", (0, 1), flexible=2, request=(
+ALTER_CONFIGS = Api(33, "AlterConfigs", (0, 2), flexible=2, request=(
     array("resources",
           field("resource_type", "int8"),
           field("resource_name", "string"),
@@ -119,7 +133,7 @@ ALTER_CONFIGS = Api(33, "AlterConfigs", (0, 1), flexible=2, request=(
           field("resource_name", "string")),
 ))
 
-CREATE_PARTITIONS = Api(37, "CreatePartitions", (0, 1), flexible=2, request=(
+CREATE_PARTITIONS = Api(37, "CreatePartitions", (0, 3), flexible=2, request=(
     array("topics",
           field("name", "string"),
           field("count", "int32"),
@@ -137,7 +151,7 @@ CREATE_PARTITIONS = Api(37, "CreatePartitions", (0, 1), flexible=2, request=(
 ))
 
 # config_operation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (the last two for list-valued configs)
-INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", (0, 0), flexible=1, request=(
+INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", (0, 1), flexible=1, request=(
     array("resources",
           field("resource_type", "int8"),
           field("resource_name", "string"),
@@ -155,5 +169,46 @@ INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", (0, 0), flexible=
           field("resource_name", "string")),
 ))
 
+DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", (0, 4), flexible=2, request=(
+    array("topics",
+          field("topic", "string"),
+          field("partitions", "[]int32"),
+          nullable="0+"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16", "3+"),
+    array("results",
+          field("error_code", "int16"),
+          field("log_dir", "string"),
+          array("topics",
+                field("name", "string"),
+                array("partitions",
+                      field("partition_index", "int32"),
+                      field("partition_size", "int64"),
+                      field("offset_lag", "int64"),
+                      field("is_future_key", "bool"))),
+          field("total_bytes", "int64", "4+", default=-1),
+          field("usable_bytes", "int64", "4+", default=-1)),
+))
+
+# endpoint_type (v1+): 1 brokers, 2 controllers (KRaft controllers; a broker answers UNSUPPORTED_ENDPOINT_TYPE)
+DESCRIBE_CLUSTER = Api(60, "DescribeCluster", (0, 1), flexible=0, request=(
+    field("include_cluster_authorized_operations", "bool"),
+    field("endpoint_type", "int8", "1+", default=1),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16"),
+    field("error_message", "string", nullable="0+"),
+    field("endpoint_type", "int8", "1+", default=1),
+    field("cluster_id", "string"),
+    field("controller_id", "int32", default=-1),
+    array("brokers",
+          field("broker_id", "int32"),
+          field("host", "string"),
+          field("port", "int32"),
+          field("rack", "string", nullable="0+")),
+    field("cluster_authorized_operations", "int32", default=-2147483648),
+))
+
 APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, ALTER_CONFIGS,
-        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS)
+        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER)

@@ -1,12 +1,14 @@
-"""Schemas of the data-path APIs: Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch.
+"""Schemas of the data-path APIs: Produce, Fetch, ListOffsets, Metadata, DeleteRecords, OffsetForLeaderEpoch.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. Records fields are
 raw record-batch bytes: decoded as memoryview slices of the frame, encoded from buffers or external chunks.
 """
 
-from .schema import Api, array, field
+from .schema import Api, array, field, struct
 
-PRODUCE = Api(0, "Produce", (3, 8), flexible=9, request=(
+# v0-2 (message-format v0/v1 batches) are decoded only to be answered with UNSUPPORTED_VERSION, as Kafka 4
+# does: old clients read the error instead of a dropped connection
+PRODUCE = Api(0, "Produce", (0, 9), flexible=9, request=(
     field("transactional_id", "string", "3+", nullable="3+"),
     field("acks", "int16"),
     field("timeout_ms", "int32"),
@@ -32,7 +34,8 @@ PRODUCE = Api(0, "Produce", (3, 8), flexible=9, request=(
     field("throttle_time_ms", "int32", "1+"),
 ))
 
-FETCH = Api(1, "Fetch", (4, 11), flexible=12, request=(
+FETCH = Api(1, "Fetch", (4, 12), flexible=12, request=(
+    field("cluster_id", "string", "12+", nullable="12+", tag=0),
     field("replica_id", "int32", default=-1),
     field("max_wait_ms", "int32"),
     field("min_bytes", "int32"),
@@ -46,6 +49,7 @@ FETCH = Api(1, "Fetch", (4, 11), flexible=12, request=(
                 field("partition", "int32"),
                 field("current_leader_epoch", "int32", "9+", default=-1),
                 field("fetch_offset", "int64"),
+                field("last_fetched_epoch", "int32", "12+", default=-1),
                 field("log_start_offset", "int64", "5+", default=-1),
                 field("partition_max_bytes", "int32"))),
     array("forgotten_topics_data",
@@ -65,6 +69,18 @@ FETCH = Api(1, "Fetch", (4, 11), flexible=12, request=(
                 field("high_watermark", "int64"),
                 field("last_stable_offset", "int64", "4+", default=-1),
                 field("log_start_offset", "int64", "5+", default=-1),
+                struct("diverging_epoch",
+                       field("epoch", "int32", default=-1),
+                       field("end_offset", "int64", default=-1),
+                       versions="12+", tag=0),
+                struct("current_leader",
+                       field("leader_id", "int32", default=-1),
+                       field("leader_epoch", "int32", default=-1),
+                       versions="12+", tag=1),
+                struct("snapshot_id",
+                       field("end_offset", "int64", default=-1),
+                       field("epoch", "int32", default=-1),
+                       versions="12+", tag=2),
                 array("aborted_transactions",
                       field("producer_id", "int64"),
                       field("first_offset", "int64"),
@@ -73,7 +89,8 @@ FETCH = Api(1, "Fetch", (4, 11), flexible=12, request=(
                 field("records", "records", nullable="0+"))),
 ))
 
-LIST_OFFSETS = Api(2, "ListOffsets", (1, 5), flexible=6, request=(
+# timestamp -1 latest, -2 earliest, -3 (v7+) the offset of the largest timestamp
+LIST_OFFSETS = Api(2, "ListOffsets", (1, 7), flexible=6, request=(
     field("replica_id", "int32"),
     field("isolation_level", "int8", "2+"),
     array("topics",
@@ -94,12 +111,13 @@ LIST_OFFSETS = Api(2, "ListOffsets", (1, 5), flexible=6, request=(
                 field("leader_epoch", "int32", "4+", default=-1))),
 ))
 
-METADATA = Api(3, "Metadata", (0, 8), flexible=9, request=(
+METADATA = Api(3, "Metadata", (0, 12), flexible=9, request=(
     array("topics",
-          field("name", "string"),
+          field("topic_id", "uuid", "10+"),
+          field("name", "string", nullable="10+"),
           nullable="1+"),
     field("allow_auto_topic_creation", "bool", "4+", default=True),
-    field("include_cluster_authorized_operations", "bool", "8+"),
+    field("include_cluster_authorized_operations", "bool", "8-10"),
     field("include_topic_authorized_operations", "bool", "8+"),
 ), response=(
     field("throttle_time_ms", "int32", "3+"),
@@ -112,7 +130,8 @@ METADATA = Api(3, "Metadata", (0, 8), flexible=9, request=(
     field("controller_id", "int32", "1+", default=-1),
     array("topics",
           field("error_code", "int16"),
-          field("name", "string"),
+          field("name", "string", nullable="12+"),
+          field("topic_id", "uuid", "10+"),
           field("is_internal", "bool", "1+"),
           array("partitions",
                 field("error_code", "int16"),
@@ -123,10 +142,10 @@ METADATA = Api(3, "Metadata", (0, 8), flexible=9, request=(
                 field("isr_nodes", "[]int32"),
                 field("offline_replicas", "[]int32", "5+")),
           field("topic_authorized_operations", "int32", "8+", default=-2147483648)),
-    field("cluster_authorized_operations", "int32", "8+", default=-2147483648),
+    field("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
 ))
 
-OFFSET_FOR_LEADER_EPOCH = Api(23, "OffsetForLeaderEpoch", (2, 3), flexible=4, request=(
+OFFSET_FOR_LEADER_EPOCH = Api(23, "OffsetForLeaderEpoch", (2, 4), flexible=4, request=(
     field("replica_id", "int32", "3+", default=-2),
     array("topics",
           field("topic", "string"),
@@ -145,4 +164,22 @@ OFFSET_FOR_LEADER_EPOCH = Api(23, "OffsetForLeaderEpoch", (2, 3), flexible=4, re
                 field("end_offset", "int64", default=-1))),
 ))
 
-APIS = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH)
+# offset -1: the high watermark (delete every committed record); low_watermark: the log start offset after it
+DELETE_RECORDS = Api(21, "DeleteRecords", (0, 2), flexible=2, request=(
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("offset", "int64"))),
+    field("timeout_ms", "int32"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("low_watermark", "int64", default=-1),
+                field("error_code", "int16"))),
+))
+
+APIS = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH)

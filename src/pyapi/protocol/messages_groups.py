@@ -7,7 +7,7 @@ assignments are opaque ``bytes`` (the consumer protocol inside them is the group
 
 from .schema import Api, array, field
 
-OFFSET_COMMIT = Api(8, "OffsetCommit", (2, 7), flexible=8, request=(
+OFFSET_COMMIT = Api(8, "OffsetCommit", (2, 8), flexible=8, request=(
     field("group_id", "string"),
     field("generation_id_or_member_epoch", "int32", "1+", default=-1),
     field("member_id", "string", "1+"),
@@ -29,12 +29,21 @@ OFFSET_COMMIT = Api(8, "OffsetCommit", (2, 7), flexible=8, request=(
                 field("error_code", "int16"))),
 ))
 
-OFFSET_FETCH = Api(9, "OffsetFetch", (1, 5), flexible=6, request=(
-    field("group_id", "string"),
+# v8 asks for several groups at once: ``groups`` replaces the top-level group_id/topics in both directions
+OFFSET_FETCH = Api(9, "OffsetFetch", (1, 8), flexible=6, request=(
+    field("group_id", "string", "0-7"),
     array("topics",
           field("name", "string"),
           field("partition_indexes", "[]int32"),
-          nullable="2+"),
+          versions="0-7", nullable="2-7"),
+    array("groups",
+          field("group_id", "string"),
+          array("topics",
+                field("name", "string"),
+                field("partition_indexes", "[]int32"),
+                nullable="8+"),
+          versions="8+"),
+    field("require_stable", "bool", "7+"),
 ), response=(
     field("throttle_time_ms", "int32", "3+"),
     array("topics",
@@ -44,23 +53,46 @@ OFFSET_FETCH = Api(9, "OffsetFetch", (1, 5), flexible=6, request=(
                 field("committed_offset", "int64"),
                 field("committed_leader_epoch", "int32", "5+", default=-1),
                 field("metadata", "string", nullable="0+"),
-                field("error_code", "int16"))),
-    field("error_code", "int16", "2+"),
+                field("error_code", "int16")),
+          versions="0-7"),
+    field("error_code", "int16", "2-7"),
+    array("groups",
+          field("group_id", "string"),
+          array("topics",
+                field("name", "string"),
+                array("partitions",
+                      field("partition_index", "int32"),
+                      field("committed_offset", "int64"),
+                      field("committed_leader_epoch", "int32", default=-1),
+                      field("metadata", "string", nullable="8+"),
+                      field("error_code", "int16"))),
+          field("error_code", "int16"),
+          versions="8+"),
 ))
 
-FIND_COORDINATOR = Api(10, "FindCoordinator", (0, 2), flexible=3, request=(
-    field("key", "string"),
+# v4 looks up several keys at once: ``coordinator_keys`` / ``coordinators`` replace key and the single answer
+FIND_COORDINATOR = Api(10, "FindCoordinator", (0, 4), flexible=3, request=(
+    field("key", "string", "0-3"),
     field("key_type", "int8", "1+"),
+    field("coordinator_keys", "[]string", "4+"),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
-    field("error_code", "int16"),
-    field("error_message", "string", "1+", nullable="1+"),
-    field("node_id", "int32"),
-    field("host", "string"),
-    field("port", "int32"),
+    field("error_code", "int16", "0-3"),
+    field("error_message", "string", "1-3", nullable="1-3"),
+    field("node_id", "int32", "0-3"),
+    field("host", "string", "0-3"),
+    field("port", "int32", "0-3"),
+    array("coordinators",
+          field("key", "string"),
+          field("node_id", "int32"),
+          field("host", "string"),
+          field("port", "int32"),
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="4+"),
+          versions="4+"),
 ))
 
-JOIN_GROUP = Api(11, "JoinGroup", (0, 5), flexible=6, request=(
+JOIN_GROUP = Api(11, "JoinGroup", (0, 9), flexible=6, request=(
     field("group_id", "string"),
     field("session_timeout_ms", "int32"),
     field("rebalance_timeout_ms", "int32", "1+", default=-1),
@@ -70,12 +102,15 @@ JOIN_GROUP = Api(11, "JoinGroup", (0, 5), flexible=6, request=(
     array("protocols",
           field("name", "string"),
           field("metadata", "bytes")),
+    field("reason", "string", "8+", nullable="8+"),
 ), response=(
     field("throttle_time_ms", "int32", "2+"),
     field("error_code", "int16"),
     field("generation_id", "int32", default=-1),
-    field("protocol_name", "string"),
+    field("protocol_type", "string", "7+", nullable="7+"),
+    field("protocol_name", "string", nullable="7+", default=""),
     field("leader", "string"),
+    field("skip_assignment", "bool", "9+"),
     field("member_id", "string"),
     array("members",
           field("member_id", "string"),
@@ -83,7 +118,7 @@ JOIN_GROUP = Api(11, "JoinGroup", (0, 5), flexible=6, request=(
           field("metadata", "bytes")),
 ))
 
-HEARTBEAT = Api(12, "Heartbeat", (0, 3), flexible=4, request=(
+HEARTBEAT = Api(12, "Heartbeat", (0, 4), flexible=4, request=(
     field("group_id", "string"),
     field("generation_id", "int32"),
     field("member_id", "string"),
@@ -93,29 +128,44 @@ HEARTBEAT = Api(12, "Heartbeat", (0, 3), flexible=4, request=(
     field("error_code", "int16"),
 ))
 
-LEAVE_GROUP = Api(13, "LeaveGroup", (0, 1), flexible=4, request=(
+# v3 leaves several members at once (static members by group_instance_id): ``members`` replaces member_id
+LEAVE_GROUP = Api(13, "LeaveGroup", (0, 5), flexible=4, request=(
     field("group_id", "string"),
-    field("member_id", "string"),
+    field("member_id", "string", "0-2"),
+    array("members",
+          field("member_id", "string"),
+          field("group_instance_id", "string", nullable="3+"),
+          field("reason", "string", "5+", nullable="5+"),
+          versions="3+"),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
     field("error_code", "int16"),
+    array("members",
+          field("member_id", "string"),
+          field("group_instance_id", "string", nullable="3+"),
+          field("error_code", "int16"),
+          versions="3+"),
 ))
 
-SYNC_GROUP = Api(14, "SyncGroup", (0, 3), flexible=4, request=(
+SYNC_GROUP = Api(14, "SyncGroup", (0, 5), flexible=4, request=(
     field("group_id", "string"),
     field("generation_id", "int32"),
     field("member_id", "string"),
     field("group_instance_id", "string", "3+", nullable="3+"),
+    field("protocol_type", "string", "5+", nullable="5+"),
+    field("protocol_name", "string", "5+", nullable="5+"),
     array("assignments",
           field("member_id", "string"),
           field("assignment", "bytes")),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
     field("error_code", "int16"),
+    field("protocol_type", "string", "5+", nullable="5+"),
+    field("protocol_name", "string", "5+", nullable="5+"),
     field("assignment", "bytes"),
 ))
 
-DESCRIBE_GROUPS = Api(15, "DescribeGroups", (0, 4), flexible=5, request=(
+DESCRIBE_GROUPS = Api(15, "DescribeGroups", (0, 5), flexible=5, request=(
     field("groups", "[]string"),
     field("include_authorized_operations", "bool", "3+"),
 ), response=(
@@ -136,17 +186,18 @@ DESCRIBE_GROUPS = Api(15, "DescribeGroups", (0, 4), flexible=5, request=(
           field("authorized_operations", "int32", "3+", default=-2147483648)),
 ))
 
-LIST_GROUPS = Api(16, "ListGroups", (0, 2), flexible=3, request=(
+LIST_GROUPS = Api(16, "ListGroups", (0, 4), flexible=3, request=(
+    field("states_filter", "[]string", "4+"),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
     field("error_code", "int16"),
     array("groups",
           field("group_id", "string"),
-          field("protocol_type", "string")),
+          field("protocol_type", "string"),
+          field("group_state", "string", "4+")),
 ))
 
-# v0-1 are what librdkafka and kafka-python send (v1 only lets the broker throttle after the response)
-DELETE_GROUPS = Api(42, "DeleteGroups", (0, 1), flexible=2, request=(
+DELETE_GROUPS = Api(42, "DeleteGroups", (0, 2), flexible=2, request=(
     field("groups_names", "[]string"),
 ), response=(
     field("throttle_time_ms", "int32"),

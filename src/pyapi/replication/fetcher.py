@@ -288,6 +288,11 @@ class LeaderFetcher(threading.Thread):
         hw = min(r["high_watermark"], lg.end_offset)
         if hw > lg.high_watermark:
             lg.high_watermark = hw
+        # as Kafka's followers: the leader's log start offset (raised by DeleteRecords or retention) becomes
+        # this replica's, up to its high watermark, so a new leader never serves records deleted before
+        start = min(r["log_start_offset"], lg.high_watermark)
+        if start > lg.start_offset:
+            lg.delete_records_before(start)
 
 
 def _retry_later(code: int, what: str) -> SeglogError:
