@@ -107,8 +107,7 @@ class Handlers:
                     count, internal = view.topic_partitions(name)
                 partitions = [view.partition_metadata(name, p) for p in range(count)]
             except SeglogError as e:
-                topics.append({"error_code": _err(e), "name": name, "topic_id": self._topic_id(name),
-                               "partitions": []})
+                topics.append({"error_code": _err(e), "name": name, "partitions": []})
                 continue
             topics.append({"error_code": 0, "name": name, "topic_id": self._topic_id(name), "is_internal": internal,
                            "partitions": partitions})
