@@ -4,7 +4,7 @@
 
 from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
-                          INT32_MAX, INT64_MAX, INT64_MIN)
+                          INT32_MAX, INT64_MAX, INT64_MIN, SIZE_MAX)
 
 # Work on at least this many bytes (CRC-32C, batch walks, copies, reads) runs with the GIL released so other
 # threads keep running; below it, releasing and retaking the GIL costs more than the work itself.
@@ -15,6 +15,22 @@ include "bigendian.pxd"
 include "varint.pxd"
 include "crc32c.pxd"
 include "batch.pxd"
+
+
+# Bytes taken from one argument (buffers.pxi): p/n, n = -1 for None; buf holds the exporter while taken.
+ctypedef struct Span:
+    Py_buffer buf
+    bint held                               # buf holds an exporter (released by release_span)
+    const unsigned char *p
+    int64_t n
+
+# A record's arguments, taken once before a writer encodes it (buffers.pxi, take_record).
+ctypedef struct RecordIn:
+    Span key
+    Span value
+    Span *hspans                            # header key, value, key, value ... (2 * hcount spans)
+    Py_ssize_t hcount
+    int64_t hsize                           # encoded size of the headers (after the count)
 
 
 cdef class MappedFile:
@@ -81,11 +97,12 @@ cdef class BatchWriter:
     cdef public int32_t next_sequence
     cdef readonly bint full
     cdef readonly int batches               # finished batches not yet cleared
+    cdef size_t keep_from                   # add_many: where the batch it found open starts (SIZE_MAX: none) ...
+    cdef bytes kept_raw                     # ... whose records finish() copies here before compressing them
 
     cdef int _reserve(self, size_t need) except -1
     cdef int _open(self) except -1
-    cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
-                            int64_t vlen, object headers, int64_t timestamp) except? -1
+    cdef int64_t add_record(self, RecordIn *r, int64_t timestamp) except? -1
     cdef int64_t _record_timestamp(self, object timestamp) except? -1
     cpdef int64_t add(self, object value, object key=*, object headers=*, object timestamp=*) except? -1
     cdef Py_ssize_t _add_values(self, list values, Py_ssize_t i, Py_ssize_t stop_bytes, int64_t ts) except -1
@@ -245,9 +262,11 @@ cdef class RecordAccumulator:
     cdef void _acquire(self)
     cdef void _release(self)
     cdef Py_ssize_t _count(self, object topic) except -1
-    cdef Py_ssize_t _choose(self, object topic, object key, object partition, Py_ssize_t n) except -1
+    cdef Py_ssize_t _choose(self, object topic, object key, Span *kspan, object partition,
+                            Py_ssize_t n) except -1
     cpdef RecordFuture send(self, object topic, object value=*, object key=*, object partition=*,
                             object headers=*, object timestamp=*)
+    cdef RecordFuture _add(self, object topic, Py_ssize_t p, RecordIn *r, int64_t ts)
     cdef OpenBatch _new_open(self, object topic, Py_ssize_t p)
     cdef int _send(self, OpenBatch o) except -1
     cdef list _all_open(self)

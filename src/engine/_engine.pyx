@@ -8,15 +8,18 @@ other part of seglog except the leaf module `seglog.errors`, so every error it r
 cimport cython
 from cpython.buffer cimport (PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
                              PyObject_GetBuffer)
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_Check, PyBytes_CheckExact, PyBytes_FromStringAndSize,
+                            PyBytes_GET_SIZE)
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_CheckExact
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.number cimport PyIndex_Check, PyNumber_Index
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.tuple cimport PyTuple_CheckExact
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
 from libc.errno cimport EINTR, ENOENT, ENOSPC, errno
-from libc.string cimport memcmp, memcpy, memmove
+from libc.string cimport memcmp, memcpy, memmove, memset
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, O_TRUNC
 from posix.fcntl cimport open as open_c
 from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE, mmap, munmap
@@ -81,6 +84,7 @@ cdef bytes _read_whole(int fd, str path):
 
 
 include "fileops.pxi"
+include "buffers.pxi"
 include "crc32c.pxi"
 include "varint.pxi"
 include "codecs.pxi"
@@ -89,6 +93,7 @@ include "records.pxi"
 include "batch.pxi"
 include "index.pxi"
 include "segment.pxi"
+include "journal.pxi"
 include "hash.pxi"
 include "producer.pxi"
 include "arrow.pxi"

@@ -400,7 +400,7 @@ def arrow_columns(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, bin
         raise _errors.InvalidArgumentError("max_output_bytes must be positive")
     memset(&o, 0, sizeof(ArrowOut))
     o.headers = include_headers
-    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    take_bytes(data, &buf, "batch data")
     try:
         abuf_put(&o.key.offsets, <const unsigned char *>&zero, 4)
         abuf_put(&o.value.offsets, <const unsigned char *>&zero, 4)

@@ -43,7 +43,7 @@ def batch_offsets_error(data, int64_t prev_last=-1, int64_t limit=INT64_MAX):
     Raises CorruptRecordError when ``data`` is shorter than a batch header."""
     cdef Py_buffer buf
     cdef OffsetCheck c
-    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    take_bytes(data, &buf, "batch data")
     try:
         if buf.len < BATCH_HEADER_SIZE:
             raise _errors.CorruptRecordError(f"only {buf.len} bytes: shorter than a batch header")
@@ -108,6 +108,7 @@ cdef class BatchWriter:
         self.require_keys = require_keys
         self.full = False
         self.batches = 0
+        self.keep_from = SIZE_MAX
         self._reserve(4096)
 
     def __dealloc__(self):
@@ -157,27 +158,26 @@ cdef class BatchWriter:
         self.is_open = True
         return 0
 
-    cdef int64_t add_record(self, const unsigned char *key, int64_t klen, const unsigned char *value,
-                            int64_t vlen, object headers, int64_t timestamp) except? -1:
-        """Encode one record (klen/vlen -1 = null) at the end of the open batch; returns its offset (any int64:
-        hence `except? -1`, an error is told apart by the exception set)."""
-        cdef int64_t hsize = 0, body, total, ts_delta, hcount = 0
+    cdef int64_t add_record(self, RecordIn *r, int64_t timestamp) except? -1:
+        """Encode one taken record (buffers.pxi: sizes and bytes come from the same spans) at the end of the
+        open batch; returns its offset (any int64: hence `except? -1`, an error is told apart by the exception
+        set). Checks that can refuse the record all run before the writer changes."""
+        cdef int64_t klen = r.key.n, vlen = r.value.n, hcount = r.hcount, hsize = r.hsize
+        cdef int64_t body, total, ts_delta
         cdef unsigned char *w
         if klen < 0 and self.require_keys:
             raise _errors.InvalidRecordError("a compacted topic (cleanup.policy=compact) cannot accept a record "
                                              "without a key")
-        if not self.is_open:
-            self._open()
-        ts_delta = timestamp - self.base_ts if self.count else 0
-        if headers is not None and len(headers):
-            hcount = len(headers)
-            hsize = _headers_size(headers)
-        body = (1 + varint_size(ts_delta) + varint_size(self.count) + varint_size(klen) + (klen if klen > 0 else 0)
-                + varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(hcount) + hsize)
+        ts_delta = timestamp - self.base_ts if self.is_open and self.count else 0
+        body = (1 + varint_size(ts_delta) + varint_size(self.count if self.is_open else 0) + varint_size(klen)
+                + (klen if klen > 0 else 0) + varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(hcount)
+                + hsize)
         total = varint_size(body) + body
-        if total + BATCH_HEADER_SIZE > self.max_record_bytes:
+        if total + BATCH_HEADER_SIZE > self.max_record_bytes or body > INT32_MAX:
             raise _errors.RecordTooLargeError(size=total + BATCH_HEADER_SIZE, limit=self.max_record_bytes,
                                               what="record", setting=self.limit_name)
+        if not self.is_open:
+            self._open()
         if self.count > 0 and (self.count >= self.batch_records
                                or <Py_ssize_t>(self.pos - self.used) - BATCH_HEADER_SIZE + total > self.batch_bytes):
             self.finish()                       # the batch is at its record budget, or this record would pass its byte budget
@@ -200,15 +200,15 @@ cdef class BatchWriter:
         w = put_varint(w, self.count)
         w = put_varint(w, klen)
         if klen > 0:
-            memcpy(w, key, klen)
+            memcpy(w, r.key.p, klen)
             w += klen
         w = put_varint(w, vlen)
         if vlen > 0:
-            memcpy(w, value, vlen)
+            memcpy(w, r.value.p, vlen)
             w += vlen
         w = put_varint(w, hcount)
         if hcount:
-            w = _write_headers(w, headers)
+            w = write_headers(w, r)
         self.pos += total
         self.count += 1
         self.next_offset += 1
@@ -230,44 +230,21 @@ cdef class BatchWriter:
         return ts
 
     cpdef int64_t add(self, object value, object key=None, object headers=None, object timestamp=None) except? -1:
-        """Append one record to the open batch; returns the offset it will have. Raises TypeError for a
-        value or key that is not bytes-like or None (or a timestamp that is not an int: a float is refused,
-        not truncated), RecordTooLargeError for a record over max_record_bytes, InvalidTimestampError for a
+        """Append one record to the open batch; returns the offset it will have. value, key and header
+        values: any buffer, taken once as its bytes (buffers.pxi), or None. Nothing changes unless the record
+        is added, except that a batch it would overflow is finished first. Raises TypeError for a value, key
+        or header that is not bytes-like or None (str included; or a timestamp that is not an int: a float is
+        refused, not truncated), RecordTooLargeError for a record over max_record_bytes, InvalidTimestampError for a
         timestamp check_timestamps refuses (negative, outside int64 or the before/after window),
         InvalidRecordError for a record without a key when require_keys."""
-        cdef Py_buffer kb, vb
-        cdef const unsigned char *kp = NULL
-        cdef const unsigned char *vp = NULL
-        cdef int64_t kl = -1, vl = -1, ts
-        cdef bint kbuf = False, vbuf = False
-        ts = now_ms() if timestamp is None else self._record_timestamp(timestamp)
+        cdef RecordIn r
+        cdef int64_t ts = now_ms() if timestamp is None else self._record_timestamp(timestamp)
+        memset(&r, 0, sizeof(RecordIn))
         try:
-            if value is None:
-                pass
-            elif PyBytes_CheckExact(value):
-                vp = <const unsigned char *>PyBytes_AS_STRING(value)
-                vl = PyBytes_GET_SIZE(value)
-            else:
-                _get_bytes_like(value, &vb, "value")
-                vbuf = True
-                vp = <const unsigned char *>vb.buf
-                vl = vb.len
-            if key is None:
-                pass
-            elif PyBytes_CheckExact(key):
-                kp = <const unsigned char *>PyBytes_AS_STRING(key)
-                kl = PyBytes_GET_SIZE(key)
-            else:
-                _get_bytes_like(key, &kb, "key")
-                kbuf = True
-                kp = <const unsigned char *>kb.buf
-                kl = kb.len
-            return self.add_record(kp, kl, vp, vl, headers, ts)
+            take_record(value, key, headers, &r)
+            return self.add_record(&r, ts)
         finally:
-            if vbuf:
-                PyBuffer_Release(&vb)
-            if kbuf:
-                PyBuffer_Release(&kb)
+            release_record(&r)
 
     def add_many(self, values, keys=None, headers=None, timestamps=None, Py_ssize_t start=0,
                  Py_ssize_t stop_bytes=0):
@@ -275,7 +252,8 @@ cdef class BatchWriter:
         batches of at most ``batch_bytes``/``batch_records``. With stop_bytes > 0, stop once the finished
         batches reach stop_bytes and return the index of the next record to add; at the end the last batch is
         finished and len(values) is returned. All or nothing per call: if a record is rejected (type, size)
-        the writer is left exactly as it was before the call."""
+        the writer is left exactly as it was before the call, bytes included (a batch that was open and got
+        finished, compressed in place, has its records put back)."""
         cdef Py_ssize_t n = len(values), i
         cdef int64_t ts
         cdef size_t used0 = self.used, pos0 = self.pos
@@ -294,6 +272,8 @@ cdef class BatchWriter:
         if self.exports > 0:
             raise BufferError("cannot add to a BatchWriter while views of its bytes are alive")
         ts = now_ms()
+        if open0 and self.count and self.codec != CODEC_NONE:
+            self.keep_from = used0              # finish() compresses in place: it keeps the records first
         try:
             i = start
             if keys is None and headers is None and timestamps is None and PyList_CheckExact(values):
@@ -313,10 +293,16 @@ cdef class BatchWriter:
             self.finish()
             return n
         except BaseException:
+            if self.kept_raw is not None:       # the open batch it found was finished: put its records back
+                memcpy(self.buf + used0 + BATCH_HEADER_SIZE, PyBytes_AS_STRING(self.kept_raw),
+                       PyBytes_GET_SIZE(self.kept_raw))
             self.used, self.pos, self.is_open, self.full = used0, pos0, open0, full0
             self.count, self.next_sequence, self.next_offset = count0, seq0, next0
             self.base_ts, self.max_ts, self.batches = base_ts0, max_ts0, batches0
             raise
+        finally:
+            self.keep_from = SIZE_MAX
+            self.kept_raw = None
 
     cdef Py_ssize_t _add_values(self, list values, Py_ssize_t i, Py_ssize_t stop_bytes, int64_t ts) except -1:
         """add_many's loop for a list of values alone: bytes and None encoded without boxing or dispatch. Stops
@@ -324,14 +310,20 @@ cdef class BatchWriter:
         returns the index of the next record. The list is only read: no Python code runs in the loop."""
         cdef Py_ssize_t n = PyList_GET_SIZE(values)
         cdef object v
+        cdef RecordIn r
+        memset(&r, 0, sizeof(RecordIn))          # nothing is held: `v` keeps the value alive
+        r.key.n = -1
         while i < n:
             v = <object>PyList_GET_ITEM(values, i)
             if v is None:
-                self.add_record(NULL, -1, NULL, -1, None, ts)
+                r.value.p = NULL
+                r.value.n = -1
             elif PyBytes_CheckExact(v):
-                self.add_record(NULL, -1, <const unsigned char *>PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), None, ts)
+                r.value.p = <const unsigned char *>PyBytes_AS_STRING(v)
+                r.value.n = PyBytes_GET_SIZE(v)
             else:
                 return i
+            self.add_record(&r, ts)
             i += 1
             if stop_bytes and self.used >= <size_t>stop_bytes:
                 return i
@@ -353,6 +345,9 @@ cdef class BatchWriter:
         start = self.used
         if self.codec != CODEC_NONE:
             raw_len = self.pos - start - BATCH_HEADER_SIZE
+            if start == self.keep_from:
+                self.kept_raw = PyBytes_FromStringAndSize(<const char *>(self.buf + start + BATCH_HEADER_SIZE),
+                                                          raw_len)
             packed = compress(self.codec, PyMemoryView_FromMemory(<char *>(self.buf + start + BATCH_HEADER_SIZE),
                                                                   raw_len, PyBUF_READ))
             clen = PyBytes_GET_SIZE(packed)
@@ -472,74 +467,6 @@ def check_timestamps(int64_t min_ts, int64_t max_ts, int64_t now_ms, int64_t bef
     _check_timestamps(min_ts, max_ts, now_ms, before_max_ms, after_max_ms)
 
 
-cdef int _get_bytes_like(object obj, Py_buffer *b, str what) except -1:
-    if isinstance(obj, str):
-        raise TypeError(f"record {what} must be bytes-like or None, not str (encode it first)")
-    try:
-        PyObject_GetBuffer(obj, b, PyBUF_SIMPLE)
-    except TypeError:
-        raise TypeError(f"record {what} must be bytes-like or None, not {type(obj).__name__}") from None
-    return 0
-
-
-cdef int64_t _len_or_null(object obj, str what) except -2:
-    if obj is None:
-        return -1
-    if PyBytes_CheckExact(obj):
-        return PyBytes_GET_SIZE(obj)
-    if isinstance(obj, str):
-        raise TypeError(f"record {what} must be bytes-like or None, not str (encode it first)")
-    try:
-        return len(memoryview(obj))
-    except TypeError:
-        raise TypeError(f"record {what} must be bytes-like or None, not {type(obj).__name__}") from None
-
-
-cdef int64_t _headers_size(object headers) except -1:
-    """Encoded size of a header list; validates shapes and types."""
-    cdef int64_t size = 0, vl
-    cdef Py_ssize_t kl
-    for item in headers:
-        try:
-            k, v = item
-        except (TypeError, ValueError):
-            raise TypeError(f"each header must be a (key, value) pair, not {item!r}") from None
-        if isinstance(k, str):
-            PyUnicode_AsUTF8AndSize(k, &kl)
-        elif isinstance(k, bytes):
-            kl = PyBytes_GET_SIZE(k)
-        else:
-            raise TypeError(f"header key must be str or bytes, not {type(k).__name__}")
-        vl = _len_or_null(v, "header value")
-        size += varint_size(kl) + kl + varint_size(vl) + (vl if vl > 0 else 0)
-    return size
-
-
-cdef unsigned char *_write_headers(unsigned char *w, object headers) except NULL:
-    cdef Py_ssize_t kl
-    cdef const char *kp
-    cdef Py_buffer vb
-    for item in headers:
-        k, v = item
-        if isinstance(k, str):
-            kp = PyUnicode_AsUTF8AndSize(k, &kl)
-        else:
-            kp = PyBytes_AS_STRING(k)
-            kl = PyBytes_GET_SIZE(k)
-        w = put_varint(w, kl)
-        memcpy(w, kp, kl)
-        w += kl
-        if v is None:
-            w = put_varint(w, -1)
-        else:
-            PyObject_GetBuffer(v, &vb, PyBUF_SIMPLE)
-            w = put_varint(w, vb.len)
-            memcpy(w, vb.buf, vb.len)
-            w += vb.len
-            PyBuffer_Release(&vb)
-    return w
-
-
 cdef class BatchInfo:
     """The header fields of one batch (see batch.pxd), plus where it ends: ``next_offset`` = last + 1."""
 
@@ -605,7 +532,7 @@ def batches(data, bint verify_crc=True, path=None):
     cdef int64_t pos = 0, n, stop
     cdef BatchHeader h
     cdef BatchCheck c
-    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    take_bytes(data, &buf, "batch data")
     try:
         p = <const unsigned char *>buf.buf
         n = buf.len
@@ -707,7 +634,7 @@ def validate_client_batch(data, Py_ssize_t max_message_bytes=1048588, bint verif
     cdef Inflated inflated
     if max_inflated_bytes < 0:
         max_inflated_bytes = inflate_limit(max_message_bytes)
-    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    take_bytes(data, &buf, "batch data")
     try:
         p = <const unsigned char *>buf.buf
         n = buf.len

@@ -50,7 +50,8 @@ cdef object _cj():
 
 
 cdef bytes compress(int codec, object data):
-    """Compress the records section `data` (a buffer) with codec 1-4."""
+    """Compress the records section `data` (a 1-D unsigned-byte view: _xerial_compress slices it) with
+    codec 1-4."""
     if codec == CODEC_LZ4:
         f = _lz4()
         return f.compress(data, block_size=f.BLOCKSIZE_MAX64KB, block_linked=False,
@@ -91,6 +92,13 @@ cdef bytes _xerial_compress(object data):
 # allow MAX_INFLATED_BYTES (2 GiB - 1: Kafka's record and batch sizes are int32).
 INFLATE_RATIO = 32
 MAX_INFLATED_BYTES = 0x7fffffff
+# The sizes data states are hints that cost memory before a byte is inflated: a 343-byte gzip batch stating
+# 1.9 GB made a read allocate (and zero) 1.9 GB. A stated size above HINT_RATIO x the input (deflate's own
+# maximum is 1032:1) is ignored: the buffer then grows with the real output. A raw snappy block cannot encode
+# more than SNAPPY_MAX_RATIO x its size (a 3-byte copy yields at most 64 bytes), so a larger stated length
+# is corrupt.
+cdef int64_t HINT_RATIO = 1032
+cdef int64_t SNAPPY_MAX_RATIO = 22
 
 
 def inflate_limit(Py_ssize_t max_message_bytes):
@@ -159,6 +167,8 @@ cdef Inflated inflate(int codec, const unsigned char *p, Py_ssize_t n, Py_ssize_
             size = _cj().snappy.decompress_raw_len(data)
             if size > limit:
                 _too_large(limit)
+            if size > <int64_t>n * SNAPPY_MAX_RATIO + 64:
+                raise ValueError(f"the block states {size} bytes, more than {n} bytes of snappy can encode")
             out = bytearray(size)
             if _cj().snappy.decompress_raw_into(data, out) != size:
                 raise ValueError("snappy block shorter than its header says")
@@ -172,6 +182,8 @@ cdef Inflated inflate(int codec, const unsigned char *p, Py_ssize_t n, Py_ssize_
         else:
             raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec} in batch attributes")
         stated = _stated_size(codec, p, n)
+        if stated > <int64_t>n * HINT_RATIO + (1 << 16):
+            stated = -1                         # more than the input can hold in practice: a hint not to trust
         cap = stated + 1 if 0 <= stated <= limit else min(max(<int64_t>n * 16, 1 << 16), <int64_t>limit + 1)
         while True:
             out = bytearray(cap)
@@ -208,7 +220,10 @@ cdef bytearray _xerial_decompress(object data, Py_ssize_t limit):
             raise ValueError("truncated xerial chunk")
         chunk = mv[pos:pos + size]
         chunks.append(chunk)
-        total += cj.decompress_raw_len(chunk)
+        stated = cj.decompress_raw_len(chunk)
+        if stated > size * SNAPPY_MAX_RATIO + 64:
+            raise ValueError(f"a block states {stated} bytes, more than {size} bytes of snappy can encode")
+        total += stated
         if total > limit:
             _too_large(limit)
         pos += size
@@ -230,6 +245,11 @@ def codec_name(name):
 def compress_records(int codec, data):
     """The records section `data` compressed with codec id 1-4 exactly as BatchWriter does (for code that
     rebuilds batches, e.g. the log cleaner). Raises UnsupportedCompressionTypeError for other ids."""
+    cdef Py_buffer b
     if not 1 <= codec <= 4:
         raise _errors.UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
-    return compress(codec, data)
+    take_bytes(data, &b, "records")
+    try:
+        return compress(codec, PyMemoryView_FromMemory(<char *>b.buf, b.len, PyBUF_READ))
+    finally:
+        PyBuffer_Release(&b)

@@ -5,7 +5,7 @@ def crc32c(data, uint32_t value=0):
     buffers of NOGIL_BYTES (64 KiB) and more. crc32c(b"123456789") == 0xE3069283."""
     cdef Py_buffer b
     cdef uint32_t c
-    PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
+    take_bytes(data, &b, "data")
     try:
         if b.len >= NOGIL_BYTES:
             with nogil:
@@ -19,7 +19,7 @@ def crc32c(data, uint32_t value=0):
 def crc32c_table(data, uint32_t value=0):
     """CRC-32C by the portable table path only (to test it against the hardware path)."""
     cdef Py_buffer b
-    PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
+    take_bytes(data, &b, "data")
     try:
         return seglog_crc32c_sw(value, b.buf, <size_t>b.len)
     finally:

@@ -5,8 +5,8 @@
 # system directly (the cost is one indirect call). The Python-level file calls of the log layer (checkpoints,
 # segment renames and deletions, markers) use the file_* functions below, which go through the same table.
 #
-# set_fault_handler(handler) switches `fops` to `fault_ops`, whose entries first ask handler(op, path, nbytes)
-# (with the GIL) what to do with the call: None runs it; an int fails it with that errno (nothing happens);
+# set_fault_handler(handler) switches `fops` to `fault_ops`, whose entries first ask
+# handler(op, path, nbytes, dst) (with the GIL; dst is the new name for rename, else None) what to do: None runs it; an int fails it with that errno (nothing happens);
 # ("short", n) lets a pwrite/write move at most n bytes; ("delay", seconds) sleeps, then runs it. `path` is the
 # file's name (calls on an fd name it through /proc/self/fd). seglog.faults.FaultPlan builds handlers from
 # rules ("the 3rd pwrite on *.log fails with ENOSPC"); set_fault_handler(None) restores the real table.
@@ -95,7 +95,7 @@ cdef FileOps *fops = &real_ops
 cdef object _fault_handler = None
 
 
-cdef int64_t _consult(str op, int fd, const char *path, int64_t n) noexcept with gil:
+cdef int64_t _consult(str op, int fd, const char *path, int64_t n, const char *dst=NULL) noexcept with gil:
     """Ask the fault handler about one call: -errno to fail it, else how many bytes it may move (n when it
     runs whole; a delay has been slept already). A handler that raises is reported (RuntimeWarning) and the
     call runs."""
@@ -103,13 +103,13 @@ cdef int64_t _consult(str op, int fd, const char *path, int64_t n) noexcept with
     if handler is None:
         return n
     try:
-        return _decide(handler, op, fd, path, n)
+        return _decide(handler, op, fd, path, n, dst)
     except BaseException as e:
         _warnings.warn(f"fault handler {handler!r} failed on {op}: {e!r}", RuntimeWarning)
         return n
 
 
-cdef int64_t _decide(object handler, str op, int fd, const char *path, int64_t n) except? -1:
+cdef int64_t _decide(object handler, str op, int fd, const char *path, int64_t n, const char *dst) except? -1:
     if path != NULL:
         name = os.fsdecode(<bytes>path)
     else:
@@ -117,7 +117,7 @@ cdef int64_t _decide(object handler, str op, int fd, const char *path, int64_t n
             name = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             name = f"fd {fd}"
-    decision = handler(op, name, n)
+    decision = handler(op, name, n, os.fsdecode(<bytes>dst) if dst != NULL else None)
     if decision is None:
         return n
     if isinstance(decision, int):
@@ -181,7 +181,7 @@ cdef int _fault_fallocate(int fd, off_t at, off_t length) noexcept nogil:
     return fallocate(fd, 0, at, length)
 
 cdef int _fault_rename(const char *src, const char *dst) noexcept nogil:
-    cdef int64_t r = _consult("rename", -1, src, 0)
+    cdef int64_t r = _consult("rename", -1, src, 0, dst)
     if r < 0:
         set_errno(<int>-r)
         return -1
@@ -218,7 +218,7 @@ FILE_OPS = ("open", "pwrite", "write", "fdatasync", "fsync", "ftruncate", "fallo
 
 
 def set_fault_handler(handler):
-    """Route the engine's file calls through handler(op, path, nbytes) (see the top of fileops.pxi), or back
+    """Route the engine's file calls through handler(op, path, nbytes, dst) (see the top of fileops.pxi), or back
     to the system calls with None. Returns the handler it replaces. Process-wide; for tests and benchmarks."""
     global _fault_handler, fops
     old = _fault_handler

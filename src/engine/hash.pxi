@@ -4,11 +4,11 @@
 #
 # Included by _engine.pyx. Python-visible: murmur2(key) -> signed int32 (Java's int result) and
 # partitions_for_keys(keys, num_partitions, null_first=-1, null_step=0) -> list[int] for a whole list in one
-# call. Keys are bytes or any C-contiguous buffer (bytearray, memoryview); str is refused (hash the
-# serialized key, never the text).
+# call. Keys are bytes or any buffer, hashed as its bytes (buffers.pxi, take_bytes); str is refused (hash
+# the serialized key, never the text).
 
 from libc.stdint cimport int32_t, uint32_t
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
@@ -47,14 +47,12 @@ cdef inline uint32_t murmur2_raw(const unsigned char *data, Py_ssize_t length) n
 
 
 cdef inline uint32_t murmur2_object(object key) except? 0xffffffff:
-    """murmur2 of a bytes-like object; TypeError for str or objects without a contiguous buffer."""
+    """murmur2 of a bytes-like object's bytes (buffers.pxi, take_bytes); TypeError for str or non-buffers."""
     cdef Py_buffer view
     cdef uint32_t h
     if PyBytes_CheckExact(key):
         return murmur2_raw(<const unsigned char *>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
-    if isinstance(key, str):
-        raise TypeError("murmur2 hashes bytes, not str: encode the key first")
-    PyObject_GetBuffer(key, &view, PyBUF_SIMPLE)
+    take_bytes(key, &view, "key")
     try:
         h = murmur2_raw(<const unsigned char *>view.buf, view.len)
     finally:

@@ -15,16 +15,9 @@ from libc.time cimport time_t
 from posix.time cimport CLOCK_MONOTONIC
 
 
-cdef inline Py_ssize_t _approx_size(object value, object key, object headers) except -1:
-    """An upper estimate of a record's encoded size (its varints take at most 26 bytes)."""
-    cdef Py_ssize_t n = 26
-    if value is not None:
-        n += PyBytes_GET_SIZE(value) if PyBytes_CheckExact(value) else len(value)
-    if key is not None:
-        n += PyBytes_GET_SIZE(key) if PyBytes_CheckExact(key) else len(key)
-    if headers:
-        n += _headers_size(headers)
-    return n
+cdef inline int64_t _size_bound(RecordIn *r) noexcept:
+    """An upper bound of a taken record's encoded size (its varints take at most 31 bytes)."""
+    return 31 + (r.value.n if r.value.n > 0 else 0) + (r.key.n if r.key.n > 0 else 0) + r.hsize
 
 
 cdef inline double monotonic_s() noexcept nogil:
@@ -156,7 +149,8 @@ cdef class RecordAccumulator:
             self.batch_limits[topic] = max(1, min(self.batch_size, limit - BATCH_HEADER_SIZE))
         return n
 
-    cdef Py_ssize_t _choose(self, object topic, object key, object partition, Py_ssize_t n) except -1:
+    cdef Py_ssize_t _choose(self, object topic, object key, Span *kspan, object partition,
+                            Py_ssize_t n) except -1:
         cdef Py_ssize_t p
         if partition is not None:
             p = partition
@@ -171,8 +165,8 @@ cdef class RecordAccumulator:
                     f"Invalid partition: partitioner {self.partitioner!r} returned {p}, topic {topic!r} "
                     f"has partitions 0..{n - 1}")
             return p
-        if key is not None:
-            return (murmur2_object(key) & 0x7fffffff) % n
+        if kspan.n >= 0:
+            return (murmur2_raw(kspan.p, kspan.n) & 0x7fffffff) % n
         counter = self.round_robin.get(topic, 0)
         self.round_robin[topic] = (counter + 1) & 0x7fffffff
         return counter % n
@@ -182,13 +176,28 @@ cdef class RecordAccumulator:
         """Queue one record; returns its future. Raises at once (nothing queued) for a bad partition, a
         value/key that is not bytes-like, or a record over max_request_size. Append errors go to the future."""
         cdef Py_ssize_t n, p
-        cdef int64_t ts, index
+        cdef int64_t ts
+        cdef RecordIn r
+        memset(&r, 0, sizeof(RecordIn))
+        try:
+            take_record(value, key, headers, &r)
+            n = self._count(topic)
+            p = self._choose(topic, key, &r.key, partition, n)
+            if timestamp is None:
+                ts = now_ms()
+            else:
+                ts = _timestamp_arg(timestamp)
+                _check_timestamps(ts, ts, 0, INT64_MAX, INT64_MAX)
+            return self._add(topic, p, &r, ts)
+        finally:
+            release_record(&r)
+
+    cdef RecordFuture _add(self, object topic, Py_ssize_t p, RecordIn *r, int64_t ts):
+        """send() once its record is taken and its partition chosen."""
+        cdef int64_t index
         cdef OpenBatch o
         cdef RecordFuture f
         cdef list slots
-        n = self._count(topic)
-        p = self._choose(topic, key, partition, n)
-        ts = now_ms() if timestamp is None else _timestamp_arg(timestamp)
         self._acquire()
         try:
             if self.closed:
@@ -197,10 +206,10 @@ cdef class RecordAccumulator:
             o = slots[p] if slots is not None and p < len(slots) else None
             if o is None:
                 o = self._new_open(topic, p)
-            elif o.writer.count and <Py_ssize_t>(o.writer.pos - o.writer.used) + _approx_size(value, key, headers) \
+            elif o.writer.count and <Py_ssize_t>(o.writer.pos - o.writer.used) + _size_bound(r) \
                     > <Py_ssize_t>self.batch_limits[topic]:
                 self._send(o)                  # the record would take the batch past batch_size: start a new one
-            index = o.writer.add(value, key, headers, ts)
+            index = o.writer.add_record(r, ts)
             if o.writer.count == 1:
                 o.since = monotonic_s()
             f = RecordFuture.__new__(RecordFuture)

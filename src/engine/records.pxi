@@ -168,7 +168,7 @@ def decode_records(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, to
     cdef BatchHeader h
     cdef BatchCheck c
     cdef OffsetCheck oc
-    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    take_bytes(data, &buf, "batch data")
     try:
         p = <const unsigned char *>buf.buf
         n = buf.len

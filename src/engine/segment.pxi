@@ -119,16 +119,26 @@ cdef class Segment:
         self.max_index_bytes = max_index_bytes
         self.writable = writable
         self.created_ms = now_ms()
-        if create:
-            if not writable:
-                raise _errors.ReadOnlyLogError("cannot create a segment in a read-only log")
-            self._open_log(True)
-            if self.size:
-                raise _errors.StorageError(f"segment file already exists with {self.size} bytes", self.log_path)
-            self._next_offset = base_offset
-            self.open_indexes()
-        else:
-            self._open_log(False)
+        if create and not writable:
+            raise _errors.ReadOnlyLogError("cannot create a segment in a read-only log")
+        try:
+            self._open_log(create)
+            if create:
+                if self.size:
+                    raise _errors.StorageError(f"segment file already exists with {self.size} bytes",
+                                               self.log_path)
+                self._next_offset = base_offset
+                self.open_indexes()
+                if self.oindex.entries or self.tindex.entries:   # left by a deletion that failed halfway
+                    self.oindex.reset()
+                    self.tindex.reset()
+        except BaseException:
+            self.close()                         # a failed open keeps no descriptor
+            raise
+
+    def __dealloc__(self):
+        if self.fd >= 0:                         # dropped without close(): the descriptor goes with it
+            close(self.fd)
 
     def __repr__(self):
         return f"Segment({self.log_path!r}, size={self.size})"
@@ -154,8 +164,9 @@ cdef class Segment:
         the entries inside its size: the writer may have indexed batches appended after that size was taken
         (time index entries past the next offset are dropped as _load_tail finds it)."""
         if self.oindex is None:
-            self.oindex = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, self.writable)
+            oindex = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, self.writable)
             self.tindex = TimeIndex(self.timeindex_path, self.base_offset, self.max_index_bytes, self.writable)
+            self.oindex = oindex                 # both or neither: close() and this test oindex alone
             if not self.writable:
                 self.oindex.drop_past(self.size)
 
@@ -502,7 +513,8 @@ cdef class Segment:
             pos += bsize
         return -1
 
-    def read(self, int64_t position, int64_t max_bytes, int64_t max_offset=INT64_MAX, bint min_one=True):
+    def read(self, int64_t position, int64_t max_bytes, int64_t max_offset=INT64_MAX, bint min_one=True,
+             bint verify=True):
         """Whole batches from position: as many as fit in max_bytes (>= 0; but at least one when min_one), none
         holding an offset >= max_offset. Returns (view, next_position, next_offset), next_offset being the
         last returned offset + 1 (-1 when nothing is returned). The view is zero-copy from the mapping, or, for
@@ -515,7 +527,9 @@ cdef class Segment:
         damaged baseOffset), so neither is returned, unless its base offset is below base_offset (then it alone
         is damaged). A batch failing a check is never returned:
         CorruptRecordError (path, position; offset for offsets out of order) if nothing before it can be, else
-        the read ends before it (the next read, starting there, raises)."""
+        the read ends before it (the next read, starting there, raises).
+        With verify=False the CRCs are left to verify_read(), which the caller runs on the result (a Log does
+        that after releasing its lock, so readers of a partition do not wait for each other's CRC checks)."""
         cdef int64_t end, next_offset = -1, avail, want, bsize
         cdef const unsigned char *base
         cdef MappedFile m = None
@@ -544,7 +558,10 @@ cdef class Segment:
         end = self._read_extent(base, position, avail, max_bytes, max_offset, min_one, &next_offset)
         if end == position:
             return memoryview(b""), position, -1
-        good = self._verify(base, position, end)
+        if not verify:
+            good = end
+        else:
+            good = self._verify(base, position, end)
         if good < end:
             end, next_offset = good, last_offset_at(base + self._last_batch_before(base, position, good)) + 1
         if m is not None:
@@ -607,6 +624,26 @@ cdef class Segment:
             next_offset[0] = last + 1
         return end
 
+    def verify_read(self, view, int64_t position, int64_t next_offset):
+        """The CRC checks of read(position, ..., verify=False), on its result: (view, next_offset) cut before the
+        first batch failing its CRC, CorruptRecordError if that is the first one (as read() does). Needs no lock
+        against appends or truncations: the view keeps its bytes (a truncation leaves viewed bytes in place)."""
+        cdef Py_buffer b
+        cdef int64_t end, good
+        cdef const unsigned char *base
+        PyObject_GetBuffer(view, &b, PyBUF_SIMPLE)
+        try:
+            end = position + b.len
+            if end <= self.verified_end:
+                return view, next_offset
+            base = <const unsigned char *>b.buf - position
+            good = self._verify(base, position, end)
+            if good == end:
+                return view, next_offset
+            return view[:good - position], last_offset_at(base + self._last_batch_before(base, position, good)) + 1
+        finally:
+            PyBuffer_Release(&b)
+
     cdef int64_t _last_batch_before(self, const unsigned char *base, int64_t start, int64_t stop) noexcept:
         """Position of the last batch that starts in [start, stop) (batches tile the range from start)."""
         cdef int64_t pos = start, last = start
@@ -629,7 +666,8 @@ cdef class Segment:
                 bad = _check_range(base, start, end, &verified, &c)
         else:
             bad = _check_range(base, start, end, &verified, &c)
-        self.verified_end = verified
+        if verified > self.verified_end and verified <= self.size:   # (verify_read may run beside a truncation)
+            self.verified_end = verified
         if bad == start and bad < end:
             raise_check(c, self.log_path, bad, base + bad, end - bad)
         return bad

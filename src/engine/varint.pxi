@@ -15,7 +15,7 @@ def decode_varint(data, Py_ssize_t pos=0, bint long=False):
     cdef int64_t v
     cdef const unsigned char *p
     cdef const unsigned char *q
-    PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
+    take_bytes(data, &b, "data")
     try:
         if pos < 0 or pos > b.len:
             raise _errors.InvalidArgumentError(f"position {pos} outside the buffer")

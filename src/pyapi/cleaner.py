@@ -544,7 +544,7 @@ def _clean_group(log, work: str, group: list, offset_map: dict, map_end: int, la
     if new_base is not None:
         work_stem = os.path.join(work, _engine.segment_name(base))
         for suffix in (".index", ".timeindex", ".log"):
-            os.rename(work_stem + suffix, stem + suffix + ".cleaned")
+            _engine.file_rename(work_stem + suffix, stem + suffix + ".cleaned")
         mtime = group[-1].ident[3]                 # as Kafka: the cleaned file keeps the last old file's mtime
         os.utime(stem + ".log.cleaned", ns=(mtime, mtime))
     checks = [(os.path.join(log.path, _engine.segment_name(s.base) + ".log"), s.ident) for s in group]
@@ -569,7 +569,7 @@ def _clean_group(log, work: str, group: list, offset_map: dict, map_end: int, la
 def _unlink_cleaned(stem: str) -> None:
     for suffix in (".index", ".timeindex", ".log"):
         try:
-            os.unlink(stem + suffix + ".cleaned")
+            _engine.file_unlink(stem + suffix + ".cleaned")
         except FileNotFoundError:
             pass
 

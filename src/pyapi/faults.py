@@ -11,7 +11,7 @@ that matches and is due decides:
     plan.delay("fdatasync", 2.0, times=None)                # every fdatasync takes 2 s longer
     with plan:
         ...
-    plan.calls        # every (op, path) the engine made while installed, in order
+    plan.calls        # every (op, path) the engine made while installed, in order (rename: the source)
     plan.fired        # (op, path, what) of the faults injected
 
 Ops: open, pwrite, write, fdatasync, fsync, ftruncate, fallocate, rename, unlink, mmap. ``path`` is an fnmatch
@@ -86,7 +86,7 @@ class FaultPlan:
         """The matching calls sleep `seconds` (without holding the GIL), then run."""
         return self._add(op, path, nth, times, ("delay", seconds))
 
-    def __call__(self, op: str, path: str, nbytes: int):
+    def __call__(self, op: str, path: str, nbytes: int, dst: str | None = None):
         with self._lock:
             self.calls.append((op, path))
             for rule in self._rules:

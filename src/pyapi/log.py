@@ -6,15 +6,22 @@ A partition directory holds segments named by their 20-digit base offset (``.log
 
 Offsets: ``start_offset <= high_watermark <= end_offset`` (end = last offset + 1). ``append`` assigns offsets
 at once; records it buffers are written as a batch when the buffer fills, when anything reads, flushes or
-closes the log, so readers of the same Log see every appended record immediately. Only ``flush()``/``close()``
-(or the flush.messages / flush.ms policy, and every segment roll) make records durable; the recovery point
-marks how far they are. On open after a crash (no clean-shutdown marker) every segment from the recovery
-point on is rescanned: the .log is cut at the first invalid batch, later segments are deleted, indexes are
-rebuilt. Reads never return a partial or corrupt batch.
+closes the log, so readers of the same Log see every appended record immediately.
+
+Durability: an offset returned is an offset kept. Whatever ``append``, ``append_batch``, ``append_raw`` have
+returned survives the process being killed (kill -9, a crash): batches are in the segment files' page cache,
+and the records ``append`` buffers are mirrored at every call into ``.append-journal`` (engine journal.pxi),
+which the next open replays. A power loss or kernel crash keeps only what ``flush()``/``close()`` (or the
+flush.messages / flush.ms policy, and every segment roll) fsynced; the recovery point marks how far that is.
+On open after a crash (no clean-shutdown marker) every segment from the recovery point on is rescanned: the
+.log is cut at the first invalid batch, later segments are deleted, indexes are rebuilt; then the journal's
+records that continue the log are written. Reads never return a partial or corrupt batch.
 
 Concurrency: one writer and many readers per Log object, in any threads (one lock, held briefly, guards
-the segment list and the buffered batch). One process owns a directory for writing (an flock on ``.lock``);
-other processes may open it with ``readonly=True`` and see a consistent prefix (``refresh()`` to see more).
+the segment list and the buffered batch; a read holds it for the position and the batches' framing, and checks
+their CRCs after releasing it). One process owns a directory for writing (an flock on ``.lock``); other
+processes may open it with ``readonly=True`` and see a consistent prefix (``refresh()`` to see more), which
+includes the records ``append`` has returned but not yet written to a segment (read from the journal).
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ Record = _engine.Record
 STATE_FILE = "log-state-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 LOCK_FILE = ".lock"
+JOURNAL_FILE = ".append-journal"     # append()'s buffered records, as they survive kill -9 (engine journal.pxi)
 PENDING_BATCH_BYTES = 16 * 1024      # per-record appends are written as batches of about this size
 APPEND_BATCH_BYTES = 64 * 1024       # append_batch() cuts its records into batches of about this size
 APPEND_CHUNK_BYTES = 4 << 20         # ... and writes them this many bytes at a time from a reused buffer
@@ -84,6 +92,7 @@ class RecoveryReport:
     promised_end_offset: int = 0         # the end the checkpoint vouches for: max(recovery point, high watermark)
     lost_offsets: int = 0                # offsets below promised_end_offset the log no longer holds (damage or
                                          # deleted files: the data is gone, a replica must fetch it again)
+    journal_records: int = 0             # records append() had returned before a crash, written from the journal
 
 
 class Log:
@@ -103,6 +112,8 @@ class Log:
         self._lock = threading.Lock()
         self._closed = True
         self._writer = None
+        self._journal = None               # append()'s journal (writable logs, opened at the first append)
+        self._tail = None                  # read-only logs: (base offset, bytes) of the batches read from the journal
         self._batch_writers: dict = {}
         self._task = None                  # the periodic maintain() (writable logs), run every _task_interval s
         self._task_interval = None
@@ -198,12 +209,26 @@ class Log:
         try:
             self._load()
         except BaseException:
+            self._close_files()
             self._release_dir_lock()
             raise
 
+    def _close_files(self) -> None:
+        """Close the append journal and every segment this Log holds open (close(), and _open when loading
+        fails)."""
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        active = getattr(self, "_active", None)
+        if active is not None:
+            active.close()
+        for seg in self._open_segments.values():
+            seg.close()
+        self._open_segments.clear()
+
     def _take_dir_lock(self) -> None:
         try:
-            fd = os.open(os.path.join(self.path, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = _engine.file_open(os.path.join(self.path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             raise StorageError(f"cannot open lock file: {e.strerror}", self.path, e.errno) from None
         try:
@@ -228,6 +253,15 @@ class Log:
                 with storage_errors("cannot list log directory", self.path):
                     names = os.listdir(self.path)
         self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
+        if not self.readonly:
+            # indexes whose .log is gone (deleted files, damage) would be taken up by a new segment at that base
+            logs = {f"{b:020d}" for b in self._bases}
+            orphans = [name for name in names if name.endswith((".index", ".timeindex"))
+                       and name.split(".", 1)[0] not in logs]
+            if orphans:
+                log.warning("%s: deleting %d index files without their .log: %s", self.path, len(orphans),
+                            ", ".join(sorted(orphans)[:5]))
+                _unlink_all([os.path.join(self.path, name) for name in orphans])
         state = self._read_state()
         self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
         self._producers = ProducerStateManager(self.path)
@@ -263,17 +297,24 @@ class Log:
             self._dirty = True               # new or recovered: close() must checkpoint and mark it clean
             if self._bases:
                 self._recover()
-        if not self._bases:
+        existing = bool(self._bases)
+        if not existing:
             base = max(self._start_offset, 0)
             self._bases = [base]
             seg = self._new_segment(base)
         else:
             seg = self._segment_object(self._bases[-1], check=False)
             self._open_segments.pop(seg.base_offset, None)
-            if clean:
+        try:
+            if clean and existing:
                 self._check_or_rebuild(seg, active=True)
-        seg.activate(self._map_bytes())
+            seg.activate(self._map_bytes())
+        except BaseException:
+            seg.close()                      # not yet the active segment: _open's clean-up would miss it
+            raise
         self._active = seg
+        self._replay_journal()
+        seg = self._active                   # the replay may have rolled
         self._start_offset = max(self._start_offset, self._bases[0])
         if self._start_offset > seg.next_offset:
             self._start_offset = seg.next_offset
@@ -297,9 +338,55 @@ class Log:
             raise StorageError("not a seglog/Kafka partition directory: no segment files", self.path)
         self._active = self._segment_object(self._bases[-1], check=False)
         self._open_segments.pop(self._active.base_offset, None)
+        journal = _engine.read_journal(os.path.join(self.path, JOURNAL_FILE))
         self._active.scan_tail()
+        self._set_tail(journal)
         self._writer = None
         self._start_offset = max(self._start_offset, self._bases[0])
+
+    def _set_tail(self, journal: bytes) -> None:
+        """Read-only logs: keep the journal's batches that continue the segments (read before the segments were
+        scanned, so any the writer moved to a segment meanwhile are found there and dropped here)."""
+        self._tail = None
+        end = self._active.next_offset
+        for b in _engine.batches(journal) if journal else ():
+            if b.base_offset == end:
+                self._tail = (end, memoryview(journal)[b.position:])
+                return
+            if b.base_offset > end:
+                return
+
+    def _replay_journal(self) -> None:
+        """At open: write the batches of append()'s journal that continue the log (records append() returned
+        before a crash), then empty it. Batches already in the segments are skipped; batches after a gap (the
+        segments lost data the journal continued) cannot be placed and are dropped with a warning."""
+        path = os.path.join(self.path, JOURNAL_FILE)
+        if not os.path.exists(path):
+            return
+        journal = _engine.AppendJournal(path)
+        try:
+            data = journal.batches()
+            end = self._active.next_offset
+            for b in _engine.batches(data) if data else ():
+                if b.base_offset > end:
+                    log.warning("%s: the append journal holds offsets %d.. but the log ends at %d: dropping them",
+                                self.path, b.base_offset, end)
+                    break
+                if b.base_offset == end:
+                    rest = memoryview(data)[b.position:]
+                    records = b.next_offset - b.base_offset
+                    for later in _engine.batches(rest)[1:]:
+                        records += later.next_offset - later.base_offset
+                    self._write(rest, records)
+                    self.recovery.journal_records = records
+                    log.info("%s: wrote %d records appended before a crash from the append journal", self.path,
+                             records)
+                    break
+            journal.reset()
+        except BaseException:
+            journal.close()
+            raise
+        self._journal = journal
 
     def _read_state(self) -> dict[str, int] | None:
         """The state checkpoint's entries ({} before the first one is written); None if it does not parse."""
@@ -479,7 +566,7 @@ class Log:
                 seg.close()
             self._bases.remove(base)
             stem = os.path.join(self.path, _engine.segment_name(base))
-            for suffix in (".log", ".index", ".timeindex"):
+            for suffix in (".index", ".timeindex", ".log"):       # the .log last: never indexes without it
                 with storage_errors("cannot delete segment file", stem + suffix, missing_ok=True):
                     _engine.file_rename(stem + suffix, stem + suffix + ".deleted")
                     renamed.append(stem + suffix + ".deleted")
@@ -501,7 +588,11 @@ class Log:
     @property
     def end_offset(self) -> int:
         """The offset the next record will get (last offset + 1), counting records buffered by append()."""
-        return self._writer.next_offset if self._writer is not None else self._active.next_offset
+        if self._writer is not None:
+            return self._writer.next_offset
+        if self._tail is not None:
+            return _engine.batches(self._tail[1])[-1].next_offset
+        return self._active.next_offset
 
     @property
     def high_watermark(self) -> int:
@@ -640,17 +731,31 @@ class Log:
         message.timestamp.type=CreateTime they must lie within message.timestamp.before.max.ms before and
         message.timestamp.after.max.ms after now; with LogAppendTime the batch carries the time it is written
         and readers see that. Buffered into a batch (see the module docstring).
+        The returned offset is kept if the process dies (kill -9) before the batch is written: the record is
+        in the append journal when append() returns (see the module docstring); a power loss keeps it only
+        after flush(). Readers in other processes (readonly=True) see it after their next refresh().
         Wrong types raise TypeError (value, key, headers; a timestamp that is a float or bool rather than
         being truncated); InvalidTimestampError for a negative timestamp (-1, NO_TIMESTAMP, only exists in
         old formats: None means now) or one outside the window; InvalidRecordError (no key on a compacted
-        log), RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError, StorageError."""
+        log), RecordTooLargeError (max.message.bytes), LogClosedError, ReadOnlyLogError, StorageError (the
+        record was not taken: disk full for the journal, or buffered records whose earlier write failed
+        still cannot be written)."""
         with self._lock:
             w = self._writer
             if w is None or self._closed or self._marker_kept:
                 self._check_writable()
-            offset = w.add(value, key, headers, timestamp)
+            if w.finished:
+                self._seal_pending()       # a write that failed before: retried first, so a failure takes nothing
+            journal = self._journal
+            if journal is None:
+                journal = self._journal = _engine.AppendJournal(os.path.join(self.path, JOURNAL_FILE))
+            offset = journal.add(w, value, key, headers, timestamp)
             if w.full:
-                self._seal_pending()
+                try:
+                    self._seal_pending()
+                except StorageError as e:  # the record is kept (journal, buffer): the next call retries the write
+                    log.warning("%s: writing appended records failed (%s); they stay buffered and are retried by "
+                                "the next call", self.path, e)
             return offset
 
     def append_batch(self, values: Sequence, keys: Sequence | None = None, headers: Sequence | None = None,
@@ -713,13 +818,14 @@ class Log:
         without more memory being taken for it. Raises CorruptRecordError,
         InvalidRecordError, RecordTooLargeError, InvalidTimestampError, UnsupportedForMessageFormatError."""
         cfg = self.config
-        info, min_ts, max_ts = _engine.validate_client_batch(batch, cfg.max_message_bytes, validate_records,
+        data = bytearray(memoryview(batch))       # its bytes, taken once: what is validated is what is written
+        info, min_ts, max_ts = _engine.validate_client_batch(data, cfg.max_message_bytes, validate_records,
                                                              cfg.compact)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         if not cfg.log_append_time:
             _engine.check_timestamps(min_ts, max_ts, now, cfg.message_timestamp_before_max_ms,
                                      cfg.message_timestamp_after_max_ms)
-        data = self._convert_codec(batch, info)
+        data = self._convert_codec(data, info)
         idempotent = info.producer_id >= 0
         with self._lock:
             self._check_writable()
@@ -738,11 +844,11 @@ class Log:
                                        info.records_count, base, base + info.records_count - 1, max_ts)
             return base
 
-    def _convert_codec(self, batch, info) -> bytearray:
-        """The batch as a writable copy, recompressed if the topic's compression.type asks for another codec."""
+    def _convert_codec(self, batch: bytearray, info) -> bytearray:
+        """The batch, recompressed into a new bytearray if the topic's compression.type asks for another codec."""
         target = self.config.compression_type
         if target == "producer" or info.compression == ("none" if target == "uncompressed" else target):
-            return bytearray(batch)
+            return batch
         bw = _engine.BatchWriter(next_offset=0, compression=target, batch_bytes=1 << 62,
                                  max_record_bytes=1 << 62, producer_id=info.producer_id,
                                  producer_epoch=info.producer_epoch, next_sequence=info.base_sequence,
@@ -759,10 +865,11 @@ class Log:
         """Append whole batches that already carry offsets (a replica copying its leader); returns the new end
         offset. The first batch must start at or after end_offset and offsets must increase. CRCs are checked;
         leader epochs in the batches extend the epoch cache."""
+        data = _byte_view(data)
         infos = _engine.batches(data)
         if not infos:
             return self.end_offset
-        view = memoryview(data)[:infos[-1].position + infos[-1].size]
+        view = data[:infos[-1].position + infos[-1].size]
         with self._lock:
             self._check_writable()
             self._seal_pending()
@@ -779,17 +886,24 @@ class Log:
             return expect
 
     def _seal_pending(self) -> None:
+        """Write the records append() buffered, then empty the journal. If the write fails (StorageError) the
+        records stay buffered and journaled, and whatever part of them reached the segments is taken back, so
+        the next call writes them again whole."""
         w = self._writer
         if w is not None and (w.count or w.finished):
             n = w.count
             w.finish()
+            first = w.next_offset - sum(b.next_offset - b.base_offset for b in _engine.batches(w))
             try:
                 if w.finished:
                     self._write(w, n)
             except BaseException:
-                w.reset(self._active.next_offset)   # not written (disk full ...): those records are dropped
+                if self._active.next_offset > first:
+                    self._truncate_locked(first, keep_writer=True)
                 raise
             w.clear()
+            if self._journal is not None:
+                self._journal.reset()
 
     def _roll_ms(self) -> int:
         """How long after its first batch the active segment rolls: segment.ms less a jitter drawn once per
@@ -843,6 +957,7 @@ class Log:
         max_bytes = _int_arg(max_bytes, "max_bytes")
         if max_offset is not None:
             max_offset = _int_arg(max_offset, "max_offset")
+        # the position and the batches' framing under the lock; their CRCs after it (see Segment.verify_read)
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
@@ -853,20 +968,31 @@ class Log:
             if not self._start_offset <= offset <= end:
                 raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=end)
             limit = _INT64_MAX if max_offset is None else max_offset
+            if self._tail is not None and offset >= self._tail[0]:
+                return _read_batches(self._tail[1], offset, max_bytes, limit, min_one)
             i = bisect.bisect_right(self._bases, offset) - 1
             while i < len(self._bases):
                 seg = self._segment_object(self._bases[max(i, 0)])
                 pos = seg.find_position(offset)
                 if pos >= 0:
-                    try:
-                        view, _, next_offset = seg.read(pos, max_bytes, limit, min_one)
-                    except CorruptRecordError as e:
-                        log.error("%s: corrupt batch met reading offset %d: %s in file %s at position %s", self.path,
-                                  offset, e.reason, e.path or seg.log_path, e.position)
-                        raise
-                    return view, next_offset
+                    break
                 i += 1                  # past this segment's data (a gap): the next segment
-            return memoryview(b""), -1
+            else:
+                return memoryview(b""), -1
+            try:
+                view, _, next_offset = seg.read(pos, max_bytes, limit, min_one, False)
+            except CorruptRecordError as e:
+                self._report_corrupt(offset, seg, e)
+                raise
+        try:
+            return seg.verify_read(view, pos, next_offset)
+        except CorruptRecordError as e:
+            self._report_corrupt(offset, seg, e)
+            raise
+
+    def _report_corrupt(self, offset: int, seg, e: CorruptRecordError) -> None:
+        log.error("%s: corrupt batch met reading offset %d: %s in file %s at position %s", self.path, offset,
+                  e.reason, e.path or seg.log_path, e.position)
 
     def records(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
         """Records with offsets in [start, end): start defaults to start_offset, end to end_offset as of the
@@ -948,7 +1074,7 @@ class Log:
             self._seal_pending()
             self._truncate_locked(offset)
 
-    def _truncate_locked(self, offset: int) -> None:
+    def _truncate_locked(self, offset: int, keep_writer: bool = False) -> None:
         if offset >= self._active.next_offset:
             return
         if offset < self._start_offset:
@@ -966,7 +1092,7 @@ class Log:
             self._delete_segments(above)
         seg.truncate_to(offset)           # fsyncs the cut file (and the directory after a copy-and-rename)
         seg.activate(self._map_bytes())
-        self._after_truncation()
+        self._after_truncation(keep_writer)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at `offset` (a replica whose log no longer overlaps
@@ -988,11 +1114,12 @@ class Log:
         self._epochs.clear()
         self._after_truncation()
 
-    def _after_truncation(self) -> None:
+    def _after_truncation(self, keep_writer: bool = False) -> None:
         end = self._active.next_offset
         if end < self._start_offset:         # the batch holding the start offset went whole: start = end
             self._start_offset = end
-        self._writer.reset(end)
+        if not keep_writer:
+            self._writer.reset(end)
         self._recovery_point = min(self._recovery_point, end)
         if self._hw is not None:
             self._hw = min(self._hw, end)
@@ -1208,6 +1335,9 @@ class Log:
         with self._lock:
             if not self.readonly:
                 return
+            # the journal first: a batch the writer moves from it to a segment meanwhile is in a segment listed
+            # and scanned after, so nothing seen before disappears (see _set_tail)
+            journal = _engine.read_journal(os.path.join(self.path, JOURNAL_FILE))
             with storage_errors("cannot list log directory", self.path):
                 names = os.listdir(self.path)
             bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
@@ -1230,6 +1360,7 @@ class Log:
                 self._active.offset_index.reload()
                 self._active.time_index.reload()
             self._active.scan_tail()
+            self._set_tail(journal)
 
     def close(self) -> None:
         """Write buffered records, fsync, trim the active segment's indexes, checkpoint and mark the shutdown
@@ -1258,10 +1389,7 @@ class Log:
                     fsync_dir(self.path)
             finally:
                 self._closed = True
-                self._active.close()
-                for seg in self._open_segments.values():
-                    seg.close()
-                self._open_segments.clear()
+                self._close_files()
                 self._release_dir_lock()
 
     def __enter__(self) -> "Log":
@@ -1269,6 +1397,13 @@ class Log:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _byte_view(data) -> memoryview:
+    """data's bytes as a flat unsigned-byte view, so lengths and slices count bytes, not items (an array of
+    ints has 4 per item); a copy when data is not C-contiguous. TypeError for str and other non-buffers."""
+    view = memoryview(data)
+    return view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
 
 
 def _int_arg(value, what: str) -> int:
@@ -1281,6 +1416,26 @@ def _int_arg(value, what: str) -> int:
     if not 0 <= value <= _INT64_MAX:
         raise InvalidArgumentError(f"{what} must be in 0..{_INT64_MAX}, not {value}")
     return value
+
+
+def _read_batches(data: memoryview, offset: int, max_bytes: int, max_offset: int, min_one: bool):
+    """read_next() over whole batches in memory (a read-only log's journal tail): from the batch holding
+    offset, those that fit max_bytes (at least one if min_one), none holding an offset >= max_offset."""
+    start = stop = None
+    next_offset = -1
+    for b in _engine.batches(data):
+        if b.next_offset <= offset:
+            continue
+        if start is None:
+            start = b.position
+        if b.last_offset >= max_offset:
+            break
+        if b.position + b.size - start > max_bytes and (stop is not None or not min_one):
+            break
+        stop, next_offset = b.position + b.size, b.next_offset
+    if stop is None:
+        return memoryview(b""), -1
+    return data[start:stop], next_offset
 
 
 def _unlink_all(paths: list[str]) -> None:

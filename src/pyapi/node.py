@@ -140,9 +140,11 @@ class Partition:
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, not {acks}")
         now = int(time.time() * 1000)
-        base = self.log.append_raw(batch, now_ms=now)
+        view = memoryview(batch)
+        delta = bytes(view.cast("B")[23:27] if view.c_contiguous else view.tobytes()[23:27])   # bytes, not items
+        base = self.log.append_raw(view, now_ms=now)
         self.node._data_arrived(self)
-        last = base + int.from_bytes(bytes(batch[23:27]), "big", signed=True)
+        last = base + int.from_bytes(delta, "big", signed=True)
         return base, last, (now if self.log.config.log_append_time else -1)
 
     def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,
@@ -437,6 +439,12 @@ class Node:
         """The partitions of `topic` this node holds (all of them, unless it is a cluster member)."""
         info = self.topic(topic)
         return [self._partitions[(topic, p)] for p in range(info.partitions) if (topic, p) in self._partitions]
+
+    def recovery_losses(self) -> dict[str, int]:
+        """{"topic-partition": offsets lost} of the partitions whose log, when it opened, held less than its
+        checkpoint vouched for (Log.recovery.lost_offsets)."""
+        return {f"{t}-{p}": part.log.recovery.lost_offsets for (t, p), part in list(self._partitions.items())
+                if getattr(part.log, "recovery", None) is not None and part.log.recovery.lost_offsets}
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to `total` partitions (Kafka cannot shrink: InvalidPartitionsError). All or nothing:

@@ -155,6 +155,27 @@ def test_a_corrupt_stored_batch_is_an_error_line_and_a_metric(start_broker, tmp_
     assert b.metrics()["corrupt_batches"] == {"dmg-0": 1}
 
 
+def test_a_partition_reopened_without_its_data_shows_in_the_metrics(start_broker, tmp_path, caplog):
+    """A partition whose .log files vanished while the broker was down reopens empty, loudly: a WARNING and
+    the recovery_lost_offsets metric (offsets its checkpoint vouched for), on /metrics too."""
+    caplog.set_level(logging.WARNING, logger="seglog")
+    b = start_broker(data_dir=tmp_path / "data", metrics_port=0)
+    b.node.create_topic("gone", 2)
+    with RawConnection(address(b)) as c:
+        for i in range(5):
+            r = c.request(ApiKey.PRODUCE, 8, produce_body("gone", 1, record_batch([(1, b"k", b"v%d" % i, [])])))
+            assert one(r)["error_code"] == NO_ERROR
+    d = b.node.partition("gone", 1).log.path
+    b.stop()
+    for name in os.listdir(d):
+        if name.endswith(".log"):
+            os.unlink(os.path.join(d, name))
+    b = start_broker(data_dir=tmp_path / "data", metrics_port=0)
+    assert b.metrics()["recovery_lost_offsets"] == {"gone-1": 5}
+    assert 'seglog_recovery_lost_offsets{partition="gone-1"} 5' in _http_get(b.metrics_port, "/metrics")[2]
+    assert [r for r in caplog.records if r.levelno == logging.WARNING and "offsets are lost" in r.getMessage()]
+
+
 def test_frame_cut_short_by_the_client(seglog_broker):
     with RawConnection(address(seglog_broker)) as c:
         header, frame = c.frame(ApiKey.METADATA, 8, {"topics": None})

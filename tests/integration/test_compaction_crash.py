@@ -1,8 +1,8 @@
 """Compaction crash safety: a subprocess compacting a log is killed with SIGKILL, then the log is reopened.
 
 Two ways to pick the moment:
-- at every step of the swap protocol: the child wraps os.rename/os.replace and kills itself (SIGKILL) just
-  before the N-th call (work dir -> .cleaned, .cleaned -> .swap, old segments -> .deleted, .swap -> final
+- at every step of the swap protocol: the child watches renames through the engine's file-call seam and kills
+  itself (SIGKILL) just before the N-th one (work dir -> .cleaned, .cleaned -> .swap, old segments -> .deleted, .swap -> final
   names, the cleaner checkpoint; see crash_points for which N), and once more after the pass completed;
 - at random times while a child appends and compacts in a loop (mostly lands while cleaned segments are written).
 
@@ -49,15 +49,14 @@ if mode == "hook":
     log = Log(path, config, scheduler=Scheduler())
     calls = []
 
-    def wrap(fn):
-        def inner(src, dst, *args, **kwargs):
+    def hook(op, src, nbytes, dst):
+        if op == "rename":
             calls.append([os.path.basename(src), os.path.basename(dst)])
             if len(calls) == crash_at:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return fn(src, dst, *args, **kwargs)
-        return inner
 
-    os.rename, os.replace = wrap(os.rename), wrap(os.replace)
+    from seglog import _engine
+    _engine.set_fault_handler(hook)
     result = log.compact(now_ms=now)
     print(json.dumps({"calls": calls, "groups": result.groups, "aborted": result.aborted}), flush=True)
     os._exit(0)                        # no close(): the directory stays as a crash right after the pass leaves it

@@ -335,5 +335,6 @@ def test_thousand_partitions_hundred_members_is_fast(assignor):
     owned.update({f"new-{i}": Subscription(sorted(topics)) for i in range(7)})
     assignor.assign(topics, owned)
     elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, f"{assignor.name}: {elapsed:.3f} s"
+    # a guard against a quadratic walk (seconds per call), not a speed goal: ~0.1 s measured on an idle core
+    assert elapsed < 3.0, f"{assignor.name}: {elapsed:.3f} s"
     check_valid(topics, subs, result)

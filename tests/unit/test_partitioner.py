@@ -5,6 +5,7 @@ murmur2 is checked three ways: Kafka's published UtilsTest vectors, kafka-python
 (thousands of random keys), and the independent reference below.
 """
 
+import array
 import os
 import random
 import threading
@@ -84,7 +85,7 @@ def test_murmur2_is_a_signed_int32():
     assert any(v < 0 for v in values) and any(v > 0 for v in values)
 
 
-def test_murmur2_accepts_any_contiguous_buffer():
+def test_murmur2_hashes_any_buffer_as_its_bytes():
     key = b"a-little-bit-long-string"
     assert engine.murmur2(bytearray(key)) == engine.murmur2(memoryview(key)) == engine.murmur2(key)
     assert engine.murmur2(memoryview(b"xx" + key)[2:]) == engine.murmur2(key)
@@ -92,8 +93,9 @@ def test_murmur2_accepts_any_contiguous_buffer():
         engine.murmur2("text")
     with pytest.raises(TypeError):
         engine.murmur2(None)
-    with pytest.raises(BufferError):
-        engine.murmur2(memoryview(b"abcdef")[::2])
+    # a strided view is hashed as the bytes it holds, the key a record written with it carries
+    assert engine.murmur2(memoryview(b"abcdef")[::2]) == engine.murmur2(b"ace")
+    assert engine.murmur2(array.array("i", [1, 2])) == engine.murmur2(array.array("i", [1, 2]).tobytes())
 
 
 def test_partitions_for_keys():
@@ -123,12 +125,18 @@ def test_partitions_for_keys_rejects_bad_arguments():
         engine.partitions_for_keys([b"a", "b"], 3)
 
 
-def test_partitions_for_keys_is_fast():
-    keys = [b"user-%d" % i for i in range(1_000_000)]
+def test_partitions_for_keys_hashes_in_c_not_per_key_python():
+    """A same-run ratio, not a time limit: the batch call must stay far (here >= 10x; ~100x measured) ahead of
+    one Python call per key, so a shared, loaded machine cannot fail it."""
+    keys = [b"user-%d" % i for i in range(100_000)]
     start = time.perf_counter()
-    engine.partitions_for_keys(keys, 12)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.25, f"{elapsed:.3f} s for 1M keys: hashing must stay far above 2M records/s"
+    batch = engine.partitions_for_keys(keys, 12)
+    fast = time.perf_counter() - start
+    start = time.perf_counter()
+    one_by_one = [(partitioner_mod.murmur2(k) & 0x7FFFFFFF) % 12 for k in keys]
+    slow = time.perf_counter() - start
+    assert list(batch) == one_by_one
+    assert slow / fast >= 10, f"batch {fast:.4f} s vs per key {slow:.4f} s"
 
 
 # --- partitioners --------------------------------------------------------------------------------------------

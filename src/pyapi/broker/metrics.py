@@ -10,6 +10,8 @@ Readable as a dict (``Broker.metrics.snapshot()``), and over HTTP when the broke
   append plus the acks wait of one partition.
 - ``corrupt_batches``: per partition, fetches answered CORRUPT_MESSAGE because a stored batch failed its checks
   (each also logs an ERROR naming file, offset and position).
+- ``recovery_lost_offsets``: per partition, the offsets its log no longer held when it opened although its
+  checkpoint vouched for them (deleted or damaged files; each also logged a WARNING), from ``losses()``.
 - Rates (``requests_per_s``, ``bytes_in_per_s``, ``bytes_out_per_s``) are over the last RATE_WINDOW_S
   seconds (or the uptime, when shorter), not lifetime averages.
 
@@ -34,8 +36,9 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 class Metrics:
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock=time.monotonic, losses=dict):
         self._clock = clock
+        self._losses = losses
         self.started = time.time()
         self._started_mono = clock()
         self.requests: dict[str, int] = {}
@@ -105,6 +108,7 @@ class Metrics:
                 "bytes_in_per_s": in_rate, "bytes_out_per_s": out_rate,
                 "connections_open": self.connections_open, "connections_total": self.connections_total,
                 "connection_errors": self.connection_errors, "corrupt_batches": dict(self.corrupt_batches),
+                "recovery_lost_offsets": self._losses(),
                 "latency": lat}
 
     def prometheus(self) -> str:
@@ -139,6 +143,10 @@ class Metrics:
         metric("seglog_corrupt_batches_total", "counter", "Fetches that met a stored batch failing its checks "
                "(answered CORRUPT_MESSAGE), per partition.",
                [f'seglog_corrupt_batches_total{{partition="{tp}"}} {n}' for tp, n in sorted(s["corrupt_batches"].items())])
+        metric("seglog_recovery_lost_offsets", "gauge", "Offsets a partition's log no longer held when it opened "
+               "although its checkpoint vouched for them.",
+               [f'seglog_recovery_lost_offsets{{partition="{tp}"}} {n}'
+                for tp, n in sorted(s["recovery_lost_offsets"].items())])
         samples = []
         for name, q in sorted(s["latency"].items()):
             samples.append(f'seglog_latency_seconds{{kind="{name}",quantile="0.5"}} {q["p50_ms"] / 1e3:.6f}')

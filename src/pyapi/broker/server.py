@@ -103,7 +103,7 @@ class Broker:
                 raise InvalidConfigError(f"Invalid {what} {value!r}: a port is a whole number in 0..65535 "
                                          f"(0 picks a free one)")
         self.metrics_port = metrics_port
-        self.metrics = Metrics()
+        self.metrics = Metrics(losses=node.recovery_losses)
         self.metadata_store = metadata_store
         self.member = None
         self.view = None
