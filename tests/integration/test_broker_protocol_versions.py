@@ -8,7 +8,6 @@ import collections
 import shutil
 import subprocess
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -191,15 +190,3 @@ def test_kafka_python_describe_cluster_and_log_dirs(seglog_broker, topic_name, v
     text = repr(dirs)
     assert seglog_broker.node.path in text and topic in text
     assert max(versions["DESCRIBE_CLUSTER"]) >= 0 and max(versions["DESCRIBE_LOG_DIRS"]) == 4
-
-
-def test_topics_describe_over_the_wire_shows_the_topic_id(seglog_broker, topic_name):
-    """Metadata v10+ carries the topic's id: `seglog topics --describe` prints it as Kafka does (no more nil id)."""
-    from test_cli import ok
-    from seglog.cli.topics import topic_id_text
-
-    topic = topic_name()
-    seglog_broker.node.create_topic(topic, 1)
-    text = ok("topics", "--bootstrap-server", seglog_broker.bootstrap_servers, "--describe", "--topic", topic)
-    expected = topic_id_text(SimpleNamespace(topic_id=seglog_broker.node.topic(topic).topic_id))
-    assert f"TopicId: {expected}\t" in text and expected != "AAAAAAAAAAAAAAAAAAAAAA"

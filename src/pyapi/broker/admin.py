@@ -86,9 +86,8 @@ class BrokerAdmin(Admin):
                                     tuple(p["isr_nodes"]))
                       for p in sorted(entry["partitions"], key=lambda p: p["partition_index"]))
         overrides, effective = self.node.topic_config(name)
-        topic_id = entry.get("topic_id")                   # Metadata v10+; the nil id from older brokers
-        return TopicDescription(name, topic_id if topic_id and topic_id.int else None, parts, overrides, effective,
-                                bool(entry.get("is_internal")))
+        # Metadata v10+ carries topic ids; seglog's broker speaks up to v8, so the id is not known here.
+        return TopicDescription(name, None, parts, overrides, effective, bool(entry.get("is_internal")))
 
     def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                      config: Mapping[str, str]) -> None:

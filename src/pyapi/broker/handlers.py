@@ -15,7 +15,6 @@ import functools
 import logging
 import shutil
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,7 +30,6 @@ from .record_errors import record_errors
 log = logging.getLogger("seglog.broker")
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3          # ListOffsets' special timestamps
-NIL_UUID = uuid.UUID(int=0)
 TRANSACTIONS_UNSUPPORTED = 53         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, clear message
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 # Kafka's controller refuses an admin request that would write more metadata records than this (a record per
@@ -91,13 +89,10 @@ class Handlers:
         allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
         topics = []
         if requested is not None and any(t["name"] is None for t in requested):
-            # v10+ may name a topic by its id alone
-            by_id = {self._topic_id(n): n for n in view.topic_names()}
-            by_id.pop(NIL_UUID, None)
+            # v10+ may name a topic by id only; topics have no ids here (all zero), so no id is known
             topics += [{"error_code": errors.UnknownTopicIdError.code, "name": None, "topic_id": t["topic_id"],
-                        "partitions": []} for t in requested if t["name"] is None and t["topic_id"] not in by_id]
-            requested = [t if t["name"] is not None else {"name": by_id[t["topic_id"]]} for t in requested
-                         if t["name"] is not None or t["topic_id"] in by_id]
+                        "partitions": []} for t in requested if t["name"] is None]
+            requested = [t for t in requested if t["name"] is not None]
         names = view.topic_names() if requested is None else [t["name"] for t in requested]
         for name in names:
             try:
@@ -109,18 +104,9 @@ class Handlers:
             except SeglogError as e:
                 topics.append({"error_code": _err(e), "name": name, "partitions": []})
                 continue
-            topics.append({"error_code": 0, "name": name, "topic_id": self._topic_id(name), "is_internal": internal,
-                           "partitions": partitions})
+            topics.append({"error_code": 0, "name": name, "is_internal": internal, "partitions": partitions})
         return {"brokers": view.brokers(), "cluster_id": self.node.cluster_id, "controller_id": view.controller_id(),
                 "topics": topics}
-
-    def _topic_id(self, name: str) -> uuid.UUID:
-        """The topic's id (the same on every broker of a cluster: it comes with the topic's assignment), or
-        the nil id while this broker does not know the topic yet."""
-        try:
-            return self.node.topic(name).topic_id
-        except SeglogError:
-            return NIL_UUID
 
     # -- Produce ----------------------------------------------------------------------------------------------
 
@@ -611,7 +597,6 @@ class Handlers:
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
                                 validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
                 results.append({"name": name, "error_code": 0, "error_message": None,
-                                "topic_id": NIL_UUID if body["validate_only"] else self._topic_id(name),
                                 **self._created_topic(partitions, rf, configs)})
             except SeglogError as e:
                 results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
