@@ -345,7 +345,7 @@ cdef class BatchWriter:
         start = self.used
         if self.codec != CODEC_NONE:
             raw_len = self.pos - start - BATCH_HEADER_SIZE
-            if start == self.keep_from:
+            if <size_t>start == self.keep_from:
                 self.kept_raw = PyBytes_FromStringAndSize(<const char *>(self.buf + start + BATCH_HEADER_SIZE),
                                                           raw_len)
             packed = compress(self.codec, PyMemoryView_FromMemory(<char *>(self.buf + start + BATCH_HEADER_SIZE),

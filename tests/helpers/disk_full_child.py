@@ -48,20 +48,25 @@ def fill_filesystem(directory: str, spare: int) -> str:
 
 
 def append_until_error(log, per_record: bool, seed: int) -> dict:
-    """Append and flush until a StorageError; what was acknowledged and how the log looks right after."""
+    """Append and flush until a StorageError; what was acknowledged and how the log looks right after.
+    Acknowledged: flushed, or returned by append() (an offset returned is kept; until there is room again, the
+    returned records not yet in a segment are in the append journal only, so what reads back at once is what
+    was flushed)."""
     rng, acked = random.Random(seed), log.end_offset
+    flushed = acked
     for _ in range(100_000):
         try:
             if per_record:
                 for _ in range(rng.randint(1, 40)):
                     append_one(log)
+                    acked = log.end_offset
             else:
                 append_many(log, rng.randint(1, 200), compression=rng.choice(["lz4", None]))
             log.flush()
-            acked = log.end_offset
+            acked = flushed = log.end_offset
         except StorageError as e:
             return {"acked": acked, "errno": e.errno, "error": str(e), "end_after_error": log.end_offset,
-                    "read_problem": problem(lambda: check_records(log.records(0, acked), 0, acked))}
+                    "read_problem": problem(lambda: check_records(log.records(0, flushed), 0, flushed))}
     return {"acked": acked, "errno": None}
 
 

