@@ -5,8 +5,9 @@ segment swaps a crash cut short (log compaction), drops indexes without their .l
 ``log-state-checkpoint`` (recovery point, log start offset, high watermark), and after a crash (no
 ``.clean-shutdown`` marker) rescans every segment from the recovery point on: the .log is cut at the first
 invalid batch, later segments are deleted, indexes are rebuilt. It leaves ``local`` with its segment list and
-an active segment (a read-only one's tail not yet scanned: the Log reads the journal first), and returns the checkpoint's offsets for the Log to reconcile with the journal, the leader
-epochs and the producer state. A read-only open changes nothing on disk.
+an active segment (a read-only one's tail not yet scanned: the Log reads the journal first), and returns the
+checkpoint's offsets for the Log to reconcile with the journal, the leader epochs and the producer state. A
+read-only open changes nothing on disk.
 """
 
 from __future__ import annotations
