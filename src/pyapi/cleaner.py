@@ -88,7 +88,6 @@ import mmap
 import os
 import re
 import shutil
-import struct
 import threading
 import time
 import weakref
@@ -111,18 +110,6 @@ MAX_DIRTY_BYTES = 256 << 20            # dirty bytes mapped by one pass
 READ_CHUNK_BYTES = 1 << 20
 WRITE_CHUNK_BYTES = 1 << 20
 INT32_MAX = (1 << 31) - 1
-INT64_MAX = (1 << 63) - 1
-
-ATTR_CODEC_MASK = 0x07
-ATTR_LOG_APPEND_TIME = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
-BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte v2 header; see src/engine/batch.pxd
-CRC_START = 21
-LOG_OVERHEAD = 12
-
-_varint = _engine.encode_varint
 
 
 # ------------------------------------------------------------------------------------------------- results
@@ -469,7 +456,6 @@ def _build_offset_map(log, ltc: LogToClean, max_keys: int, max_bytes: int, res: 
     map_end = ltc.first_dirty
     last_mapped = None
     read = 0
-    decode = _engine.decode_records
     first = ltc.first_dirty
     for seg in ltc.segments:
         if seg.upper <= first:
@@ -482,10 +468,7 @@ def _build_offset_map(log, ltc: LogToClean, max_keys: int, max_bytes: int, res: 
             if len(offset_map) >= max_keys or read >= max_bytes:
                 res.capped = True
                 return offset_map, map_end, last_mapped
-            for r in decode(view, first, INT64_MAX, None, -1, False, log.path):
-                k = r.key
-                if k is not None:
-                    offset_map[k] = r.offset
+            _engine.compaction_map_keys(view, first, offset_map, log.path)
             read += len(view)
             map_end, last_mapped = next_offset, seg
         map_end, last_mapped = seg.upper, seg
@@ -580,7 +563,8 @@ def remove_work_dir(path: str) -> None:
 
 
 class _BatchFilter:
-    """Applies the record and batch rules of the module docstring (step 4) to whole batches."""
+    """Applies the record and batch rules of the module docstring (step 4) to whole batches: decoding,
+    filtering and re-encoding are the engine's (compact.pxi), per batch, with no Python object per record."""
 
     def __init__(self, offset_map: dict, map_end: int, now: int, delete_retention_ms: int, producers: dict,
                  res: CleanResult):
@@ -592,109 +576,15 @@ class _BatchFilter:
         self.res = res
 
     def filter_into(self, view, out: bytearray, path: str) -> None:
-        infos = _engine.batches(view, False)
-        records = _engine.decode_records(view, -1, INT64_MAX, None, -1, False, path)
-        get = self.map.get
-        map_end, now = self.map_end, self.now
+        """Filter the whole batches of `view` into `out` (the engine's compaction_filter) and count."""
+        read, kept, keyless, tombstones, empties = _engine.compaction_filter(
+            view, out, self.map, self.map_end, self.now, self.new_horizon, self.producers, path)
         res = self.res
-        j = 0
-        for info in infos:
-            if info.attributes & ATTR_CONTROL:
-                out += view[info.position:info.position + info.size]
-                continue
-            count = info.records_count
-            recs = records[j:j + count]
-            j += count
-            res.records_read += count
-            horizon = info.base_timestamp if info.attributes & ATTR_DELETE_HORIZON else None
-            kept = []
-            tombstones = False
-            for r in recs:
-                k = r.key
-                if r.offset < map_end:
-                    if k is None:
-                        res.keyless_dropped += 1
-                        continue                                   # invalid in a compacted log
-                    if r.offset < get(k, -1):
-                        continue                                   # a later record has this key
-                    if r.value is None and horizon is not None and now >= horizon:
-                        res.tombstones_dropped += 1
-                        continue                                   # tombstone past its delete horizon
-                kept.append(r)
-                if r.value is None:
-                    tombstones = True
-            res.records_kept += len(kept)
-            if not kept:
-                if info.producer_id >= 0 and self.producers.get(info.producer_id) == info.last_offset:
-                    out += _empty_batch(info)                      # the producer's last sequence stays known
-                    res.empty_batches_kept += 1
-            elif len(kept) == count and not (tombstones and horizon is None):
-                out += view[info.position:info.position + info.size]
-            else:
-                out += _encode_batch(info, kept, self.new_horizon if horizon is None and tombstones else horizon)
-
-
-# ------------------------------------------------------------------------------------------ batch encoding
-
-def _encode_record(out: bytearray, r, base_offset: int, base_ts: int) -> None:
-    body = bytearray(b"\x00")
-    body += _varint(r.timestamp - base_ts)
-    body += _varint(r.offset - base_offset)
-    key, value = r.key, r.value
-    if key is None:
-        body += _varint(-1)
-    else:
-        body += _varint(len(key))
-        body += key
-    if value is None:
-        body += _varint(-1)
-    else:
-        body += _varint(len(value))
-        body += value
-    body += _varint(len(r.headers))
-    for hk, hv in r.headers:
-        kb = hk.encode("utf-8")
-        body += _varint(len(kb))
-        body += kb
-        if hv is None:
-            body += _varint(-1)
-        else:
-            body += _varint(len(hv))
-            body += hv
-    out += _varint(len(body))
-    out += body
-
-
-def _encode_batch(info, kept: list, horizon: int | None) -> bytearray:
-    """A v2 batch of the kept records with info's base offset, lastOffsetDelta, leader epoch, producer fields,
-    timestamp type and codec (see the module docstring, step 4)."""
-    log_append_time = bool(info.attributes & ATTR_LOG_APPEND_TIME)
-    base_ts = horizon if horizon is not None else kept[0].timestamp
-    max_ts = info.max_timestamp if log_append_time else max(r.timestamp for r in kept)
-    records = bytearray()
-    for r in kept:
-        _encode_record(records, r, info.base_offset, base_ts)
-    payload = _engine.compress_records(info.codec, records) if info.codec else records
-    attributes = info.attributes & ~ATTR_DELETE_HORIZON
-    if horizon is not None:
-        attributes |= ATTR_DELETE_HORIZON
-    batch = bytearray(BATCH_HEADER.size) + payload
-    BATCH_HEADER.pack_into(batch, 0, info.base_offset, len(batch) - LOG_OVERHEAD, info.leader_epoch, 2, 0,
-                           attributes, info.last_offset_delta, base_ts, max_ts, info.producer_id,
-                           info.producer_epoch, info.base_sequence, len(kept))
-    struct.pack_into(">I", batch, 17, _engine.crc32c(memoryview(batch)[CRC_START:]))
-    return batch
-
-
-def _empty_batch(info) -> bytearray:
-    """Kafka's DefaultRecordBatch.writeEmptyHeader: the batch's identity without its records."""
-    batch = bytearray(BATCH_HEADER.size)
-    attributes = info.attributes & (ATTR_LOG_APPEND_TIME | ATTR_TRANSACTIONAL | ATTR_CONTROL)
-    BATCH_HEADER.pack_into(batch, 0, info.base_offset, BATCH_HEADER.size - LOG_OVERHEAD, info.leader_epoch, 2, 0,
-                           attributes, info.last_offset_delta, -1, info.max_timestamp, info.producer_id,
-                           info.producer_epoch, info.base_sequence, 0)
-    struct.pack_into(">I", batch, 17, _engine.crc32c(memoryview(batch)[CRC_START:]))
-    return batch
+        res.records_read += read
+        res.records_kept += kept
+        res.keyless_dropped += keyless
+        res.tombstones_dropped += tombstones
+        res.empty_batches_kept += empties
 
 
 # ------------------------------------------------------------------------------------------- swap recovery

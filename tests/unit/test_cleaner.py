@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 
 import pytest
 
@@ -619,14 +618,23 @@ def test_consumer_offsets_commits_survive_compaction_and_restart(tmp_path):
 
 # -------------------------------------------------------------------------------------------------- the format
 
-def test_cleaner_header_layout_matches_the_engine():
-    """The cleaner's header struct and the engine agree on every field (decoded by batches())."""
-    class Info:
-        base_offset, leader_epoch, attributes, last_offset_delta = 1000, 3, 0x08 | 0x10, 9
-        max_timestamp, producer_id, producer_epoch, base_sequence = T0, 42, 5, 77
-
-    b = _engine.batches(bytes(cleaner._empty_batch(Info)))[0]
+def test_an_emptied_batch_of_a_live_producer_keeps_its_header():
+    """The engine's filter keeps a batch that lost every record as a header when it holds its producer's last
+    offset (Kafka's RETAIN_EMPTY), with every identity field and no records; otherwise it goes."""
+    w = _engine.BatchWriter(next_offset=1000, log_append_time=True, leader_epoch=3, producer_id=42,
+                            producer_epoch=5, next_sequence=77)
+    for _ in range(10):
+        w.add(b"v", b"k", None, T0)
+    w.finish()
+    batch = bytearray(w.take())
+    batch[22] |= 0x10                                     # transactional (the filter does not check CRCs)
+    src = _engine.batches(batch, False)[0]
+    out = bytearray()
+    counts = _engine.compaction_filter(batch, out, {b"k": 5000}, 5000, T0, T0, {42: 1009})
+    assert counts == (10, 0, 0, 0, 1)
+    b = _engine.batches(bytes(out))[0]
     assert (b.base_offset, b.last_offset, b.leader_epoch, b.records_count, b.max_timestamp, b.producer_id,
             b.producer_epoch, b.base_sequence, b.base_timestamp, b.codec, b.timestamp_type,
-            b.is_transactional) == (1000, 1009, 3, 0, T0, 42, 5, 77, -1, 0, 1, True)
-    assert struct.calcsize(">qiibIhiqqqhii") == 61
+            b.is_transactional) == (1000, 1009, 3, 0, src.max_timestamp, 42, 5, 77, -1, 0, 1, True)
+    gone = bytearray()
+    assert _engine.compaction_filter(batch, gone, {b"k": 5000}, 5000, T0, T0, {42: 1020})[4] == 0 and not gone

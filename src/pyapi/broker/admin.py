@@ -25,14 +25,10 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from ..assignors import Assignment
-from ..cli.admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription
-from ..cli.datadir import CONSUMER_PROPERTIES, PRODUCER_PROPERTIES, client_kwargs
+from ..cli.admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescription, member_info
 from ..client import EARLIEST, LATEST, error_for
-from ..consumer import Consumer
 from ..errors import SeglogError
-from ..offsets_format import OffsetAndMetadata, TopicPartition
-from ..producer import Producer
+from ..offsets_format import TopicPartition
 from ..protocol import ApiKey
 from ..remote import RemoteNode
 
@@ -70,9 +66,6 @@ class BrokerAdmin(Admin):
 
     # -- topics ---------------------------------------------------------------------------------------------
 
-    def list_topics(self, include_internal: bool = True) -> list[str]:
-        return self.node.topics(include_internal=include_internal)
-
     def describe_topic(self, name: str) -> TopicDescription:
         return self._describe(self.cluster.topic(name, refresh=True))
 
@@ -89,19 +82,6 @@ class BrokerAdmin(Admin):
         overrides, effective = self.node.topic_config(name)
         # Metadata v10+ carries topic ids; seglog's broker speaks up to v8, so the id is not known here.
         return TopicDescription(name, None, parts, overrides, effective, bool(entry.get("is_internal")))
-
-    def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
-                     config: Mapping[str, str]) -> None:
-        self.node.create_topic(name, partitions, config, replication_factor)
-
-    def create_partitions(self, name: str, total: int) -> None:
-        self.node.create_partitions(name, total)
-
-    def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Sequence[str]) -> None:
-        self.node.alter_topic_config(name, set_, delete)
-
-    def delete_topic(self, name: str) -> None:
-        self.node.delete_topic(name)
 
     # -- offsets --------------------------------------------------------------------------------------------
 
@@ -182,41 +162,17 @@ class BrokerAdmin(Admin):
 
     def describe_group(self, group_id: str) -> GroupInfo:
         entry, (node_id, host, port) = self.node.group_coordinator.describe_group(group_id)
-        members = []
-        for m in entry["members"]:
-            tps: tuple[TopicPartition, ...] = ()
-            if entry["protocol_type"] == "consumer" and m["member_assignment"]:
-                tps = tuple(TopicPartition(*tp) for tp in Assignment.decode(m["member_assignment"]).partitions)
-            members.append(MemberInfo(m["member_id"], m["client_id"], m["client_host"], tps))
+        members = tuple(member_info(m["member_id"], m["client_id"], m["client_host"], entry["protocol_type"],
+                                    m["member_assignment"]) for m in entry["members"])
         return GroupInfo(group_id, entry["group_state"] or "Dead", entry["protocol_type"], entry["protocol_data"],
-                         tuple(members), f"{host}:{port} ({node_id})")
-
-    def committed_offsets(self, group_id: str) -> dict[TopicPartition, int]:
-        stored = self.node.group_coordinator.fetch_offsets(group_id, None)
-        return {tp: om.offset for tp, om in stored.items() if om is not None and om.offset >= 0}
-
-    def alter_committed_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        request = {TopicPartition(*tp): OffsetAndMetadata(int(o)) for tp, o in offsets.items()}
-        errors = self.node.group_coordinator.commit_offsets(group_id, request)
-        failed = [e for e in errors.values() if e is not None]
-        if failed:
-            raise failed[0]
-
-    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, SeglogError | None]:
-        return self.node.group_coordinator.delete_groups(group_ids)
+                         members, f"{host}:{port} ({node_id})")
 
     # -- clients --------------------------------------------------------------------------------------------
 
-    def _client_node(self, client_id: str) -> RemoteNode:
-        node = RemoteNode(self.bootstrap_servers, client_id=client_id, retry_timeout=self.retry_timeout)
+    def _client_node(self, client_id: str | None) -> RemoteNode:
+        """A RemoteNode of the client's own (own connections: a consumer's long poll never holds up the admin),
+        closed with the admin."""
+        node = RemoteNode(self.bootstrap_servers, client_id=client_id or self.client_id,
+                          retry_timeout=self.retry_timeout)
         self._clients.append(node)
         return node
-
-    def producer(self, properties: Mapping[str, str]) -> Producer:
-        kw = client_kwargs(properties, PRODUCER_PROPERTIES, "producer")
-        return Producer(self._client_node(kw.get("client_id", self.client_id)), **kw)
-
-    def consumer(self, properties: Mapping[str, str]) -> Consumer:
-        kw = client_kwargs(properties, CONSUMER_PROPERTIES, "consumer")
-        return Consumer(self._client_node(kw.get("client_id", self.client_id)), **kw)
-

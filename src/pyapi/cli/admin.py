@@ -1,6 +1,9 @@
-"""The one interface the `topics`, `produce`, `consume` and `groups` commands work through. Two implementations:
-the data dir's (``--data-dir``, seglog.cli.datadir) and the broker's (``--bootstrap-server``,
-seglog.broker.admin); seglog.cli.connect picks one for a command's arguments.
+"""The one Admin the `topics`, `produce`, `consume` and `groups` commands work through, written once over the
+Node surface: ``self.node`` is a seglog.node.Node opened in this process (``--data-dir``, seglog.cli.datadir)
+or a seglog.remote.RemoteNode (``--bootstrap-server``, seglog.broker.admin); seglog.cli.connect picks one for a
+command's arguments. Topic changes, committed offsets, group deletion and the clients go through that surface
+here; a subclass holds only what its door answers its own way (topic descriptions, offsets and log dirs,
+group listing and description: a data dir reads its logs, a broker asks every broker).
 
 Contract for implementations: methods raise ``seglog.errors.SeglogError`` subclasses (a network client turns
 a Kafka error code into one with ``seglog.errors.for_code(code)(message)``); the commands print their message
@@ -15,13 +18,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
-from ..errors import SeglogError
-from ..offsets_format import TopicPartition
+from ..assignors import Assignment
+from ..consumer import Consumer
+from ..errors import GroupIdNotFoundError, InvalidConfigError, SeglogError
+from ..offsets_format import OffsetAndMetadata, TopicPartition
+from ..producer import Producer
 
 __all__ = ["Admin", "PartitionInfo", "TopicDescription", "GroupListing", "MemberInfo", "GroupInfo",
-           "ProducerClient", "ConsumerClient", "RecordLike"]
-
-"""Where the --bootstrap-server implementation lives: it must define ``connect(bootstrap_servers, *, client_id)``."""
+           "ProducerClient", "ConsumerClient", "RecordLike", "PRODUCER_PROPERTIES", "CONSUMER_PROPERTIES",
+           "client_kwargs", "member_info"]
 
 
 class PartitionInfo(NamedTuple):
@@ -123,8 +128,65 @@ class ConsumerClient(Protocol):
     def close(self, autocommit: bool = True) -> None: ...
 
 
+def _int(v: str) -> int:
+    return int(v)
+
+
+def _bool(v: str) -> bool:
+    low = v.strip().lower()
+    if low not in ("true", "false"):
+        raise ValueError(v)
+    return low == "true"
+
+
+def _strs(v: str) -> list[str]:
+    return [s.strip() for s in v.split(",") if s.strip()]
+
+
+# Kafka client property -> (keyword of seglog.Producer / seglog.Consumer, parser)
+PRODUCER_PROPERTIES = {
+    "acks": ("acks", str), "compression.type": ("compression_type", str), "linger.ms": ("linger_ms", float),
+    "batch.size": ("batch_size", _int), "enable.idempotence": ("enable_idempotence", _bool),
+    "max.request.size": ("max_request_size", _int), "client.id": ("client_id", str),
+}
+CONSUMER_PROPERTIES = {
+    "group.id": ("group_id", str), "client.id": ("client_id", str), "auto.offset.reset": ("auto_offset_reset", str),
+    "enable.auto.commit": ("enable_auto_commit", _bool), "auto.commit.interval.ms": ("auto_commit_interval_ms", _int),
+    "max.poll.records": ("max_poll_records", _int), "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _int),
+    "session.timeout.ms": ("session_timeout_ms", _int), "heartbeat.interval.ms": ("heartbeat_interval_ms", _int),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _int), "group.instance.id": ("group_instance_id", str),
+    "partition.assignment.strategy": ("partition_assignment_strategy", _strs),
+}
+
+
+def client_kwargs(properties: Mapping[str, str], table: dict, what: str) -> dict:
+    """Kafka-named client properties -> keyword arguments; InvalidConfigError for unknown names or bad values."""
+    kw = {}
+    for name, raw in properties.items():
+        entry = table.get(name)
+        if entry is None:
+            raise InvalidConfigError(f"Unknown {what} config name: {name} (known here: {', '.join(sorted(table))})")
+        attr, parse = entry
+        try:
+            kw[attr] = parse(raw)
+        except ValueError:
+            raise InvalidConfigError(f"Invalid value {raw!r} for {what} configuration {name}") from None
+    return kw
+
+
+def member_info(member_id: str, client_id: str, host: str, protocol_type: str, assignment: bytes) -> MemberInfo:
+    """A described member with its assignment decoded (consumer protocol; other protocols: no partitions)."""
+    tps: tuple[TopicPartition, ...] = ()
+    if protocol_type == "consumer" and assignment:
+        tps = tuple(TopicPartition(*tp) for tp in Assignment.decode(assignment).partitions)
+    return MemberInfo(member_id, client_id, host, tps)
+
+
 class Admin(ABC):
-    """Topic, offset and group administration plus client factories, over a data dir or a broker."""
+    """Topic, offset and group administration plus client factories over ``self.node`` (see the module
+    docstring). Not thread-safe: one command's."""
+
+    node: Any
 
     live: bool = True
     """True when other clients may append while a command runs (a broker). A data dir is locked by the command
@@ -133,9 +195,9 @@ class Admin(ABC):
     # -- topics (Kafka: Metadata, CreateTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs,
     #    DeleteTopics) ----------------------------------------------------------------------------------------
 
-    @abstractmethod
     def list_topics(self, include_internal: bool = True) -> list[str]:
         """Topic names, sorted."""
+        return self.node.topics(include_internal=include_internal)
 
     @abstractmethod
     def describe_topic(self, name: str) -> TopicDescription:
@@ -147,24 +209,25 @@ class Admin(ABC):
         describe_topic. A data dir opened by a command never auto-creates (a typo must not make a topic)."""
         return self.describe_topic(name)
 
-    @abstractmethod
     def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                      config: Mapping[str, str]) -> None:
         """None means the broker default. InvalidTopicError, TopicAlreadyExistsError, InvalidPartitionsError,
         InvalidReplicationFactorError, InvalidConfigError."""
+        self.node.create_topic(name, partitions, dict(config), replication_factor)
 
-    @abstractmethod
     def create_partitions(self, name: str, total: int) -> None:
         """Grow to ``total`` partitions; InvalidPartitionsError when that is not an increase."""
+        self.node.create_partitions(name, total)
 
-    @abstractmethod
     def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Sequence[str]) -> None:
-        """Set and remove overrides in one step; InvalidConfigError for unknown names or bad values (nothing
-        changed then)."""
+        """Set and remove overrides in one step; UnknownTopicOrPartitionError first, then InvalidConfigError for
+        unknown names or bad values (nothing changed then)."""
+        self.node.topic(name)
+        self.node.alter_topic_config(name, dict(set_), list(delete))
 
-    @abstractmethod
     def delete_topic(self, name: str) -> None:
         """TopicDeletionDisabledError, UnknownTopicOrPartitionError, InvalidTopicError (internal topics)."""
+        self.node.delete_topic(name)
 
     # -- offsets (ListOffsets) -----------------------------------------------------------------------------
 
@@ -198,31 +261,53 @@ class Admin(ABC):
     def describe_group(self, group_id: str) -> GroupInfo:
         """The group; state "Dead" when it does not exist."""
 
-    @abstractmethod
+    def _coordinator(self):
+        """The node's group coordinator (the in-process one, or the remote node's requests to a group's
+        coordinator broker); None where no group can exist yet."""
+        return self.node.group_coordinator
+
     def committed_offsets(self, group_id: str) -> dict[TopicPartition, int]:
         """Every partition the group has a committed offset for (empty for an unknown group)."""
+        coord = self._coordinator()
+        if coord is None:
+            return {}
+        return {TopicPartition(*tp): om.offset for tp, om in coord.fetch_offsets(group_id, None).items()
+                if om is not None and om.offset >= 0}
 
-    @abstractmethod
     def alter_committed_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit these offsets for a group without active members (creating it if needed); the group's
         generation is not involved. Raises what the coordinator rejects (e.g. UnknownMemberIdError while the
         group has members)."""
+        request = {TopicPartition(*tp): OffsetAndMetadata(int(o)) for tp, o in offsets.items()}
+        errors = self.node.group_coordinator.commit_offsets(group_id, request)
+        failed = [e for e in errors.values() if e is not None]
+        if failed:
+            raise failed[0]
 
-    @abstractmethod
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, SeglogError | None]:
         """Per group None or its error (GroupIdNotFoundError, NonEmptyGroupError)."""
+        coord = self._coordinator()
+        if coord is None:
+            return {g: GroupIdNotFoundError(f"group {g!r} does not exist") for g in group_ids}
+        return coord.delete_groups(group_ids)
 
     # -- clients -------------------------------------------------------------------------------------------
 
-    @abstractmethod
+    def _client_node(self, client_id: str | None):
+        """The node a producer or consumer runs over (the admin's own by default)."""
+        return self.node
+
     def producer(self, properties: Mapping[str, str]) -> ProducerClient:
         """A producer configured by Kafka producer property names (acks, compression.type, linger.ms,
         batch.size, enable.idempotence, max.request.size, client.id); InvalidConfigError for others."""
+        kw = client_kwargs(properties, PRODUCER_PROPERTIES, "producer")
+        return Producer(self._client_node(kw.get("client_id")), **kw)
 
-    @abstractmethod
     def consumer(self, properties: Mapping[str, str]) -> ConsumerClient:
         """A consumer configured by Kafka consumer property names (group.id, client.id, auto.offset.reset,
         enable.auto.commit, auto.commit.interval.ms, max.poll.records ...); InvalidConfigError for others."""
+        kw = client_kwargs(properties, CONSUMER_PROPERTIES, "consumer")
+        return Consumer(self._client_node(kw.get("client_id")), **kw)
 
     def close(self) -> None:
         """Release the data dir / connections. Idempotent."""

@@ -12,62 +12,12 @@ from __future__ import annotations
 import os
 from typing import Iterable, Mapping, Sequence
 
-from ..assignors import Assignment
-from ..consumer import Consumer
-from ..errors import (GroupIdNotFoundError, InvalidConfigError, SeglogError, StorageError,
-                      UnknownTopicOrPartitionError)
+from ..errors import SeglogError, StorageError, UnknownTopicOrPartitionError
 from ..node import Node, read_meta_properties
-from ..offsets_format import OFFSETS_TOPIC, OffsetAndMetadata, TopicPartition
-from ..producer import Producer
-from .admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription
+from ..offsets_format import OFFSETS_TOPIC, TopicPartition
+from .admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescription, member_info
 
 NODE_CONFIG = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
-
-
-def _int(v: str) -> int:
-    return int(v)
-
-
-def _bool(v: str) -> bool:
-    low = v.strip().lower()
-    if low not in ("true", "false"):
-        raise ValueError(v)
-    return low == "true"
-
-
-def _strs(v: str) -> list[str]:
-    return [s.strip() for s in v.split(",") if s.strip()]
-
-
-# Kafka client property -> (keyword of seglog.Producer / seglog.Consumer, parser)
-PRODUCER_PROPERTIES = {
-    "acks": ("acks", str), "compression.type": ("compression_type", str), "linger.ms": ("linger_ms", float),
-    "batch.size": ("batch_size", _int), "enable.idempotence": ("enable_idempotence", _bool),
-    "max.request.size": ("max_request_size", _int), "client.id": ("client_id", str),
-}
-CONSUMER_PROPERTIES = {
-    "group.id": ("group_id", str), "client.id": ("client_id", str), "auto.offset.reset": ("auto_offset_reset", str),
-    "enable.auto.commit": ("enable_auto_commit", _bool), "auto.commit.interval.ms": ("auto_commit_interval_ms", _int),
-    "max.poll.records": ("max_poll_records", _int), "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _int),
-    "session.timeout.ms": ("session_timeout_ms", _int), "heartbeat.interval.ms": ("heartbeat_interval_ms", _int),
-    "max.poll.interval.ms": ("max_poll_interval_ms", _int), "group.instance.id": ("group_instance_id", str),
-    "partition.assignment.strategy": ("partition_assignment_strategy", _strs),
-}
-
-
-def client_kwargs(properties: Mapping[str, str], table: dict, what: str) -> dict:
-    """Kafka-named client properties -> keyword arguments; InvalidConfigError for unknown names or bad values."""
-    kw = {}
-    for name, raw in properties.items():
-        entry = table.get(name)
-        if entry is None:
-            raise InvalidConfigError(f"Unknown {what} config name: {name} (known here: {', '.join(sorted(table))})")
-        attr, parse = entry
-        try:
-            kw[attr] = parse(raw)
-        except ValueError:
-            raise InvalidConfigError(f"Invalid value {raw!r} for {what} configuration {name}") from None
-    return kw
 
 
 class DataDirAdmin(Admin):
@@ -87,28 +37,12 @@ class DataDirAdmin(Admin):
 
     # -- topics ---------------------------------------------------------------------------------------------
 
-    def list_topics(self, include_internal: bool = True) -> list[str]:
-        return self.node.topics(include_internal=include_internal)
-
     def describe_topic(self, name: str) -> TopicDescription:
         info = self.node.topic(name)
         me = self.node.config.broker_id
         parts = tuple(PartitionInfo(p, me, (me,), (me,)) for p in range(info.partitions))
         return TopicDescription(info.name, info.topic_id, parts, dict(info.overrides), info.config.to_kafka(),
                                 info.internal)
-
-    def create_topic(self, name, partitions, replication_factor, config) -> None:
-        self.node.create_topic(name, partitions, dict(config), replication_factor)
-
-    def create_partitions(self, name: str, total: int) -> None:
-        self.node.create_partitions(name, total)
-
-    def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Sequence[str]) -> None:
-        self.node.topic(name)
-        self.node.alter_topic_config(name, dict(set_), list(delete))
-
-    def delete_topic(self, name: str) -> None:
-        self.node.delete_topic(name)
 
     # -- offsets --------------------------------------------------------------------------------------------
 
@@ -155,7 +89,8 @@ class DataDirAdmin(Admin):
     # -- groups ---------------------------------------------------------------------------------------------
 
     def _coordinator(self):
-        """The node's group coordinator, or None while no group ever existed here (no __consumer_offsets)."""
+        """The node's group coordinator, or None while no group ever existed here (no __consumer_offsets: a
+        query does not create it)."""
         if OFFSETS_TOPIC not in self.node.topics(include_internal=True):
             return None
         return self.node.group_coordinator
@@ -172,38 +107,6 @@ class DataDirAdmin(Admin):
         if coord is None:
             return GroupInfo(group_id, "Dead", coordinator=where)
         [d] = coord.describe_groups([group_id])
-        members = []
-        for m in d.members:
-            tps: tuple[TopicPartition, ...] = ()
-            if d.protocol_type == "consumer" and m.assignment:
-                tps = tuple(TopicPartition(*tp) for tp in Assignment.decode(m.assignment).partitions)
-            members.append(MemberInfo(m.member_id, m.client_id, m.client_host, tps))
-        return GroupInfo(d.group_id, str(d.state), d.protocol_type, d.protocol, tuple(members), where)
-
-    def committed_offsets(self, group_id: str) -> dict[TopicPartition, int]:
-        coord = self._coordinator()
-        if coord is None:
-            return {}
-        return {TopicPartition(*tp): om.offset for tp, om in coord.fetch_offsets(group_id).items()
-                if om is not None and om.offset >= 0}
-
-    def alter_committed_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        request = {TopicPartition(*tp): OffsetAndMetadata(int(o)) for tp, o in offsets.items()}
-        errors = self.node.group_coordinator.commit_offsets(group_id, request)
-        failed = [e for e in errors.values() if e is not None]
-        if failed:
-            raise failed[0]
-
-    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, SeglogError | None]:
-        coord = self._coordinator()
-        if coord is None:
-            return {g: GroupIdNotFoundError(f"group {g!r} does not exist") for g in group_ids}
-        return coord.delete_groups(group_ids)
-
-    # -- clients --------------------------------------------------------------------------------------------
-
-    def producer(self, properties: Mapping[str, str]) -> Producer:
-        return Producer(self.node, **client_kwargs(properties, PRODUCER_PROPERTIES, "producer"))
-
-    def consumer(self, properties: Mapping[str, str]) -> Consumer:
-        return Consumer(self.node, **client_kwargs(properties, CONSUMER_PROPERTIES, "consumer"))
+        members = tuple(member_info(m.member_id, m.client_id, m.client_host, d.protocol_type, m.assignment)
+                        for m in d.members)
+        return GroupInfo(d.group_id, str(d.state), d.protocol_type, d.protocol, members, where)
