@@ -196,6 +196,32 @@ def start_broker(tmp_path):
         broker.stop()
 
 
+@pytest.fixture(params=["data-dir", "broker"])
+def cli_door(request, tmp_path):
+    """The two doors of the `seglog` commands, for a CLI suite written once and run over both: ``.args`` (the
+    --data-dir or --bootstrap-server arguments), ``.live`` (a broker: other clients may write meanwhile, so
+    `consume` waits for records until --max-messages or --timeout-ms), ``.path`` (the data dir: the data dir's
+    own; the broker's, served by ``.broker``). A data dir goes to a tmpfs (/dev/shm) when there is one, so the
+    fsyncs of every command's clean close do not make the suite wait on a busy disk."""
+    import shutil
+    import tempfile
+    import types
+
+    import seglog
+
+    if request.param == "broker":
+        with seglog.serve(tmp_path / "broker", **BROKER_TEST_OVERRIDES) as broker:
+            yield types.SimpleNamespace(args=["--bootstrap-server", broker.bootstrap_servers], live=True,
+                                        path=tmp_path / "broker", broker=broker)
+        return
+    shm = os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+    path = tempfile.mkdtemp(prefix="seglog-cli-", dir="/dev/shm") if shm else str(tmp_path / "data")
+    try:
+        yield types.SimpleNamespace(args=["--data-dir", path], live=False, path=path, broker=None)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 # A librdkafka consumer that is never closed is destroyed when Python frees it: confluent-kafka's dealloc calls
 # rd_kafka_destroy without closing the consumer, and when a cooperative rebalance was waiting for the
 # application's assign call, librdkafka's main thread loops "waiting for assign call before terminating"

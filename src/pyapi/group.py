@@ -405,13 +405,7 @@ class GroupCoordinator:
 
     def _sync(self, fut, done, now, group_id, generation_id, member_id, assignments, instance_id,
               protocol_type, protocol_name):
-        self._check_open()
-        _check_group_id(group_id, allow_empty=False)
-        group = self._group_or_unknown_member(group_id, member_id)
-        member = group.current_member(member_id, instance_id)
-        if generation_id != group.generation:
-            raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s current "
-                                         f"generation {group.generation}")
+        group, member = self._generation_member(group_id, generation_id, member_id, instance_id)
         if (protocol_type is not None and protocol_type != group.protocol_type
                 or protocol_name is not None and protocol_name != group.protocol_name):
             raise InconsistentGroupProtocolError(
@@ -468,13 +462,7 @@ class GroupCoordinator:
         session is still refreshed: rejoin), IllegalGenerationError, UnknownMemberIdError,
         FencedInstanceIdError, InvalidGroupIdError, CoordinatorNotAvailableError."""
         with self._lock:
-            self._check_open()
-            _check_group_id(group_id, allow_empty=False)
-            group = self._group_or_unknown_member(group_id, member_id)
-            member = group.current_member(member_id, group_instance_id)
-            if generation_id != group.generation:
-                raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s current "
-                                             f"generation {group.generation}")
+            group, member = self._generation_member(group_id, generation_id, member_id, group_instance_id)
             member.session_deadline = self._clock() + member.session_timeout_ms
             if group.state is _PREPARING:
                 raise RebalanceInProgressError(f"group {group_id!r} is rebalancing; rejoin")
@@ -812,6 +800,20 @@ class GroupCoordinator:
     def _check_open(self) -> None:
         if self._closed:
             raise CoordinatorNotAvailableError("the group coordinator is closed")
+
+    def _generation_member(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+                           ) -> tuple[_Group, _Member]:
+        """The group and member a SyncGroup or Heartbeat names, in Kafka's order of checks (lock held):
+        CoordinatorNotAvailableError, InvalidGroupIdError, UnknownMemberIdError, FencedInstanceIdError,
+        IllegalGenerationError."""
+        self._check_open()
+        _check_group_id(group_id, allow_empty=False)
+        group = self._group_or_unknown_member(group_id, member_id)
+        member = group.current_member(member_id, instance_id)
+        if generation_id != group.generation:
+            raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s current "
+                                         f"generation {group.generation}")
+        return group, member
 
     def _group_or_unknown_member(self, group_id: str, member_id: str) -> _Group:
         group = self._groups.get(group_id)

@@ -548,17 +548,29 @@ class Node:
                 self._write_topics()
 
     def _drop_partition(self, name: str, p: int) -> None:
+        self._delete_dirs([self._retire_partition(name, p)], f"delete {name}-{p}")
+
+    def _retire_partition(self, name: str, p: int) -> str | None:
+        """Close a partition's log and rename its directory to ``<dir>.<uuid>-delete`` (lock held); the new
+        name, or None when it has no directory. Raises StorageError."""
         part = self._partitions.pop((name, p), None)
         if part is not None:
             part.log.close()
         src = os.path.join(self.path, f"{name}-{p}")
-        if os.path.isdir(src):
-            dst = f"{src}.{uuid.uuid4().hex}-delete"
-            with storage_errors("cannot delete partition directory", src):
-                os.rename(src, dst)
+        if not os.path.isdir(src):
+            return None
+        dst = f"{src}.{uuid.uuid4().hex}-delete"
+        with storage_errors("cannot delete partition directory", src):
+            os.rename(src, dst)
+        return dst
+
+    def _delete_dirs(self, doomed: list[str | None], what: str) -> None:
+        """Make the renames of retired partition directories durable, then delete them in the background."""
+        doomed = [d for d in doomed if d is not None]
+        if doomed:
             fsync_dir(self.path)
-            default_scheduler().schedule(lambda: shutil.rmtree(dst, ignore_errors=True), 0.0,
-                                         name=f"delete {name}-{p}")
+            default_scheduler().schedule(lambda: [shutil.rmtree(d, ignore_errors=True) for d in doomed], 0.0,
+                                         name=what)
 
     def _leadership_changed(self, part: Partition, leader: bool) -> None:
         """Replication moved a partition's leadership here or away. Groups live on the leaders of their
@@ -589,21 +601,7 @@ class Node:
         info = self._topics.pop(name, None)
         if info is None:
             return
-        doomed = []
-        for p in range(info.partitions):
-            part = self._partitions.pop((name, p), None)
-            if part is not None:
-                part.log.close()
-            src = os.path.join(self.path, f"{name}-{p}")
-            if os.path.isdir(src):
-                dst = f"{src}.{uuid.uuid4().hex}-delete"
-                with storage_errors("cannot delete partition directory", src):
-                    os.rename(src, dst)
-                doomed.append(dst)
-        if doomed:
-            fsync_dir(self.path)
-            default_scheduler().schedule(lambda: [shutil.rmtree(d, ignore_errors=True) for d in doomed], 0.0,
-                                         name=f"delete topic {name}")
+        self._delete_dirs([self._retire_partition(name, p) for p in range(info.partitions)], f"delete topic {name}")
 
     # -- producers ----------------------------------------------------------------------------------------------
 

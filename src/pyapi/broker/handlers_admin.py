@@ -1,0 +1,254 @@
+"""Handlers of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster, DescribeLogDirs,
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+from .. import errors
+from ..config import KAFKA_NAMES
+from ..errors import SeglogError
+from ..topic_names import validate_topic_name
+from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC, EXCESSIVE_BATCH,
+                              LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
+                              RESOURCE_BROKER, RESOURCE_TOPIC, _err, _off_loop)
+
+
+class AdminHandlers:
+    """CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster, DescribeLogDirs, DescribeConfigs,
+    AlterConfigs, IncrementalAlterConfigs: a part of handlers.Handlers (``self.broker``, ``self.node``,
+    ``self.config``)."""
+
+    # -- admin ------------------------------------------------------------------------------------------------
+
+    async def handle_create_topics(self, header, body):
+        records = 0
+        for t in body["topics"]:
+            n = self.config.num_partitions if t["num_partitions"] == -1 else t["num_partitions"]
+            records += 1 + max(n, 0)
+        if records > MAX_RECORDS_PER_USER_OP:
+            return {"topics": [{"name": t["name"], "error_code": errors.PolicyViolationError.code,
+                                "error_message": EXCESSIVE_BATCH} for t in body["topics"]]}
+        results = []
+        for t in body["topics"]:
+            name = t["name"]
+            try:
+                if t["assignments"]:
+                    raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
+                configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+                partitions = None if t["num_partitions"] == -1 else t["num_partitions"]
+                rf = None if t["replication_factor"] == -1 else t["replication_factor"]
+                await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
+                results.append({"name": name, "error_code": 0, "error_message": None,
+                                **self._created_topic(partitions, rf, configs)})
+            except SeglogError as e:
+                results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
+        return {"topics": results}
+
+    def _created_topic(self, partitions: int | None, rf: int | None, configs: dict) -> dict:
+        """CreateTopics v5+ describes each created topic: its partition count, replication factor and configs."""
+        values = self.config.log_config().with_kafka(configs).to_kafka()
+        return {"num_partitions": self.config.num_partitions if partitions is None else partitions,
+                "replication_factor": self.config.default_replication_factor if rf is None else rf,
+                "configs": [{"name": k, "value": values[k], "read_only": False, "is_sensitive": False,
+                             "config_source": CONFIG_SOURCE_TOPIC if k in configs else CONFIG_SOURCE_DEFAULT}
+                            for k in KAFKA_NAMES]}
+
+    async def handle_delete_topics(self, header, body):
+        out = []
+        for name in body["topic_names"]:
+            try:
+                await _off_loop(self.broker.view.delete_topic, name)
+                out.append({"name": name, "error_code": 0})
+            except SeglogError as e:
+                out.append({"name": name, "error_code": _err(e), "error_message": str(e)})
+        return {"responses": out}
+
+    async def handle_create_partitions(self, header, body):
+        records = 0
+        for t in body["topics"]:
+            try:
+                records += max(t["count"] - self.broker.view.topic_partitions(t["name"])[0], 0)
+            except SeglogError:
+                pass                                     # answered per topic below
+        if records > MAX_RECORDS_PER_USER_OP:
+            return {"results": [{"name": t["name"], "error_code": errors.PolicyViolationError.code,
+                                 "error_message": EXCESSIVE_BATCH} for t in body["topics"]]}
+        out = []
+        for t in body["topics"]:
+            try:
+                if t["assignments"]:
+                    raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
+                await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
+                out.append({"name": t["name"], "error_code": 0, "error_message": None})
+            except SeglogError as e:
+                out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})
+        return {"results": out}
+
+    async def handle_describe_cluster(self, header, body):
+        view = self.broker.view
+        if body["endpoint_type"] != 1:                # 2: KRaft controllers, which a broker is not
+            return {"error_code": errors.MismatchedEndpointTypeError.code, "cluster_id": self.node.cluster_id or "",
+                    "endpoint_type": body["endpoint_type"],
+                    "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an "
+                                     "endpoint of type CONTROLLER"}
+        return {"error_code": 0, "error_message": None, "cluster_id": self.node.cluster_id or "",
+                "controller_id": view.controller_id(),
+                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                            for b in view.brokers()]}
+
+    async def handle_describe_log_dirs(self, header, body):
+        """The one log dir of this broker: the partitions it holds (of the topics asked for, or all), their
+        sizes, and the disk's total and usable bytes (v4+)."""
+        return {"results": [await self.broker.on_disk(self._describe_log_dir, body["topics"])]}
+
+    def _describe_log_dir(self, wanted) -> dict:
+        node = self.node
+        asked = None if wanted is None else {(t["topic"], p) for t in wanted for p in t["partitions"]}
+        topics = []
+        for name in node.topics(include_internal=True):
+            parts = [{"partition_index": part.index, "partition_size": part.log.size_bytes,
+                      "offset_lag": max(part.high_watermark - part.log_end_offset, 0), "is_future_key": False}
+                     for part in node.partitions(name) if asked is None or (name, part.index) in asked]
+            if parts:
+                topics.append({"name": name, "partitions": parts})
+        disk = shutil.disk_usage(node.path)
+        return {"error_code": 0, "log_dir": node.path, "topics": topics, "total_bytes": disk.total,
+                "usable_bytes": disk.free}
+
+    async def handle_describe_configs(self, header, body):
+        results = []
+        for r in body["resources"]:
+            keys = r["configuration_keys"] or None              # as Kafka: null or empty asks for every config
+            try:
+                if r["resource_type"] == RESOURCE_TOPIC:
+                    configs = self._topic_configs(r["resource_name"], keys)
+                elif r["resource_type"] == RESOURCE_BROKER:
+                    configs = self._broker_configs(r["resource_name"], keys)
+                else:
+                    raise errors.InvalidRequestError(f"unsupported resource type {r['resource_type']}")
+                results.append({"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                                "resource_name": r["resource_name"], "configs": configs})
+            except SeglogError as e:
+                results.append({"error_code": _err(e), "error_message": str(e), "resource_type": r["resource_type"],
+                                "resource_name": r["resource_name"], "configs": []})
+        return {"results": results}
+
+    async def handle_alter_configs(self, header, body):
+        """AlterConfigs: each topic's overrides become exactly the configs given (Kafka's replace semantics)."""
+        def new_overrides(name: str, configs) -> dict[str, str]:
+            out = {}
+            for c in configs:
+                if c["value"] is None:
+                    raise errors.InvalidRequestError(f"Null value not supported for : {c['name']}")
+                out[c["name"]] = c["value"]
+            return out
+        return {"responses": await self._alter_configs(body, new_overrides)}
+
+    async def handle_incremental_alter_configs(self, header, body):
+        """IncrementalAlterConfigs: SET / DELETE each named config, APPEND / SUBTRACT items of a list config
+        (cleanup.policy), over the topic's current overrides."""
+        def new_overrides(name: str, configs) -> dict[str, str]:
+            overrides = self.broker.view.topic_overrides(name)
+            effective = None
+            for c in configs:
+                key, op, value = c["name"], c["config_operation"], c["value"]
+                if key not in KAFKA_NAMES:
+                    raise errors.InvalidConfigError(f"Unknown topic config name: {key}")
+                if op == OP_SET:
+                    if value is None:
+                        raise errors.InvalidRequestError(f"Null value not supported for : {key}")
+                    overrides[key] = value
+                elif op == OP_DELETE:
+                    overrides.pop(key, None)
+                elif op in (OP_APPEND, OP_SUBTRACT):
+                    verb = "append" if op == OP_APPEND else "subtract"
+                    if key not in LIST_CONFIGS:
+                        raise errors.InvalidConfigError(f"Config value {verb} is not allowed for config key: {key}")
+                    if effective is None:
+                        effective = self.config.log_config().with_kafka(overrides).to_kafka()
+                    current = [v for v in overrides.get(key, effective[key]).split(",") if v.strip()]
+                    items = [v.strip() for v in (value or "").split(",") if v.strip()]
+                    if op == OP_APPEND:
+                        current += [v for v in items if v not in current]
+                    else:
+                        current = [v for v in current if v not in items]
+                    overrides[key] = ",".join(current)
+                else:
+                    raise errors.InvalidRequestError(f"Unknown config operation {op} for config key: {key}")
+            return overrides
+        return {"responses": await self._alter_configs(body, new_overrides)}
+
+    async def _alter_configs(self, body, new_overrides) -> list[dict]:
+        """The per-resource answers of an (Incremental)AlterConfigs request. Topic resources: the new overrides
+        (``new_overrides(topic, configs)``) are validated as a whole, then stored (not with validate_only).
+        Broker configs are static here (read_only in DescribeConfigs): changing one is INVALID_REQUEST."""
+        seen: dict[tuple[int, str], int] = {}
+        for r in body["resources"]:
+            key = (r["resource_type"], r["resource_name"])
+            seen[key] = seen.get(key, 0) + 1
+        out = []
+        for r in body["resources"]:
+            rtype, name = r["resource_type"], r["resource_name"]
+            answer = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
+            try:
+                if seen[(rtype, name)] > 1:
+                    raise errors.InvalidRequestError(f"Error due to duplicate resource {name!r} of type {rtype}")
+                names = [c["name"] for c in r["configs"]]
+                if len(set(names)) != len(names):
+                    raise errors.InvalidRequestError("Error due to duplicate config keys")
+                if rtype == RESOURCE_TOPIC:
+                    validate_topic_name(name)
+                    self.broker.view.topic_partitions(name)              # UNKNOWN_TOPIC_OR_PARTITION
+                    overrides = new_overrides(name, r["configs"])
+                    await _off_loop(self.broker.view.alter_topic_config, name, overrides,
+                                    validate_only=body["validate_only"])
+                elif rtype == RESOURCE_BROKER:
+                    if name not in ("", str(self.config.broker_id)):
+                        raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.config.broker_id} "
+                                                         f"or empty string, but received {name}")
+                    if names:
+                        raise errors.InvalidRequestError(
+                            f"Cannot update these configs dynamically: {', '.join(sorted(names))} (seglog broker "
+                            f"configs are static: set them in server.properties or with --override, and restart)")
+                else:
+                    raise errors.InvalidRequestError(f"Unsupported resource type {rtype}: seglog alters the configs "
+                                                     f"of topics ({RESOURCE_TOPIC}) only")
+            except SeglogError as e:
+                answer.update(error_code=_err(e), error_message=str(e))
+            out.append(answer)
+        return out
+
+    def _topic_configs(self, name: str, keys):
+        overrides = self.broker.view.topic_overrides(name)
+        default = self.config.log_config().to_kafka()
+        values = self.config.log_config().with_kafka(overrides).to_kafka()
+        out = []
+        for k in KAFKA_NAMES:
+            if keys is not None and k not in keys:
+                continue
+            overridden = k in overrides
+            out.append({"name": k, "value": values[k], "read_only": False,
+                        "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
+                        "is_default": not overridden and values[k] == default[k], "is_sensitive": False,
+                        "synonyms": [], "config_type": 0, "documentation": None})
+        return out
+
+    def _broker_configs(self, name: str, keys):
+        if name not in ("", str(self.config.broker_id)):
+            raise errors.InvalidRequestError(f"this is broker {self.config.broker_id}, not {name}")
+        out = []
+        for f in dataclasses.fields(self.config):
+            k = f.metadata["key"].kafka
+            if keys is not None and k not in keys:
+                continue
+            v = getattr(self.config, f.name)
+            text = ",".join(v) if isinstance(v, tuple) else ("" if v is None else str(v).lower()
+                                                              if isinstance(v, bool) else str(v))
+            out.append({"name": k, "value": text, "read_only": True, "config_source": CONFIG_SOURCE_STATIC_BROKER,
+                        "is_default": v == f.default, "is_sensitive": False, "synonyms": [], "config_type": 0,
+                        "documentation": None})
+        return out

@@ -1,0 +1,270 @@
+"""Handlers of the data APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from .. import errors
+from ..errors import SeglogError
+from .handler_support import (EARLIEST, LATEST, MAX_TIMESTAMP, TRANSACTIONS_UNSUPPORTED, CloseConnection, _err,
+                              _off_loop)
+from .record_errors import record_errors
+
+
+class DataHandlers:
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId: a part of
+    handlers.Handlers (``self.broker``, ``self.node``, ``self.config``)."""
+
+    # -- Produce ----------------------------------------------------------------------------------------------
+
+    async def handle_produce(self, header, body):
+        """Append every partition's batch first, then wait for the acks=all replication of all of them at once,
+        under one deadline (timeout_ms from now), as Kafka's produce purgatory does: a request for many
+        partitions takes about timeout_ms at worst, not that much per partition. An acks=0 request gets no
+        answer; if any of its partitions failed, the connection is closed (CloseConnection), which is how
+        Kafka tells such a client to refresh its metadata."""
+        acks = body["acks"]
+        if header.api_version < 3:              # message format v0/v1: advertised (as Kafka does), never served
+            err = errors.UnsupportedVersionError.code
+        elif body["transactional_id"] is not None:
+            err = TRANSACTIONS_UNSUPPORTED
+        elif acks not in (-1, 0, 1):
+            err = errors.InvalidRequiredAcksError.code
+        else:
+            err = 0
+        deadline = time.monotonic() + max(body["timeout_ms"], 0) / 1000
+        responses, appends = [], []
+        for topic in body["topic_data"]:
+            parts = []
+            for pd in topic["partition_data"]:
+                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err))
+            responses.append({"name": topic["name"], "partition_responses": parts})
+        # one partition after the other, on the disk threads: a request inflates one batch at a time
+        done = [await append for append in appends]
+        waits = []
+        i = 0
+        for topic, response in zip(body["topic_data"], responses):
+            for _ in topic["partition_data"]:
+                out, wait = done[i]
+                i += 1
+                response["partition_responses"].append(out)
+                if wait is None:
+                    continue
+                if acks == -1:
+                    waits.append(self._await_acks(out, *wait, acks, deadline))
+                else:                                    # acks 0/1: the leader's append is all there is
+                    self._acked(out, *wait)
+        if len(waits) == 1:
+            await waits[0]
+        elif waits:
+            await asyncio.gather(*waits)
+        if acks == 0:
+            failed = [f"{t['name']}-{p['index']}: {p.get('error_message') or p['error_code']}"
+                      for t in responses for p in t["partition_responses"] if p["error_code"]]
+            if failed:
+                raise CloseConnection(f"acks=0 produce request failed ({'; '.join(failed[:5])})")
+            return None
+        return {"responses": responses}
+
+    async def _append_one(self, topic: str, index: int, records, acks: int, err: int):
+        """(the partition's response entry, (partition, last offset, start time) to wait for, or None)."""
+        out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
+        if err:
+            out["error_message"] = {TRANSACTIONS_UNSUPPORTED: "transactions are not supported",
+                                    errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
+                                                                         "v1) is not supported",
+                                    errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
+                                    }.get(err)
+            return out, None
+        part = None
+        try:
+            if records is None or len(records) == 0:
+                raise errors.InvalidRecordError("produce request without a record batch")
+            self.broker.view.check_produce(topic, index, acks)
+            part = self.node.partition(topic, index)
+            t0 = time.perf_counter()
+            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks)
+            out.update(base_offset=base, log_append_time_ms=append_time)
+            return out, (part, last, t0)
+        except SeglogError as e:
+            out.update(error_code=_err(e), error_message=str(e))
+            if isinstance(e, (errors.InvalidRecordError, errors.InvalidTimestampError)) and part is not None:
+                found = record_errors(records, part.log.config, int(time.time() * 1000), topic, index, e)
+                if found is not None:
+                    out.update(zip(("error_code", "record_errors", "error_message"), found))
+            return out, None
+
+    async def _await_acks(self, out: dict, part, last: int, t0: float, acks: int, deadline: float) -> None:
+        try:
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            await self.broker.view.wait_for_acks(part, last, acks, left_ms)
+        except SeglogError as e:
+            out.update(error_code=_err(e), error_message=str(e), base_offset=-1)
+            out.pop("log_append_time_ms", None)
+            return
+        self._acked(out, part, last, t0)
+
+    def _acked(self, out: dict, part, last: int, t0: float) -> None:
+        self.broker.metrics.observe("produce_append", time.perf_counter() - t0)
+        out["log_start_offset"] = part.log_start_offset
+
+    # -- Fetch ------------------------------------------------------------------------------------------------
+
+    async def handle_fetch(self, header, body):
+        if body["session_id"] != 0 or body["session_epoch"] > 0:
+            return {"error_code": errors.FetchSessionIdNotFoundError.code, "session_id": 0, "responses": []}
+        replica = body["replica_id"] >= 0
+        max_wait = max(0, body["max_wait_ms"]) / 1000
+        min_bytes = body["min_bytes"]
+        deadline = time.monotonic() + max_wait
+        wanted = [(t["topic"], p) for t in body["topics"] for p in t["partitions"]]
+        while True:
+            version = self.broker.data_version()
+            responses, total, failed, corrupt = await self.broker.on_disk(
+                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"])
+            for topic, index in corrupt:                    # the Log logged each (file, offset, position)
+                self.broker.metrics.corrupt_batch(topic, index)
+            left = deadline - time.monotonic()
+            if total >= min_bytes or failed or left <= 0:
+                return {"error_code": 0, "session_id": 0, "responses": responses}
+            started = time.monotonic()
+            await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
+            self.broker.note_wait(time.monotonic() - started)
+
+    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int):
+        """(responses, bytes read, whether a partition failed, [(topic, partition) that met a corrupt batch]);
+        runs on a disk thread."""
+        by_topic: dict[str, list] = {}
+        order: list[str] = []
+        total = 0
+        failed = False
+        corrupt = []
+        for topic, p in wanted:
+            if topic not in by_topic:
+                by_topic[topic] = []
+                order.append(topic)
+            entry = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
+                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                     "records": b""}
+            by_topic[topic].append(entry)
+            try:
+                self.broker.view.check_fetch(topic, p["partition"], p["current_leader_epoch"], replica)
+                part = self.node.partition(topic, p["partition"])
+                if p["last_fetched_epoch"] >= 0 and self._diverged(entry, part, p):
+                    failed = True                          # answered at once, as any partition error is
+                    continue
+                budget = min(p["partition_max_bytes"], max_bytes - total)
+                # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
+                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0)
+                if replica:
+                    self.broker.view.follower_fetched(part, replica_id, p["fetch_offset"], p["log_start_offset"])
+                    res.high_watermark = part.high_watermark
+                entry.update(high_watermark=res.high_watermark, last_stable_offset=res.high_watermark,
+                             log_start_offset=res.log_start_offset,
+                             records=self.broker.records_chunk(res.records))
+                total += len(res.records)
+            except errors.OffsetOutOfRangeError as e:
+                entry.update(error_code=e.code, high_watermark=e.end, log_start_offset=e.start)
+                failed = True
+            except SeglogError as e:
+                if isinstance(e, errors.CorruptRecordError):
+                    corrupt.append((topic, p["partition"]))
+                entry["error_code"] = _err(e)
+                failed = True
+        return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed, corrupt
+
+    @staticmethod
+    def _diverged(entry: dict, part, p) -> bool:
+        """Fetch v12+: as Kafka, when the fetcher's last fetched epoch ends (in this log) before its fetch
+        offset, or is not an epoch of this log, answer the epoch and end offset it diverges at instead of
+        records (the fetcher truncates there)."""
+        epoch, end = part.log.end_offset_for_epoch(p["last_fetched_epoch"])
+        if epoch == p["last_fetched_epoch"] and end >= p["fetch_offset"]:
+            return False
+        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.high_watermark,
+                     log_start_offset=part.log_start_offset, diverging_epoch={"epoch": epoch, "end_offset": end})
+        return True
+
+    # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------------------------
+
+    async def handle_list_offsets(self, header, body):
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                out = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1, "offset": -1}
+                try:
+                    self.broker.view.check_fetch(t["name"], p["partition_index"], p["current_leader_epoch"], False)
+                    part = self.node.partition(t["name"], p["partition_index"])
+                    ts = p["timestamp"]
+                    if ts == LATEST:
+                        out["offset"] = part.high_watermark
+                    elif ts == EARLIEST:
+                        out["offset"] = part.log_start_offset
+                    elif ts == MAX_TIMESTAMP and header.api_version >= 7:
+                        found = part.log.offset_of_max_timestamp()
+                        if found is not None and found.offset < part.high_watermark:
+                            out.update(offset=found.offset, timestamp=found.timestamp)
+                    elif ts < 0:
+                        raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
+                    else:
+                        found = await self.broker.on_disk(part.log.offset_for_timestamp, ts)   # index reads
+                        if found is not None and found.offset < part.high_watermark:
+                            out.update(offset=found.offset, timestamp=found.timestamp)
+                    out["leader_epoch"] = part.log.leader_epoch
+                except SeglogError as e:
+                    out["error_code"] = _err(e)
+                parts.append(out)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"topics": topics}
+
+    async def handle_offset_for_leader_epoch(self, header, body):
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                out = {"partition": p["partition"], "error_code": 0, "leader_epoch": -1, "end_offset": -1}
+                try:
+                    self.broker.view.check_fetch(t["topic"], p["partition"], p["current_leader_epoch"],
+                                                 body["replica_id"] >= 0)
+                    epoch, end = self.node.partition(t["topic"], p["partition"]).log.end_offset_for_epoch(
+                        p["leader_epoch"])
+                    out.update(leader_epoch=epoch, end_offset=end)
+                except SeglogError as e:
+                    out["error_code"] = _err(e)
+                parts.append(out)
+            topics.append({"topic": t["topic"], "partitions": parts})
+        return {"topics": topics}
+
+    async def handle_delete_records(self, header, body):
+        """DeleteRecords: raise each partition's log start offset (offset -1: to the high watermark), on its
+        leader; the answer is the new low watermark, or NOT_LEADER_OR_FOLLOWER / OFFSET_OUT_OF_RANGE / ..."""
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
+                try:
+                    if self.broker.view.topic_partitions(t["name"])[1]:
+                        raise errors.InvalidTopicError(f"Cannot delete records of internal topic {t['name']}")
+                    self.broker.view.check_produce(t["name"], p["partition_index"], 1)       # the leader's job
+                    log_ = self.node.partition(t["name"], p["partition_index"]).log
+                    out["low_watermark"] = await self.broker.on_disk(log_.delete_records_before, p["offset"])
+                except SeglogError as e:
+                    out["error_code"] = _err(e)
+                parts.append(out)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"topics": topics}
+
+    # -- producers --------------------------------------------------------------------------------------------
+
+    async def handle_init_producer_id(self, header, body):
+        if body["transactional_id"] is not None:
+            return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}
+        try:
+            return {"error_code": 0, "producer_id": await _off_loop(self.broker.view.init_producer_id),
+                    "producer_epoch": 0}
+        except SeglogError as e:
+            return {"error_code": _err(e), "producer_id": -1, "producer_epoch": -1}

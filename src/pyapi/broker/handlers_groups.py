@@ -1,0 +1,235 @@
+"""Handlers of the group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, DescribeGroups, ListGroups, DeleteGroups."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+
+from .. import errors
+from ..errors import SeglogError
+from ..group import GroupState
+from ..offsets_format import OffsetAndMetadata, TopicPartition
+from .handler_support import TRANSACTIONS_UNSUPPORTED, _err, _off_loop
+
+
+class GroupHandlers:
+    """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
+    ListGroups, DeleteGroups: a part of handlers.Handlers (``self.broker``, ``self.node``, ``self.config``,
+    ``self._group_pool``)."""
+
+    # -- groups -----------------------------------------------------------------------------------------------
+
+    async def handle_find_coordinator(self, header, body):
+        """v0-3 look up one key, v4 a batch (``coordinator_keys``) answered key by key."""
+        if header.api_version >= 4:
+            return {"coordinators": [{"key": key, **self._find_coordinator(key, body["key_type"])}
+                                     for key in body["coordinator_keys"]]}
+        return self._find_coordinator(body["key"], body["key_type"])
+
+    def _find_coordinator(self, key: str, key_type: int) -> dict:
+        if key_type != 0:
+            return {"error_code": TRANSACTIONS_UNSUPPORTED, "error_message": "transactions are not supported",
+                    "node_id": -1, "host": "", "port": -1}
+        try:
+            node_id, host, port = self.broker.view.coordinator_for(key)
+        except SeglogError as e:
+            return {"error_code": _err(e), "error_message": str(e), "node_id": -1, "host": "", "port": -1}
+        return {"error_code": 0, "error_message": None, "node_id": node_id, "host": host, "port": port}
+
+    def _coordinator(self, group_id: str):
+        self.broker.view.check_coordinator(group_id)
+        return self.node.group_coordinator
+
+    async def _group_call(self, fn, *args, **kwargs):
+        """A group coordinator call that may wait for an offsets write, on the group threads (GROUP_THREADS)."""
+        return await asyncio.get_running_loop().run_in_executor(self._group_pool,
+                                                                functools.partial(fn, *args, **kwargs))
+
+    async def handle_join_group(self, header, body):
+        """JoinGroup: answered when the rebalance completes. If the client closes its connection meanwhile
+        (killed, interrupted), the coordinator is told (abandon_join): the answer could never reach it, and
+        the rebalance must not wait for it."""
+        v = header.api_version
+        gid = body["group_id"]
+        try:
+            coord = await _off_loop(self._coordinator, gid)
+            fut = await self._group_call(
+                coord.join_group, gid, body["member_id"], body["protocol_type"],
+                [(p["name"], bytes(p["metadata"])) for p in body["protocols"]], body["session_timeout_ms"],
+                body["rebalance_timeout_ms"] if v >= 1 else None, group_instance_id=body["group_instance_id"],
+                client_id=header.client_id or "", client_host=self.broker.current_peer_host(),
+                require_known_member_id=v >= 4)
+            answer = asyncio.wrap_future(fut)
+            if not fut.done():
+                gone = asyncio.ensure_future(self.broker.client_gone().wait())
+                try:
+                    await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    gone.cancel()
+                if not answer.done():
+                    answer.cancel()
+                    await self._group_call(coord.abandon_join, gid, fut)
+                    return None                       # nobody to answer: the connection is closing
+            r = await answer
+        except errors.MemberIdRequiredError as e:
+            return {"error_code": e.code, "member_id": e.member_id, "protocol_name": "", "leader": ""}
+        except SeglogError as e:
+            return {"error_code": _err(e), "member_id": body["member_id"], "protocol_name": "", "leader": ""}
+        return {"error_code": 0, "generation_id": r.generation_id, "protocol_type": r.protocol_type,
+                "protocol_name": r.protocol_name,
+                "leader": r.leader_id, "member_id": r.member_id,
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                             "metadata": m.metadata} for m in r.members]}
+
+    async def handle_sync_group(self, header, body):
+        try:
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            fut = await self._group_call(
+                coord.sync_group, body["group_id"], body["generation_id"], body["member_id"],
+                {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
+                group_instance_id=body["group_instance_id"], protocol_type=body["protocol_type"],
+                protocol_name=body["protocol_name"])
+            r = await asyncio.wrap_future(fut)
+        except SeglogError as e:
+            return {"error_code": _err(e), "assignment": b""}
+        return {"error_code": 0, "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,
+                "assignment": r.assignment}
+
+    async def handle_heartbeat(self, header, body):
+        try:
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            coord.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
+                            group_instance_id=body["group_instance_id"])
+        except SeglogError as e:
+            return {"error_code": _err(e)}
+        return {"error_code": 0}
+
+    async def handle_leave_group(self, header, body):
+        """v0-2 one member (its error is the response's), v3+ a batch with one error per member."""
+        batch = header.api_version >= 3
+        members = ([(m["member_id"], m["group_instance_id"]) for m in body["members"]] if batch
+                   else [(body["member_id"], None)])
+        try:
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            errs = await self._group_call(coord.leave_group, body["group_id"], members)
+        except SeglogError as e:
+            return {"error_code": _err(e)}
+        if not batch:
+            return {"error_code": 0 if errs[0] is None else _err(errs[0])}
+        return {"error_code": 0, "members": [{"member_id": m, "group_instance_id": i,
+                                              "error_code": 0 if e is None else _err(e)}
+                                             for (m, i), e in zip(members, errs)]}
+
+    async def handle_offset_commit(self, header, body):
+        offsets, placed = {}, []
+        now = int(time.time() * 1000)
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition_index"])
+                placed.append(tp)
+                offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
+                                                p["committed_metadata"] or "", now)
+        try:
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            errs = await self._group_call(coord.commit_offsets, body["group_id"], offsets,
+                                   body["generation_id_or_member_epoch"], body["member_id"],
+                                   group_instance_id=body["group_instance_id"])
+            codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()}
+        except SeglogError as e:
+            codes = dict.fromkeys(placed, _err(e))
+            # partitions refused before the group check (unknown ones) keep their own error, as in Kafka
+            codes.update({tp: _err(x) for tp, x in getattr(e, "partition_errors", {}).items()})
+        by_topic: dict[str, list] = {}
+        for tp in placed:
+            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": codes.get(tp, 0)})
+        return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    async def handle_offset_fetch(self, header, body):
+        """v0-7 one group; v8 several (``groups``), each answered with its own error code."""
+        if header.api_version >= 8:
+            return {"groups": [{"group_id": g["group_id"], **await self._offset_fetch(g["group_id"], g["topics"], 8)}
+                               for g in body["groups"]]}
+        return await self._offset_fetch(body["group_id"], body["topics"], header.api_version)
+
+    async def _offset_fetch(self, group: str, topics, version: int) -> dict:
+        try:
+            coord = await _off_loop(self._coordinator, group)
+            if topics is None:
+                stored = coord.fetch_offsets(group, None)
+                wanted = sorted(stored)
+            else:
+                wanted = [TopicPartition(t["name"], p) for t in topics for p in t["partition_indexes"]]
+                stored = coord.fetch_offsets(group, wanted)
+        except SeglogError as e:
+            if version >= 2:
+                return {"error_code": _err(e), "topics": []}
+            wanted = [TopicPartition(t["name"], p) for t in topics or () for p in t["partition_indexes"]]
+            return {"topics": self._offset_topics(wanted, {}, _err(e))}
+        return {"error_code": 0, "topics": self._offset_topics(wanted, stored, 0)}
+
+    @staticmethod
+    def _offset_topics(wanted, stored, code):
+        by_topic: dict[str, list] = {}
+        for tp in wanted:
+            om = stored.get(tp)
+            by_topic.setdefault(tp.topic, []).append({
+                "partition_index": tp.partition, "committed_offset": -1 if om is None else om.offset,
+                "committed_leader_epoch": -1 if om is None else om.leader_epoch,
+                "metadata": "" if om is None else om.metadata, "error_code": code})
+        return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+    async def handle_describe_groups(self, header, body):
+        out = []
+        for group in body["groups"]:
+            try:
+                coord = await _off_loop(self._coordinator, group)
+                [d] = coord.describe_groups([group])
+            except SeglogError as e:
+                out.append({"error_code": _err(e), "group_id": group, "group_state": "", "protocol_type": "",
+                            "protocol_data": "", "members": []})
+                continue
+            out.append({"error_code": 0, "group_id": d.group_id, "group_state": d.state.value,
+                        "protocol_type": d.protocol_type, "protocol_data": d.protocol,
+                        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                     "client_id": m.client_id, "client_host": m.client_host,
+                                     "member_metadata": m.metadata, "member_assignment": m.assignment}
+                                    for m in d.members]})
+        return {"groups": out}
+
+    async def handle_list_groups(self, header, body):
+        try:
+            states = body["states_filter"] or None                       # v4+: empty means every state
+            listing = (await _off_loop(lambda: self.node.group_coordinator)).list_groups(states)
+        except errors.UnknownTopicOrPartitionError:
+            listing = []                                  # no offsets topic yet: no groups
+        except SeglogError as e:
+            return {"error_code": _err(e), "groups": []}
+        return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+                                             "group_state": g.state.value}
+                                            for g in listing if g.state is not GroupState.DEAD]}
+
+    async def handle_delete_groups(self, header, body):
+        """DeleteGroups, as Kafka: per group (a repeated name answered once) NOT_COORDINATOR when another broker
+        coordinates it, else the coordinator's answer: deleted with its offsets, GROUP_ID_NOT_FOUND, or
+        NON_EMPTY_GROUP while it has members. (Kafka's INVALID_GROUP_ID is for a null id, which v0-1 cannot
+        carry: such a request fails to decode.)"""
+        results = await self._group_call(self._delete_groups, list(dict.fromkeys(body["groups_names"])))
+        return {"results": [{"group_id": g, "error_code": 0 if e is None else _err(e)} for g, e in results.items()]}
+
+    def _delete_groups(self, group_ids: list[str]) -> dict[str, SeglogError | None]:
+        out: dict[str, SeglogError | None] = dict.fromkeys(group_ids)
+        mine = []
+        for gid in group_ids:
+            try:
+                self.broker.view.check_coordinator(gid)
+                mine.append(gid)
+            except SeglogError as e:
+                out[gid] = e
+        if mine:
+            try:
+                out.update(self.node.group_coordinator.delete_groups(mine))
+            except SeglogError as e:
+                out.update(dict.fromkeys(mine, e))
+        return out
