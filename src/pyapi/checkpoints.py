@@ -11,6 +11,7 @@ StorageError, never a bare OSError.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 
 from . import _engine
@@ -74,6 +75,20 @@ def fsync_dir(path: str) -> None:
             _engine.file_fsync(fd, path)
         finally:
             os.close(fd)
+
+
+def lock_directory(path: str, busy: str, open_file=None) -> int:
+    """Take the writer's flock on ``<path>/.lock`` (one process writes a directory), opened with `open_file`
+    (os.open by default; a partition log's goes through the engine's file calls, which tests fault); the open descriptor, which
+    holds the lock until it is closed. StorageError(busy) if another process holds it."""
+    with storage_errors("cannot open lock file", path):
+        fd = (open_file or os.open)(os.path.join(path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StorageError(busy, path) from None
+    return fd
 
 
 @contextlib.contextmanager

@@ -16,7 +16,6 @@ shared), so the segment list and the cache never change under a caller.
 from __future__ import annotations
 
 import bisect
-import fcntl
 import logging
 import os
 import re
@@ -24,7 +23,7 @@ from collections import OrderedDict
 from typing import Callable, Sequence
 
 from . import _engine
-from .checkpoints import storage_errors
+from .checkpoints import lock_directory, storage_errors
 from .config import LogConfig
 from .errors import CorruptRecordError, StorageError
 from .scheduler import Scheduler
@@ -33,7 +32,6 @@ __all__ = ["LocalLog", "SEGMENT_RE", "unlink_all"]
 
 log = logging.getLogger("seglog.log")
 
-LOCK_FILE = ".lock"
 READ_CHUNK_BYTES = 1 << 20           # views() reads this much per step
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 INT64_MAX = (1 << 63) - 1
@@ -73,17 +71,9 @@ class LocalLog:
 
     def take_dir_lock(self) -> None:
         """flock ``.lock``: one writing process per directory. Raises StorageError if another holds it."""
-        try:
-            fd = _engine.file_open(os.path.join(self.path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise StorageError(f"cannot open lock file: {e.strerror}", self.path, e.errno) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise StorageError("log directory is locked by another writer (open it with readonly=True "
-                               "to read it from a second process)", self.path) from None
-        self._lock_fd = fd
+        self._lock_fd = lock_directory(self.path, "log directory is locked by another writer (open it with "
+                                                  "readonly=True to read it from a second process)",
+                                       _engine.file_open)
 
     def release_dir_lock(self) -> None:
         """Drop the directory lock (idempotent)."""

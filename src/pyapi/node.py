@@ -22,7 +22,6 @@ in :meth:`Node.wait_for_data` (in-process consumers) and run registered listener
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import logging
 import os
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from . import _engine
-from .checkpoints import fsync_dir, read_checkpoint, storage_errors, write_checkpoint
+from .checkpoints import fsync_dir, lock_directory, read_checkpoint, storage_errors, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
 from .errors import (InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
                      InvalidReplicationFactorError, InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError,
@@ -206,14 +205,8 @@ class Node:
             if key in _OPEN_DIRS:
                 raise StorageError("data directory is already open in this process (a Node or a broker of "
                                    "this process holds it: use that one, or close it first)", self.path)
-            with storage_errors("cannot open lock file", self.path):
-                fd = os.open(os.path.join(self.path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise StorageError("data directory is in use by another process (a running broker?); "
-                                   "use --bootstrap-server to reach it", self.path) from None
+            fd = lock_directory(self.path, "data directory is in use by another process (a running broker?); "
+                                           "use --bootstrap-server to reach it")
             _OPEN_DIRS.add(key)
             self._lock_key = key
             self._lock_fd = fd
