@@ -291,10 +291,10 @@ def test_reused_dataframe_after_filtered_queries_reads_everything(spark, data):
     n_first = sum(1 for r in all_pets if 300 <= r[2] < 420)
     n_other = sum(1 for r in all_pets if r[1] == 1 and r[2] < 150)
     assert 0 < n_first < n_other + n_first < len(all_pets)
-    splits_all = _read(spark, data, subscribe="pets", splitSize="16k").rdd.getNumPartitions()
+    splits_all = _read(spark, data, subscribe="pets", splitSize="64k").rdd.getNumPartitions()
     assert splits_all > 2
-    for df in (_read(spark, data, subscribe="pets", splitSize="16k"),
-               _read_schema(spark, data, "offset bigint, partition int", subscribe="pets", splitSize="16k")):
+    for df in (_read(spark, data, subscribe="pets", splitSize="64k"),
+               _read_schema(spark, data, "offset bigint, partition int", subscribe="pets", splitSize="64k")):
         got = _reused_dataframe_queries(df)
         assert [g[:2] for g in got[:4]] == [(n_first, n_first), (len(all_pets), len(all_pets)),
                                             (n_other, n_other), (len(all_pets), len(all_pets))]
