@@ -16,8 +16,8 @@ from .handler_support import TRANSACTIONS_UNSUPPORTED, _err, _off_loop
 
 class GroupHandlers:
     """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
-    ListGroups, DeleteGroups: a part of handlers.Handlers (``self.broker``, ``self.node``, ``self.config``,
-    ``self._group_pool``)."""
+    ListGroups, DeleteGroups, ConsumerGroupHeartbeat (refused): a part of handlers.Handlers (``self.broker``,
+    ``self.node``, ``self.config``, ``self._group_pool``)."""
 
     # -- groups -----------------------------------------------------------------------------------------------
 
@@ -233,3 +233,13 @@ class GroupHandlers:
             except SeglogError as e:
                 out.update(dict.fromkeys(mine, e))
         return out
+
+    async def handle_consumer_group_heartbeat(self, header, body):
+        """ConsumerGroupHeartbeat (KIP-848's consumer group protocol) is not served: every heartbeat is answered
+        UNSUPPORTED_VERSION with a message naming the way out, which clients surface as an error, rather than
+        leaving a ``group.protocol=consumer`` consumer to wait silently for a protocol the broker never
+        advertised. The classic protocol (JoinGroup/SyncGroup, ``group.protocol=classic``) serves the group."""
+        return {"error_code": errors.UnsupportedVersionError.code, "member_id": body["member_id"] or None,
+                "member_epoch": -1, "heartbeat_interval_ms": 0,
+                "error_message": "The consumer group protocol (KIP-848, group.protocol=consumer) is not supported "
+                                 "by this broker; use group.protocol=classic"}

@@ -206,5 +206,33 @@ DELETE_GROUPS = Api(42, "DeleteGroups", (0, 2), flexible=2, request=(
           field("error_code", "int16")),
 ))
 
+# KIP-848's consumer group protocol, decoded so that a client asking for it (group.protocol=consumer) gets an
+# explicit UNSUPPORTED_VERSION answer: librdkafka waits silently when the API is not advertised at all.
+CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", (0, 1), flexible=0, request=(
+    field("group_id", "string"),
+    field("member_id", "string"),
+    field("member_epoch", "int32"),
+    field("instance_id", "string", nullable="0+"),
+    field("rack_id", "string", nullable="0+"),
+    field("rebalance_timeout_ms", "int32", default=-1),
+    field("subscribed_topic_names", "[]string", nullable="0+"),
+    field("subscribed_topic_regex", "string", "1+", nullable="1+"),
+    field("server_assignor", "string", nullable="0+"),
+    array("topic_partitions",
+          field("topic_id", "uuid"),
+          field("partitions", "[]int32"),
+          nullable="0+"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16"),
+    field("error_message", "string", nullable="0+"),
+    field("member_id", "string", nullable="0+"),
+    field("member_epoch", "int32"),
+    field("heartbeat_interval_ms", "int32"),
+    # Kafka's nullable struct Assignment travels as an int8 presence marker (-1: null) before its fields;
+    # seglog answers only errors, whose assignment is always null: the marker alone
+    field("assignment_present", "int8", default=-1),
+))
+
 APIS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-        DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS)
+        DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_HEARTBEAT)

@@ -42,6 +42,7 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
 
 
 _APIS: dict[int, Api] = {a.key: a for a in sorted(messages_data.APIS + messages_groups.APIS + messages_admin.APIS,
