@@ -52,7 +52,7 @@ What a pass does
    point), unlinks the old segments' indexes and renames their .log files to ``.deleted`` (unlinked after
    ``file.delete.delay.ms``; views hold their mappings, so readers are unaffected), and renames the ``.swap``
    files to their final names. When a Log opens, leftover ``.cleaned`` files are deleted and a leftover
-   ``.log.swap`` completes its swap (``Log._complete_interrupted_swaps``: segments whose base offset lies in
+   ``.log.swap`` completes its swap (``log_loader.complete_interrupted_swaps``: segments whose base offset lies in
    ``[swap base, last offset in the swap + 1)`` are deleted). Segments of a group that lie above that range
    after a crash hold only records this pass dropped (superseded by later records, expired tombstones), so
    leaving them is harmless and the next pass removes them (the checkpoint only moves after a whole pass).
@@ -558,7 +558,7 @@ def _unlink_cleaned(stem: str) -> None:
 
 
 def remove_work_dir(path: str) -> None:
-    """Delete the cleaner's scratch directory of a partition directory (Log._complete_interrupted_swaps, at open)."""
+    """Delete the cleaner's scratch directory of a partition directory (log_loader, at open)."""
     shutil.rmtree(os.path.join(path, WORK_DIR), ignore_errors=True)
 
 
@@ -591,7 +591,7 @@ class _BatchFilter:
 
 def swap_next_offset(path: str, base: int) -> int:
     """Last offset + 1 of the batches in a .log.swap file (base when it is empty): the end of the range of old
-    segments a swap replaces (Log._complete_interrupted_swaps). Batch headers only; CRCs are checked by the
+    segments a swap replaces (log_loader.complete_interrupted_swaps). Batch headers only; CRCs are checked by the
     usual recovery and reads."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from typing import Callable, Sequence
 
 from . import _engine
-from .checkpoints import lock_directory, storage_errors
+from .checkpoints import fsync_dir, lock_directory, storage_errors
 from .config import LogConfig
 from .errors import CorruptRecordError, StorageError
 from .scheduler import Scheduler
@@ -183,6 +183,36 @@ class LocalLog:
             self.scheduler.schedule(lambda: unlink_all(renamed), wait, name="delete segments")
         else:
             unlink_all(renamed)
+
+    def replace_segments(self, old: list[int], new_base: int | None, precondition=None) -> bool:
+        """Swap a cleaned segment in for the consecutive sealed segments `old` (Kafka's replaceSegments; the
+        files and the crash-safe order are described at Log.replace_segments). False, changing nothing, when
+        `old` are not consecutive sealed segments any more or ``precondition()`` is false. Raises
+        StorageError."""
+        i = bisect.bisect_left(self.bases, old[0])
+        if self.bases[i:i + len(old)] != old or self.active.base_offset in old:
+            return False
+        if precondition is not None and not precondition():
+            return False
+        stem = os.path.join(self.path, _engine.segment_name(old[0]))
+        try:
+            if new_base is not None:
+                for suffix in (".index", ".timeindex", ".log"):
+                    _engine.file_rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
+                fsync_dir(self.path)
+            # indexes go first: a crash between renames must not leave an index without its .log (a segment
+            # created later at that base would reopen it); a .log without indexes gets them rebuilt
+            unlink_all([os.path.join(self.path, _engine.segment_name(b)) + suffix
+                        for b in old for suffix in (".index", ".timeindex")])
+            self.delete_segments(old)
+            if new_base is not None:
+                for suffix in (".index", ".timeindex", ".log"):
+                    _engine.file_rename(stem + suffix + ".swap", stem + suffix)
+                bisect.insort(self.bases, new_base)
+            fsync_dir(self.path)
+        except OSError as e:
+            raise StorageError(f"segment swap failed: {e.strerror}", self.path, e.errno) from None
+        return True
 
     def truncate_to(self, offset: int) -> None:
         """Cut the segments at `offset` (start offset <= offset < active.next_offset): segments above the one

@@ -31,7 +31,6 @@ recovery_point, leader_epoch) read it without the lock (an atomic read of one at
 
 from __future__ import annotations
 
-import bisect
 import logging
 import operator
 import os
@@ -978,7 +977,7 @@ class Log:
         The cleaned segment is ``<new_base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``), fsynced,
         with new_base == old_bases[0]; new_base None drops the old segments without a replacement. Under the lock:
         the .cleaned files become .swap (.log last, then a directory fsync: from there a crash completes the swap
-        when the log opens, see _complete_interrupted_swaps), the old segments' indexes are unlinked and their
+        when the log opens, see log_loader.complete_interrupted_swaps), the old segments' indexes are unlinked and their
         .log files go to .deleted (unlinked after file.delete.delay.ms; views of them stay valid), and the .swap
         files get their final names. Returns False, changing nothing, if the old segments are not consecutive
         sealed segments of the log any more or ``precondition()`` (called under the lock) is false. Raises
@@ -989,30 +988,7 @@ class Log:
             old = list(old_bases)
             if not old or (new_base is not None and new_base != old[0]):
                 raise InvalidArgumentError("replace_segments: new_base must be the first old base offset or None")
-            i = bisect.bisect_left(self._local.bases, old[0])
-            if self._local.bases[i:i + len(old)] != old or self._local.active.base_offset in old:
-                return False
-            if precondition is not None and not precondition():
-                return False
-            stem = os.path.join(self.path, _engine.segment_name(old[0]))
-            try:
-                if new_base is not None:
-                    for suffix in (".index", ".timeindex", ".log"):
-                        _engine.file_rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
-                    fsync_dir(self.path)
-                # indexes go first: a crash between renames must not leave an index without its .log (a segment
-                # created later at that base would reopen it); a .log without indexes gets them rebuilt
-                unlink_all([os.path.join(self.path, _engine.segment_name(b)) + suffix
-                             for b in old for suffix in (".index", ".timeindex")])
-                self._local.delete_segments(old)
-                if new_base is not None:
-                    for suffix in (".index", ".timeindex", ".log"):
-                        _engine.file_rename(stem + suffix + ".swap", stem + suffix)
-                    bisect.insort(self._local.bases, new_base)
-                fsync_dir(self.path)
-            except OSError as e:
-                raise StorageError(f"segment swap failed: {e.strerror}", self.path, e.errno) from None
-            return True
+            return self._local.replace_segments(old, new_base, precondition)
 
     # ------------------------------------------------------------------------------- end of log compaction
 
