@@ -489,3 +489,30 @@ def test_kafka_python_offsets_for_times_and_seek_into_a_compressed_batch(seglog_
     c.seek(tp, 37)                                        # inside a batch: the client skips the batch's head
     assert [int(m.value) for m in c] == list(range(37, 100))
     c.close()
+
+
+def test_kafka_python_create_topics_with_a_manual_replica_assignment(seglog_broker, topic_name):
+    """A lone broker takes an assignment that names only itself, once per partition, and refuses the rest with
+    INVALID_REPLICA_ASSIGNMENT and Kafka's messages; sizes and an assignment together are INVALID_REQUEST."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import InvalidReplicationAssignmentError, InvalidRequestError
+
+    me = seglog_broker.node.config.broker_id
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        placed = topic_name()
+        admin.create_topics([NewTopic(placed, num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={0: [me], 1: [me], 2: [me]})])
+        assert seglog_broker.node.topic(placed).partitions == 3
+        refused = {"unknown broker": ({0: [me + 1]}, "no such broker is registered"),
+                   "twice": ({0: [me, me]}, "more than once"),
+                   "gap": ({1: [me]}, "consecutive 0-based")}
+        for what, (assignment, message) in refused.items():
+            with pytest.raises(InvalidReplicationAssignmentError, match=message):
+                admin.create_topics([NewTopic(topic_name(), num_partitions=-1, replication_factor=-1,
+                                              replica_assignments=assignment)])
+        with pytest.raises(InvalidRequestError, match="Both cannot be used at the same time"):
+            admin.create_topics([NewTopic(topic_name(), num_partitions=2, replication_factor=-1,
+                                          replica_assignments={0: [me], 1: [me]})])
+    finally:
+        admin.close()

@@ -89,3 +89,27 @@ def test_create_topics_answers_request_timed_out_within_its_timeout_when_no_lead
                    details=c.describe)
     finally:
         c.close()
+
+
+def test_create_topics_with_a_manual_replica_assignment(zookeeper_server, tmp_path):
+    """CreateTopics' assignments place the replicas as given (first replica: preferred leader), on a cluster
+    as on a lone broker; an assignment naming an unknown broker is refused with Kafka's error and message."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import InvalidReplicationAssignmentError
+
+    c = Cluster(zookeeper_server.connect_string, tmp_path / "c", 3, chroot=f"/manual-{int(time.time() * 1000) % 10**8}")
+    c.start()
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("placed", num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={0: [2, 0], 1: [1, 2], 2: [0, 1]})])
+        assert c.assignment("placed") == {0: [2, 0], 1: [1, 2], 2: [0, 1]}
+        for p, leader in ((0, 2), (1, 1), (2, 0)):
+            assert c.wait_leader("placed", p)["leader"] == leader
+        with pytest.raises(InvalidReplicationAssignmentError, match="includes broker 9, but no such broker"):
+            admin.create_topics([NewTopic("nowhere", num_partitions=-1, replication_factor=-1,
+                                          replica_assignments={0: [0, 9]})])
+        assert "nowhere" not in admin.list_topics()
+    finally:
+        admin.close()
+        c.close()

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seglog.cluster.placement import assign_replicas
-from seglog.errors import InvalidPartitionsError, InvalidReplicationFactorError
+from seglog.cluster.placement import assign_replicas, validate_assignment
+from seglog.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 
 def test_known_layout():
@@ -41,3 +41,22 @@ def test_kafka_errors():
         assign_replicas([0, 1, 2], 0, 1)
     with pytest.raises(InvalidReplicationFactorError):
         assign_replicas([0, 1, 2], 1, 0)
+
+
+def test_a_manual_assignment_is_taken_as_given():
+    assert validate_assignment({1: [2, 0], 0: [0, 1]}, [0, 1, 2]) == {0: (0, 1), 1: (2, 0)}
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ({1: [0]}, "Partitions should be a consecutive 0-based integer sequence"),
+    ({0: [0], 2: [1]}, "Partitions should be a consecutive 0-based integer sequence"),
+    ({0: []}, "includes an empty replica list"),
+    ({0: [1, 1]}, "includes the broker 1 more than once"),
+    ({0: [0, 7]}, "includes broker 7, but no such broker is registered"),
+    ({0: [0, 1], 1: [2]}, "a partition with 1 replica(s), but this is not consistent with previous partitions, "
+                          "which have 2 replica(s)"),
+])
+def test_a_manual_assignment_is_checked_as_kafka_checks_it(assignment, message):
+    with pytest.raises(InvalidReplicaAssignmentError) as e:
+        validate_assignment(assignment, [0, 1, 2])
+    assert message in str(e.value)

@@ -34,13 +34,23 @@ class AdminHandlers:
         for t in body["topics"]:
             name = t["name"]
             try:
-                if t["assignments"]:
-                    raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
                 configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
                 partitions = None if t["num_partitions"] == -1 else t["num_partitions"]
                 rf = None if t["replication_factor"] == -1 else t["replication_factor"]
+                assignment = None
+                if t["assignments"]:
+                    if partitions is not None or rf is not None:
+                        raise errors.InvalidRequestError(
+                            "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                            "Both cannot be used at the same time.")
+                    assignment = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
+                    if len(assignment) != len(t["assignments"]):
+                        raise errors.InvalidReplicaAssignmentError(
+                            "Partitions should be a consecutive 0-based integer sequence")
+                    partitions, rf = len(assignment), len(t["assignments"][0]["broker_ids"])
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
-                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"],
+                                assignment=assignment)
                 results.append({"name": name, "error_code": 0, "error_message": None,
                                 **self._created_topic(partitions, rf, configs)})
             except SeglogError as e:

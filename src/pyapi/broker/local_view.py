@@ -8,6 +8,7 @@ administration. Swapping the view is all that turns a single broker into a clust
 
 from __future__ import annotations
 
+from ..cluster.placement import validate_assignment
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
                       NotEnoughReplicasError, NotLeaderOrFollowerError, TopicAlreadyExistsError,
                       UnknownLeaderEpochError)
@@ -86,9 +87,13 @@ class LocalView:
         """Raise NotCoordinatorError unless this broker coordinates the group (a lone broker does all)."""
 
     def create_topic(self, name: str, partitions: int | None, configs: dict, replication_factor: int | None,
-                     validate_only: bool = False, timeout_ms: int = 0) -> None:
+                     validate_only: bool = False, timeout_ms: int = 0,
+                     assignment: dict[int, list[int]] | None = None) -> None:
         """Create the topic (at once: ``timeout_ms``, how long a cluster waits for leaders, has nothing to wait
-        for here)."""
+        for here). A manual ``assignment`` can only name this broker, once per partition."""
+        if assignment is not None:
+            partitions = len(validate_assignment(assignment, [self.broker_id]))
+            replication_factor = 1
         if validate_only:
             validate_topic_name(name)
             if name in self.node.topics(include_internal=True):

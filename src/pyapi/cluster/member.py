@@ -30,7 +30,7 @@ from ..offsets_store import partition_for_group
 from ..replication.manager import ReplicaManager
 from .controller import Controller
 from .metastore import NO_LEADER, BrokerInfo, PartitionState, SessionEvent, TopicAssignment, new_cluster_id
-from .placement import assign_replicas
+from .placement import assign_replicas, validate_assignment
 
 log = logging.getLogger("seglog.cluster")
 
@@ -453,10 +453,12 @@ class ClusterView:
     # -- admin ----------------------------------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int | None, configs: dict, replication_factor: int | None,
-                     validate_only: bool = False, timeout_ms: int = CREATE_TIMEOUT_MS) -> None:
-        """Store the topic; then wait up to ``timeout_ms`` (CreateTopics' timeout; 0: not at all) until the
-        controller gave every partition a state, else RequestTimedOutError (the topic exists: as in Kafka, the
-        request timed out, not the creation)."""
+                     validate_only: bool = False, timeout_ms: int = CREATE_TIMEOUT_MS,
+                     assignment: dict[int, list[int]] | None = None) -> None:
+        """Store the topic, placed by ``assignment`` ({partition: replica ids}, checked against the registered
+        brokers) or else by Kafka's rack-unaware placement; then wait up to ``timeout_ms`` (CreateTopics'
+        timeout; 0: not at all) until the controller gave every partition a state, else RequestTimedOutError
+        (the topic exists: as in Kafka, the request timed out, not the creation)."""
         validate_topic_name(name)
         cfg = self.m.config
         partitions = cfg.num_partitions if partitions is None else partitions
@@ -466,7 +468,12 @@ class ClusterView:
         cfg.log_config().with_kafka(configs)                       # InvalidConfigError before anything is stored
         if partitions < 1:
             raise InvalidPartitionsError(f"Number of partitions must be larger than 0, not {partitions}.")
-        placement = assign_replicas(list(self.m.store.list_brokers()), partitions, rf)
+        brokers = list(self.m.store.list_brokers())
+        if assignment is not None:
+            placement = validate_assignment(assignment, brokers)
+            partitions = len(placement)
+        else:
+            placement = assign_replicas(brokers, partitions, rf)
         if validate_only:
             return
         self.m.store.create_topic(TopicAssignment(name, placement), {k: str(v) for k, v in configs.items()})

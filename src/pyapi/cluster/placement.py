@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from ..errors import InvalidPartitionsError, InvalidReplicationFactorError
+from ..errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 
 def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int, *,
@@ -43,6 +43,34 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
         for j in range(replication_factor - 1):
             replicas.append(ids[_follower_index(leader, shift, j, n)])
         out[p] = tuple(replicas)
+    return out
+
+
+def validate_assignment(assignment: dict[int, Sequence[int]], brokers: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    """A manual replica assignment ({partition: replica ids}, CreateTopics' ``assignments``) checked as Kafka's
+    controller checks it, with its messages: partitions 0 .. n-1, no empty replica list, no broker twice in one
+    partition, only registered brokers, the same number of replicas in every partition. Returns it with
+    tuples, in partition order; InvalidReplicaAssignmentError otherwise."""
+    if sorted(assignment) != list(range(len(assignment))):
+        raise InvalidReplicaAssignmentError("Partitions should be a consecutive 0-based integer sequence")
+    known = set(brokers)
+    out: dict[int, tuple[int, ...]] = {}
+    for p in range(len(assignment)):
+        replicas = tuple(assignment[p])
+        if not replicas:
+            raise InvalidReplicaAssignmentError("The manual partition assignment includes an empty replica list.")
+        for r in replicas:
+            if replicas.count(r) > 1:
+                raise InvalidReplicaAssignmentError(
+                    f"The manual partition assignment includes the broker {r} more than once.")
+            if r not in known:
+                raise InvalidReplicaAssignmentError(
+                    f"The manual partition assignment includes broker {r}, but no such broker is registered.")
+        if out and len(replicas) != len(out[0]):
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this "
+                f"is not consistent with previous partitions, which have {len(out[0])} replica(s).")
+        out[p] = replicas
     return out
 
 
