@@ -544,6 +544,13 @@ class MemberIdRequiredError(SeglogError):
     kafka_name = "MEMBER_ID_REQUIRED"
 
 
+class GroupSubscribedToTopicError(SeglogError):
+    """The consumer group is actively subscribed to the topic."""
+
+    code = 86
+    kafka_name = "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
 class GroupMaxSizeReachedError(SeglogError):
     """The group is full (group.max.size)."""
 

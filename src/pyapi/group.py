@@ -35,8 +35,9 @@ import uuid
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .assignors import Subscription
 from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
-                     GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError,
+                     GroupMaxSizeReachedError, GroupSubscribedToTopicError, IllegalGenerationError, InconsistentGroupProtocolError,
                      InvalidGroupIdError, InvalidSessionTimeoutError, MemberIdRequiredError,
                      NonEmptyGroupError, NotCoordinatorError, OffsetMetadataTooLargeError, RebalanceInProgressError,
                      SeglogError, UnknownMemberIdError, UnknownTopicOrPartitionError)
@@ -667,6 +668,57 @@ class GroupCoordinator:
                     results[gid] = None
         self._finish(done)
         return results
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]
+                       ) -> dict[TopicPartition, SeglogError | None]:
+        """OffsetDelete, as Kafka's coordinator: a group without members loses the committed offsets of
+        ``partitions`` (a partition without one is answered None too); a consumer group with members keeps
+        those of the topics a member subscribes to (GroupSubscribedToTopicError per such partition) and loses
+        the others. Raises GroupIdNotFoundError for a group with neither members nor offsets, NonEmptyGroupError
+        for a group with members of another protocol type, CoordinatorNotAvailableError when closed. Blocks
+        until the store wrote the deletion."""
+        wanted = [TopicPartition(*tp) for tp in dict.fromkeys(partitions)]
+        written: Future = Future()
+
+        def on_written(exc: BaseException | None) -> _Done:
+            return [(written, exc, True)] if exc is not None else [(written, None, False)]
+
+        with self._lock:
+            self._check_open()
+            _check_group_id(group_id, allow_empty=False)
+            group = self._groups.get(group_id)
+            results: dict[TopicPartition, SeglogError | None] = dict.fromkeys(wanted)
+            if group is None or group.state is _EMPTY:
+                if group is None and group_id not in self.store.groups():
+                    raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+            elif group.protocol_type == "consumer":
+                subscribed = self._subscribed_topics(group)
+                for tp in wanted:
+                    if tp.topic in subscribed:
+                        results[tp] = GroupSubscribedToTopicError(
+                            f"group {group_id!r} has members subscribed to topic {tp.topic!r}")
+            else:
+                raise NonEmptyGroupError(f"group {group_id!r} has members ({group.state.value})")
+            deleted = [tp for tp, e in results.items() if e is None]
+            if deleted:
+                self._writes.queue(lambda: self.store.start_delete_offsets(group_id, deleted), on_written)
+            else:
+                written.set_result(None)
+        self._finish([])
+        written.result()
+        return results
+
+    @staticmethod
+    def _subscribed_topics(group: _Group) -> set[str]:
+        """The topics the members of a consumer group subscribe to (their JoinGroup metadata in the group's
+        protocol; a member whose metadata does not decode subscribes to nothing known)."""
+        topics: set[str] = set()
+        for m in group.members.values():
+            try:
+                topics.update(Subscription.decode(m.metadata_for(group.protocol_name)).topics)
+            except SeglogError:
+                continue
+        return topics
 
     # --- groups moving between coordinators (cluster mode) ----------------------------------------------------
 

@@ -73,6 +73,11 @@ class OffsetStore(ABC):
     def delete_group(self, group: str) -> None:
         """Forget the group's metadata and all its offsets (Kafka: tombstones for every key of the group)."""
 
+    @abstractmethod
+    def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None:
+        """Forget the group's committed offsets of ``partitions`` (Kafka: a tombstone per offset key); the
+        group's metadata and other offsets stay."""
+
     # Two-phase writes: the coordinator starts writes one at a time, in order (the start appends), and waits
     # for each (replication) afterwards, with no lock of its own held, so a write waiting for acks does not
     # hold up the writes of other groups, nor the coordinator's timers. A store whose writes are done when
@@ -92,6 +97,11 @@ class OffsetStore(ABC):
     def start_delete_group(self, group: str) -> Callable[[], None]:
         """Start :meth:`delete_group` (see :meth:`start_commit`)."""
         self.delete_group(group)
+        return _no_wait
+
+    def start_delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> Callable[[], None]:
+        """Start :meth:`delete_offsets` (see :meth:`start_commit`)."""
+        self.delete_offsets(group, partitions)
         return _no_wait
 
     def partition_exists(self, topic: str, partition: int) -> bool:
@@ -150,6 +160,11 @@ class InMemoryOffsetStore(OffsetStore):
     def delete_group(self, group):
         with self._lock:
             self._drop_group(group)
+
+    def delete_offsets(self, group, partitions):
+        with self._lock:
+            for tp in partitions:
+                self._drop_offset(group, TopicPartition(*tp))
 
 
 def java_string_hash(s: str) -> int:
@@ -324,6 +339,17 @@ class LogOffsetStore(InMemoryOffsetStore):
 
     def delete_group(self, group) -> None:
         self.start_delete_group(group)()
+
+    def start_delete_offsets(self, group, partitions) -> Callable[[], None]:
+        with self._lock:
+            stored = self._offsets.get(group, {})
+            keys = [fmt.encode_offset_key(group, tp[0], tp[1]) for tp in partitions if TopicPartition(*tp) in stored]
+            if not keys:
+                return _no_wait
+            return self._start(group, [(k, None) for k in keys])
+
+    def delete_offsets(self, group, partitions) -> None:
+        self.start_delete_offsets(group, partitions)()
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         """The node's metadata (a cluster member knows every topic of the cluster, hosted here or not)."""

@@ -285,6 +285,26 @@ class RemoteGroupCoordinator:
             out[gid] = error_for(code, f"DeleteGroups of group {gid!r}: {for_code(code).kafka_name}") if code else None
         return out
 
+    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]
+                       ) -> dict[TopicPartition, SeglogError | None]:
+        """OffsetDelete at the group's coordinator, answered as the in-process coordinator's ``delete_offsets``:
+        per partition None (deleted) or GroupSubscribedToTopicError; a group-level error is raised."""
+        wanted = [TopicPartition(*tp) for tp in dict.fromkeys(partitions)]
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = {"group_id": group_id, "topics": [{"name": t, "partitions": [{"partition_index": p} for p in ps]}
+                                                 for t, ps in by_topic.items()]}
+        r = self.request(group_id, ApiKey.OFFSET_DELETE, body, lambda r: r["error_code"])
+        if r["error_code"]:
+            raise error_for(r["error_code"], f"OffsetDelete of group {group_id!r}: "
+                                             f"{for_code(r['error_code']).kafka_name}")
+        codes = {TopicPartition(t["name"], p["partition_index"]): p["error_code"]
+                 for t in r["topics"] for p in t["partitions"]}
+        return {tp: error_for(codes[tp], f"OffsetDelete of {tp.topic}-{tp.partition} for group {group_id!r}: "
+                                         f"{for_code(codes[tp]).kafka_name}") if codes.get(tp) else None
+                for tp in wanted}
+
     def close(self) -> None:
         with self._lock:
             conns, self._side_conns = list(self._side_conns.values()), {}

@@ -516,3 +516,36 @@ def test_kafka_python_create_topics_with_a_manual_replica_assignment(seglog_brok
                                           replica_assignments={0: [me], 1: [me]})])
     finally:
         admin.close()
+
+
+def test_kafka_python_delete_group_offsets(seglog_broker, topic_name):
+    """OffsetDelete through kafka-python's admin: while a member subscribes to one topic, that topic's offsets
+    are refused (GROUP_SUBSCRIBED_TO_TOPIC) and another topic's are deleted; once the member left, the rest."""
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition as TP
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError
+
+    read, other = topic_name(), topic_name()
+    node = seglog_broker.node
+    for t in (read, other):
+        node.create_topic(t, partitions=1)
+    node.group_coordinator.commit_offsets("dg", {(other, 0): 3})
+    consumer = KafkaConsumer(read, bootstrap_servers=seglog_broker.bootstrap_servers, group_id="dg",
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(200)
+        assert consumer.assignment() == {TP(read, 0)}
+        consumer.commit({TP(read, 0): OffsetAndMetadata(0, "", -1)})
+        result = admin.delete_group_offsets("dg", [TP(read, 0), TP(other, 0)])
+        assert result == {TP(read, 0): GroupSubscribedToTopicError, TP(other, 0): NoError}
+        consumer.close()
+        assert admin.delete_group_offsets("dg", [TP(read, 0)]) == {TP(read, 0): NoError}
+        assert node.group_coordinator.fetch_offsets("dg", None) == {}
+        with pytest.raises(GroupIdNotFoundError):
+            admin.delete_group_offsets("no-such-group", [TP(read, 0)])
+    finally:
+        consumer.close()
+        admin.close()

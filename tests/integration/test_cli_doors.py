@@ -176,3 +176,26 @@ def test_an_oversized_record_costs_only_itself(cli_door):
         "(max.message.bytes)", "seglog produce: error: 1 of 26 records were not written"]
     assert ok("consume", *d, "--topic", "small", "--from-beginning", "--max-messages", "25").splitlines() == \
         lines[:20] + lines[21:]
+
+
+def test_delete_offsets(cli_door):
+    """kafka-consumer-groups.sh --delete-offsets: a group without members loses the committed offsets named
+    (a whole topic, or some partitions), keeps the others, and the output is Kafka's."""
+    d = cli_door.args
+    ok("topics", *d, "--create", "--topic", "t", "--partitions", "3")
+    ok("produce", *d, "--topic", "t", "--property", "parse.key=true", "--property", "key.separator=:",
+       input="".join(f"k{i}:v{i}\n" for i in range(30)))
+    ok("consume", *d, "--topic", "t", "--group", "g", "--from-beginning", "--max-messages", "30")
+    assert set(group_rows(ok("groups", *d, "--describe", "--group", "g"))) == {("t", 0), ("t", 1), ("t", 2)}
+
+    out = ok("groups", *d, "--delete-offsets", "--group", "g", "--topic", "t:0,2")
+    lines = out.splitlines()
+    assert lines[0] == "Request succeed for deleting offsets with topic t group g" and lines[1] == ""
+    assert [line.split() for line in lines[2:]] == [["TOPIC", "PARTITION", "STATUS"], ["t", "0", "Successful"],
+                                                    ["t", "2", "Successful"]]
+    assert set(group_rows(ok("groups", *d, "--describe", "--group", "g"))) == {("t", 1)}
+    ok("groups", *d, "--delete-offsets", "--group", "g", "--topic", "t")
+    fails(1, "'nobody' does not exist.", "groups", *d, "--delete-offsets", "--group", "nobody", "--topic", "t")
+    fails(2, "--delete-offsets needs --topic", "groups", *d, "--delete-offsets", "--group", "g")
+    fails(2, "--delete-offsets takes exactly one --group", "groups", *d, "--delete-offsets", "--all-groups",
+          "--topic", "t")

@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from seglog.assignors import Assignment, RangeAssignor, Subscription
 from seglog.errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
+                           GroupSubscribedToTopicError,
                            IllegalGenerationError, InconsistentGroupProtocolError, InvalidConfigError,
                            InvalidGroupIdError, InvalidSessionTimeoutError, MemberIdRequiredError,
                            NonEmptyGroupError, NotCoordinatorError, OffsetMetadataTooLargeError,
@@ -852,6 +853,32 @@ def test_delete_groups(make, clock):
     assert coord.fetch_offsets("idle", [("t", 0)]) == {("t", 0): None}
     assert "idle" not in coord.store.groups()
     assert [g.group_id for g in coord.list_groups()] == ["g"]
+
+
+def test_delete_offsets(make, clock):
+    """OffsetDelete as Kafka's coordinator: an empty group loses the offsets named; a consumer group with
+    members keeps those of subscribed topics (GROUP_SUBSCRIBED_TO_TOPIC) and loses the others; a group
+    that does not exist, or has members of another protocol type, is refused whole."""
+    coord = make()
+    coord.commit_offsets("idle", {("t", 0): 4, ("t", 1): 5, ("u", 0): 6})
+    assert coord.delete_offsets("idle", [("t", 0), ("u", 0), ("u", 7)]) == {("t", 0): None, ("u", 0): None,
+                                                                              ("u", 7): None}
+    assert {tp: om.offset for tp, om in coord.fetch_offsets("idle", None).items()} == {("t", 1): 5}
+
+    joined, _ = form(coord, clock, 2)                      # members subscribe to "t" (SUB)
+    coord.commit_offsets("g", {("t", 0): 1, ("u", 0): 2}, joined[0].generation_id, joined[0].member_id)
+    results = coord.delete_offsets("g", [("t", 0), ("u", 0)])
+    assert isinstance(results[("t", 0)], GroupSubscribedToTopicError) and results[("t", 0)].code == 86
+    assert results[("u", 0)] is None
+    assert set(coord.fetch_offsets("g", None)) == {("t", 0)}
+
+    with pytest.raises(GroupIdNotFoundError):
+        coord.delete_offsets("nope", [("t", 0)])
+    with pytest.raises(InvalidGroupIdError):
+        coord.delete_offsets("", [("t", 0)])
+    settle(coord, clock, [coord.join_group("conn", "", "connect", [("x", b"")], SESSION)])
+    with pytest.raises(NonEmptyGroupError):
+        coord.delete_offsets("conn", [("t", 0)])
 
 
 # --- persistence ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from seglog.protocol import (MAX_REQUEST_BYTES, SUPPORTED_VERSIONS, ApiKey, Requ
                              encode_response, frame_size)
 from seglog.protocol.compiler import compile_message
 from seglog.protocol.registry import api
-from seglog.protocol.schema import array as array_field, field, struct as struct_field
+from seglog.protocol.schema import NEVER_FLEXIBLE, array as array_field, field, struct as struct_field
 
 # --- samples drawn from the schemas -------------------------------------------------------------------------
 
@@ -117,10 +117,10 @@ def test_supported_versions_are_the_advertised_table():
     assert dict(SUPPORTED_VERSIONS) == {
         0: (0, 9), 1: (4, 12), 2: (1, 7), 3: (0, 12), 8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 9), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (2, 7), 20: (1, 5), 21: (0, 2), 22: (0, 4),
-        23: (2, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1), 60: (0, 1), 68: (0, 1)}
+        23: (2, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1), 68: (0, 1)}
     assert sorted(SUPPORTED_VERSIONS) == sorted(ApiKey)
     flexible_from = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
-                     19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 33: 2, 35: 2, 37: 2, 42: 2, 44: 1, 60: 0, 68: 0}
+                     19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 33: 2, 35: 2, 37: 2, 42: 2, 44: 1, 47: NEVER_FLEXIBLE, 60: 0, 68: 0}
     assert {k: api(k).flexible for k in SUPPORTED_VERSIONS} == flexible_from
 
 

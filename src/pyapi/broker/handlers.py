@@ -93,6 +93,7 @@ HANDLERS = {
     ApiKey.DESCRIBE_GROUPS: Handlers.handle_describe_groups,
     ApiKey.LIST_GROUPS: Handlers.handle_list_groups,
     ApiKey.DELETE_GROUPS: Handlers.handle_delete_groups,
+    ApiKey.OFFSET_DELETE: Handlers.handle_offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Handlers.handle_consumer_group_heartbeat,
     ApiKey.CREATE_TOPICS: Handlers.handle_create_topics,
     ApiKey.DELETE_TOPICS: Handlers.handle_delete_topics,

@@ -16,7 +16,7 @@ from .handler_support import TRANSACTIONS_UNSUPPORTED, _err, _off_loop
 
 class GroupHandlers:
     """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
-    ListGroups, DeleteGroups, ConsumerGroupHeartbeat (refused): a part of handlers.Handlers (``self.broker``,
+    ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat (refused): a part of handlers.Handlers (``self.broker``,
     ``self.node``, ``self.config``, ``self._group_pool``)."""
 
     # -- groups -----------------------------------------------------------------------------------------------
@@ -233,6 +233,21 @@ class GroupHandlers:
             except SeglogError as e:
                 out.update(dict.fromkeys(mine, e))
         return out
+
+    async def handle_offset_delete(self, header, body):
+        """OffsetDelete at the group's coordinator: a top-level error (NOT_COORDINATOR, GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP, INVALID_GROUP_ID) or one per partition (GROUP_SUBSCRIBED_TO_TOPIC; 0: deleted)."""
+        wanted = [TopicPartition(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+        try:
+            coord = await _off_loop(self._coordinator, body["group_id"])
+            errs = await self._group_call(coord.delete_offsets, body["group_id"], wanted)
+        except SeglogError as e:
+            return {"error_code": _err(e), "topics": []}
+        return {"error_code": 0, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"],
+                 "error_code": _err(e) if (e := errs[TopicPartition(t["name"], p["partition_index"])]) else 0}
+                for p in t["partitions"]]} for t in body["topics"]]}
 
     async def handle_consumer_group_heartbeat(self, header, body):
         """ConsumerGroupHeartbeat (KIP-848's consumer group protocol) is not served: every heartbeat is answered

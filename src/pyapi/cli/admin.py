@@ -291,6 +291,15 @@ class Admin(ABC):
             return {g: GroupIdNotFoundError(f"group {g!r} does not exist") for g in group_ids}
         return coord.delete_groups(group_ids)
 
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                       ) -> dict[TopicPartition, SeglogError | None]:
+        """The group's committed offsets of ``partitions`` deleted: per partition None or its error
+        (GroupSubscribedToTopicError); raises GroupIdNotFoundError, NonEmptyGroupError, InvalidGroupIdError."""
+        coord = self._coordinator()
+        if coord is None:
+            raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+        return coord.delete_offsets(group_id, partitions)
+
     # -- clients -------------------------------------------------------------------------------------------
 
     def _client_node(self, client_id: str | None):

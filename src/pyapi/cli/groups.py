@@ -1,8 +1,10 @@
-"""`seglog groups`: list, describe, delete consumer groups and reset their offsets (kafka-consumer-groups.sh).
+"""`seglog groups`: list, describe, delete consumer groups, reset and delete their offsets
+(kafka-consumer-groups.sh).
 
     seglog groups --data-dir data --list
     seglog groups --data-dir data --describe --group g1          (or --all-groups; --members, --state)
     seglog groups --data-dir data --delete --group g1
+    seglog groups --data-dir data --delete-offsets --group g1 --topic pet        (or --topic pet:0,2)
     seglog groups --data-dir data --reset-offsets --group g1 --topic pet --to-earliest --execute
     seglog groups --data-dir data --reset-offsets --group g1 --topic pet --to-datetime 2024-01-31T12:00:00.000 --execute
 """
@@ -13,7 +15,7 @@ import argparse
 import datetime
 import re
 
-from ..errors import UnknownTopicOrPartitionError
+from ..errors import GroupIdNotFoundError, NonEmptyGroupError, UnknownTopicOrPartitionError
 from ..offsets_format import TopicPartition
 from .admin import GroupInfo
 from .connect import connect
@@ -37,6 +39,9 @@ def register(sub) -> None:
     action.add_argument("--delete", action="store_true", help="delete groups without active members, "
                                                                "with their offsets")
     action.add_argument("--reset-offsets", action="store_true", help="move the committed offsets of a group")
+    action.add_argument("--delete-offsets", action="store_true",
+                        help="delete a group's committed offsets of --topic TOPIC[:P,P] (not of topics its "
+                             "active members subscribe to)")
     p.add_argument("--group", action="append", metavar="GROUP", help="a group id (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="every group")
     view = p.add_mutually_exclusive_group()
@@ -78,11 +83,13 @@ def cmd_groups(args) -> int:
             return _describe(admin, groups, args)
         if args.delete:
             return _delete(admin, groups)
+        if args.delete_offsets:
+            return _delete_offsets(admin, groups[0], args)
         return _reset(admin, groups, args)
 
 
 def _check_combinations(args) -> None:
-    action = next(a for a in ("list", "describe", "delete", "reset_offsets") if getattr(args, a))
+    action = next(a for a in ("list", "describe", "delete", "reset_offsets", "delete_offsets") if getattr(args, a))
     name = "--" + action.replace("_", "-")
     if action != "list" and not args.group and not args.all_groups:
         raise UsageError(f"{name} needs --group or --all-groups")
@@ -92,6 +99,12 @@ def _check_combinations(args) -> None:
         raise UsageError("--list takes no --group")
     reset_only = ("topic", "all_topics", "to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by", "execute",
                   "dry_run")
+    if action == "delete_offsets":
+        if not args.group or len(args.group) != 1 or args.all_groups:
+            raise UsageError("--delete-offsets takes exactly one --group")
+        if not args.topic:
+            raise UsageError("--delete-offsets needs --topic TOPIC[:P,P]")
+        reset_only = reset_only[1:]
     if action != "reset_offsets":
         used = [o for o in reset_only if getattr(args, o) not in (None, False)]
         if used:
@@ -211,6 +224,30 @@ def _delete(admin, groups: list[str]) -> int:
     if done:
         out(f"These consumer groups were deleted successfully: {', '.join(repr(g) for g in done)}")
     return 1
+
+
+def _delete_offsets(admin, group: str, args) -> int:
+    """Kafka's output: the request's outcome, then one STATUS line per partition ("Successful" or "Error: ...")."""
+    tps = _scope(admin, args, {})
+    try:
+        results = admin.delete_offsets(group, tps)
+    except GroupIdNotFoundError:
+        raise CliError(f"'{group}' does not exist.") from None
+    except NonEmptyGroupError:
+        raise CliError(f"Deleting offsets of a consumer group '{group}' is forbidden if the group is not "
+                       f"empty.") from None
+    failed = any(e is not None for e in results.values())
+    if failed:
+        err("Encounter some partition level error, see the follow-up details:")
+    else:
+        out(f"Request succeed for deleting offsets with topic {', '.join(dict.fromkeys(tp.topic for tp in tps))} "
+            f"group {group}")
+    out("")
+    for line in table(("TOPIC", "PARTITION", "STATUS"),
+                      [(tp.topic, tp.partition, "Successful" if results[tp] is None else f"Error: {results[tp]}")
+                       for tp in sorted(results)]):
+        out(line)
+    return 1 if failed else 0
 
 
 def _scope(admin, args, committed: dict) -> list[TopicPartition]:

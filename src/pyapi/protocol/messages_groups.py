@@ -1,11 +1,11 @@
 """Schemas of the consumer-group APIs: OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat,
-LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups.
+LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. Member metadata and
 assignments are opaque ``bytes`` (the consumer protocol inside them is the group coordinator's business).
 """
 
-from .schema import Api, array, field
+from .schema import NEVER_FLEXIBLE, Api, array, field
 
 OFFSET_COMMIT = Api(8, "OffsetCommit", (2, 8), flexible=8, request=(
     field("group_id", "string"),
@@ -206,6 +206,22 @@ DELETE_GROUPS = Api(42, "DeleteGroups", (0, 2), flexible=2, request=(
           field("error_code", "int16")),
 ))
 
+OFFSET_DELETE = Api(47, "OffsetDelete", (0, 0), flexible=NEVER_FLEXIBLE, request=(
+    field("group_id", "string"),
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"))),
+), response=(
+    field("error_code", "int16"),
+    field("throttle_time_ms", "int32"),
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("error_code", "int16"))),
+))
+
 # KIP-848's consumer group protocol, decoded so that a client asking for it (group.protocol=consumer) gets an
 # explicit UNSUPPORTED_VERSION answer: librdkafka waits silently when the API is not advertised at all.
 CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", (0, 1), flexible=0, request=(
@@ -235,4 +251,4 @@ CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", (0, 1), flexible=0,
 ))
 
 APIS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-        DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_HEARTBEAT)
+        DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT)

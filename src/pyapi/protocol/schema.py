@@ -111,9 +111,14 @@ def struct(name: str, *fields: Field, versions: str = "0+", tag: int | None = No
     return _make(name, "{}", versions, None, tag, _AUTO, fields)
 
 
+NEVER_FLEXIBLE = 1 << 15
+"""``Api.flexible`` of an API whose every version uses the classic encoding (Kafka's "flexibleVersions": "none")."""
+
+
 @dataclass(frozen=True)
 class Api:
-    """One API: its key, the versions seglog supports, the first flexible version, and both message schemas."""
+    """One API: its key, the versions seglog supports, the first flexible version (NEVER_FLEXIBLE for an API
+    that has none, as OffsetDelete), and both message schemas."""
 
     key: int
     name: str
