@@ -51,7 +51,7 @@ from .errors import (InvalidArgumentError, InvalidRecordError, InvalidTimestampE
 from .leader_epochs import LeaderEpochCache
 from .local_log import INT64_MAX as _INT64_MAX, LocalLog, segment_bases, unlink_all
 from .log_loader import CLEAN_SHUTDOWN_FILE, STATE_FILE, RecoveryReport
-from .producer_state import ProducerStateManager
+from .producer_state import ActiveProducer, ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 
 __all__ = ["Log", "Record", "TimestampOffset", "RecoveryReport", "CLEAN_SHUTDOWN_FILE", "STATE_FILE"]
@@ -408,6 +408,12 @@ class Log:
             self._leader_epoch = epoch
             self._writer.leader_epoch = epoch
             self._epochs.assign(epoch, self.end_offset)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """The idempotent producers this log keeps state for (Kafka's DescribeProducers), by producer id;
+        producers expired after producer.id.expiration.ms of silence are gone. Takes the lock."""
+        with self._lock:
+            return self._producers.active()
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= epoch, end offset of that epoch): Kafka's OffsetForLeaderEpoch; (-1, -1) if unknown.

@@ -60,6 +60,17 @@ class ProducerEntry:
         return self.batches[-1].last_offset if self.batches else -1
 
 
+@dataclass(frozen=True)
+class ActiveProducer:
+    """One producer's state as DescribeProducers reports it (Kafka's ProducerState)."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
+
+
 def _next_seq(seq: int, count: int) -> int:
     return (seq + count) % (INT32_MAX + 1)
 
@@ -101,6 +112,12 @@ class ProducerStateManager:
             entry = self.entries[producer_id] = ProducerEntry(producer_id, epoch)
         entry.batches.append(BatchMeta(first_seq, _next_seq(first_seq, count - 1), first_offset, last_offset,
                                        timestamp))
+
+    def active(self) -> list[ActiveProducer]:
+        """Every producer with state here, by producer id: its epoch, last sequence and the timestamp of its
+        last batch."""
+        return [ActiveProducer(e.producer_id, e.epoch, e.last_seq, e.batches[-1].timestamp if e.batches else -1)
+                for _, e in sorted(self.entries.items())]
 
     def replay(self, data) -> None:
         """Update from the batch headers of whole batches (log replay after a snapshot, follower appends)."""

@@ -549,3 +549,30 @@ def test_kafka_python_delete_group_offsets(seglog_broker, topic_name):
     finally:
         consumer.close()
         admin.close()
+
+
+def test_kafka_python_describe_producers(seglog_broker, topic_name):
+    """DescribeProducers through kafka-python's admin: the idempotent producer that wrote a partition, with its
+    epoch and last sequence; a partition nobody wrote has none."""
+    from kafka import KafkaProducer, TopicPartition as TP
+    from kafka.admin import KafkaAdminClient
+
+    topic = topic_name()
+    seglog_broker.node.create_topic(topic, partitions=2)
+    producer = KafkaProducer(bootstrap_servers=seglog_broker.bootstrap_servers, enable_idempotence=True,
+                             acks="all", linger_ms=0)
+    for i in range(7):
+        producer.send(topic, b"v%d" % i, partition=0).get(10)
+    producer.close()
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        states = admin.describe_producers([TP(topic, 0), TP(topic, 1)])
+        [state] = states[TP(topic, 0)].active_producers
+        assert (state.producer_epoch, state.last_sequence, state.coordinator_epoch,
+                state.current_transaction_start_offset) == (0, 6, -1, -1)
+        assert abs(state.last_timestamp - time.time() * 1000) < 60_000
+        assert states[TP(topic, 1)].active_producers == []
+        log_producers = seglog_broker.node.partition(topic, 0).log.active_producers()
+        assert [(a.producer_id, a.last_sequence) for a in log_producers] == [(state.producer_id, 6)]
+    finally:
+        admin.close()

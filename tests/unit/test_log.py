@@ -519,6 +519,8 @@ def test_producer_state_survives_reopen(tmp_path, clean):
         log.flush()
         log._local.release_dir_lock()                                     # crash: no close, no final snapshot
     with Log(path, LogConfig(segment_bytes=600)) as again:
+        [state] = again.active_producers()                          # DescribeProducers' view, rebuilt
+        assert (state.producer_id, state.producer_epoch, state.last_sequence) == (3, 0, 39)
         assert again.append_raw(idempotent_batch(3, 0, 38, base_value=b"x" * 30)) == 38   # still a duplicate
         assert again.end_offset == 40
         from seglog.errors import OutOfOrderSequenceError

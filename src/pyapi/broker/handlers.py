@@ -82,6 +82,7 @@ HANDLERS = {
     ApiKey.LIST_OFFSETS: Handlers.handle_list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Handlers.handle_offset_for_leader_epoch,
     ApiKey.DELETE_RECORDS: Handlers.handle_delete_records,
+    ApiKey.DESCRIBE_PRODUCERS: Handlers.handle_describe_producers,
     ApiKey.INIT_PRODUCER_ID: Handlers.handle_init_producer_id,
     ApiKey.FIND_COORDINATOR: Handlers.handle_find_coordinator,
     ApiKey.JOIN_GROUP: Handlers.handle_join_group,

@@ -260,6 +260,28 @@ class DataHandlers:
 
     # -- producers --------------------------------------------------------------------------------------------
 
+    async def handle_describe_producers(self, header, body):
+        """DescribeProducers: each partition's producer state, from its leader (NOT_LEADER_OR_FOLLOWER on
+        another broker, UNKNOWN_TOPIC_OR_PARTITION for none)."""
+        topics = []
+        for t in body["topics"]:
+            parts = []
+            for p in t["partition_indexes"]:
+                out = {"partition_index": p, "error_code": 0, "error_message": None, "active_producers": []}
+                try:
+                    self.broker.view.check_produce(t["name"], p, 1)                  # the leader's answer
+                    producers = self.node.partition(t["name"], p).log.active_producers()
+                    out["active_producers"] = [
+                        {"producer_id": a.producer_id, "producer_epoch": a.producer_epoch,
+                         "last_sequence": a.last_sequence, "last_timestamp": a.last_timestamp,
+                         "coordinator_epoch": a.coordinator_epoch,
+                         "current_txn_start_offset": a.current_txn_start_offset} for a in producers]
+                except SeglogError as e:
+                    out["error_code"], out["error_message"] = _err(e), str(e)
+                parts.append(out)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"topics": topics}
+
     async def handle_init_producer_id(self, header, body):
         if body["transactional_id"] is not None:
             return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}

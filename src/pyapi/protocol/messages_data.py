@@ -182,4 +182,26 @@ DELETE_RECORDS = Api(21, "DeleteRecords", (0, 2), flexible=2, request=(
                 field("error_code", "int16"))),
 ))
 
-APIS = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH)
+# Kafka's ProducerState per partition: the idempotent (and, later, transactional) producers its leader knows
+DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", (0, 0), flexible=0, request=(
+    array("topics",
+          field("name", "string"),
+          field("partition_indexes", "[]int32")),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("error_code", "int16"),
+                field("error_message", "string", nullable="0+"),
+                array("active_producers",
+                      field("producer_id", "int64"),
+                      field("producer_epoch", "int32"),
+                      field("last_sequence", "int32", default=-1),
+                      field("last_timestamp", "int64", default=-1),
+                      field("coordinator_epoch", "int32"),
+                      field("current_txn_start_offset", "int64", default=-1)))),
+))
+
+APIS = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_PRODUCERS)
