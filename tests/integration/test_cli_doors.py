@@ -199,3 +199,17 @@ def test_delete_offsets(cli_door):
     fails(2, "--delete-offsets needs --topic", "groups", *d, "--delete-offsets", "--group", "g")
     fails(2, "--delete-offsets takes exactly one --group", "groups", *d, "--delete-offsets", "--all-groups",
           "--topic", "t")
+
+
+def test_describe_partition_filters(cli_door):
+    """kafka-topics.sh's partition filters: on one broker every partition is fully replicated and exactly at
+    min.insync.replicas=1; a filter prints the matching partition lines only, and belongs to --describe."""
+    d = cli_door.args
+    ok("topics", *d, "--create", "--topic", "f", "--partitions", "2")
+    assert ok("topics", *d, "--describe", "--topic", "f", "--under-replicated-partitions") == ""
+    assert ok("topics", *d, "--describe", "--unavailable-partitions") == ""
+    assert ok("topics", *d, "--describe", "--topic", "f", "--under-min-isr-partitions") == ""
+    assert ok("topics", *d, "--describe", "--topic", "f", "--at-min-isr-partitions").splitlines() == \
+        [f"\tTopic: f\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(2)]
+    fails(2, "--under-replicated-partitions cannot be used with --list", "topics", *d, "--list",
+          "--under-replicated-partitions")

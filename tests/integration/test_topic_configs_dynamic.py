@@ -44,6 +44,14 @@ def alter_with_admin(bootstrap: str, topic: str, configs: dict) -> None:
     assert results == {"topic": {topic: "OK"}}, results
 
 
+def describe_partitions(bootstrap: str, topic: str, flag: str) -> list[str]:
+    """``seglog topics --describe --topic T <flag>``: the partition lines kafka-topics.sh's filter keeps."""
+    res = subprocess.run([sys.executable, "-m", "seglog", "topics", "--bootstrap-server", bootstrap, "--describe",
+                          "--topic", topic, flag], capture_output=True, text=True, env=seglog_env(), timeout=60)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
 def timestamp_types(directory) -> set[bool]:
     """Whether each stored batch has LogAppendTime (its attributes' timestamp-type bit)."""
     return {bool(struct.unpack_from(">h", b.data, 21)[0] & LOG_APPEND_TIME) for b in replica_log(directory).batches}
@@ -82,7 +90,14 @@ def test_altered_configs_reach_leader_and_followers_at_once(cluster):
     try:
         c.wait_isr(topic, 0, [b.id for b in replicas if b is not follower], timeout=30)
         assert raw_produce("127.0.0.1", leader.port, topic, 0, [b"isr2"])[0] == 0
+        [line] = describe_partitions(live, topic, "--under-replicated-partitions")
+        assert line.startswith(f"\tTopic: {topic}\tPartition: 0\tLeader: {leader.id}\t") and \
+            sorted(line.split("Isr: ")[1].split(",")) == sorted(str(b.id) for b in replicas if b is not follower)
+        assert describe_partitions(live, topic, "--at-min-isr-partitions") == [line]
+        assert describe_partitions(live, topic, "--under-min-isr-partitions") == []
+        assert describe_partitions(live, topic, "--unavailable-partitions") == []
         alter_with_cli(live, topic, min_insync_replicas=3)
+        assert describe_partitions(live, topic, "--under-min-isr-partitions") == [line]
         wait_until(lambda: raw_produce("127.0.0.1", leader.port, topic, 0, [b"refused"])[0] == NOT_ENOUGH_REPLICAS,
                    10, "acks=all refused with min.insync.replicas=3 and an ISR of 2", details=c.describe)
         assert raw_produce("127.0.0.1", leader.port, topic, 0, [b"acks1"], acks=1)[0] == 0
@@ -92,6 +107,7 @@ def test_altered_configs_reach_leader_and_followers_at_once(cluster):
     finally:
         follower.resume()
     c.wait_isr(topic, 0, [b.id for b in replicas], timeout=60)
+    assert describe_partitions(c.bootstrap, topic, "--under-replicated-partitions") == []
 
     # max.message.bytes: the leader refuses a larger batch
     alter_with_admin(c.bootstrap, topic, {"min.insync.replicas": "2", "max.message.bytes": "2000"})

@@ -17,6 +17,22 @@ from .connect import connect
 from .common import CliError, UsageError, add_target, key_values, out, positive, split_config_list
 
 
+def _min_isr(desc: TopicDescription) -> int:
+    return int(desc.effective_config.get("min.insync.replicas", 1))
+
+
+PARTITION_FILTERS = {
+    "--under-replicated-partitions": ("whose ISR is smaller than their replica set",
+                                      lambda desc, p: len(p.isr) < len(p.replicas)),
+    "--unavailable-partitions": ("without a live leader", lambda desc, p: p.leader < 0),
+    "--under-min-isr-partitions": ("whose ISR is smaller than min.insync.replicas",
+                                   lambda desc, p: len(p.isr) < _min_isr(desc)),
+    "--at-min-isr-partitions": ("whose ISR is exactly min.insync.replicas",
+                                lambda desc, p: len(p.isr) == _min_isr(desc)),
+}
+"""kafka-topics.sh's partition filters of --describe: flag -> (help, test of a partition of a topic)."""
+
+
 def register(sub) -> None:
     p = sub.add_parser("topics", help="create, describe, list, alter and delete topics (kafka-topics.sh)",
                        description="Create, describe, list, alter and delete topics, like kafka-topics.sh: "
@@ -45,6 +61,8 @@ def register(sub) -> None:
     p.add_argument("--exclude-internal", action="store_true", help="--list/--describe: leave out __consumer_offsets")
     p.add_argument("--topics-with-overrides", action="store_true",
                    help="--describe: only topics with config overrides")
+    for flag, what in PARTITION_FILTERS.items():
+        p.add_argument(flag, action="store_true", help=f"--describe: only partitions {what[0]}")
     p.set_defaults(func=cmd_topics)
 
 
@@ -64,6 +82,9 @@ def cmd_topics(args) -> int:
         return _delete(admin, args)
 
 
+_FILTER_DESTS = tuple(flag[2:].replace("-", "_") for flag in PARTITION_FILTERS)
+
+
 def _check_combinations(args) -> None:
     action = next(a for a in ("create", "describe", "list", "alter", "delete") if getattr(args, a))
     if action in ("create", "alter", "delete") and not args.topic:
@@ -71,9 +92,9 @@ def _check_combinations(args) -> None:
     allowed = {"create": {"partitions", "replication_factor", "config", "if_not_exists"},
                "alter": {"partitions", "config", "add_config", "delete_config", "if_exists"},
                "delete": {"if_exists"}, "list": {"exclude_internal"},
-               "describe": {"exclude_internal", "topics_with_overrides"}}[action]
+               "describe": {"exclude_internal", "topics_with_overrides", *_FILTER_DESTS}}[action]
     for opt in ("partitions", "replication_factor", "config", "add_config", "delete_config", "if_not_exists",
-                "if_exists", "exclude_internal", "topics_with_overrides"):
+                "if_exists", "exclude_internal", "topics_with_overrides", *_FILTER_DESTS):
         if getattr(args, opt) not in (None, False) and opt not in allowed:
             raise UsageError(f"--{opt.replace('_', '-')} cannot be used with --{action}")
     if action == "alter" and not (args.partitions or args.config or args.add_config or args.delete_config):
@@ -122,10 +143,14 @@ def _describe(admin, args) -> int:
             raise _missing(args.topic) from None
     else:
         descs = [admin.describe_topic(n) for n in admin.list_topics(include_internal=not args.exclude_internal)]
+    filters = [test for flag, (_, test) in PARTITION_FILTERS.items() if getattr(args, flag[2:].replace("-", "_"))]
     for desc in descs:
         if args.exclude_internal and desc.internal or args.topics_with_overrides and not desc.configs:
             continue
-        for line in describe_lines(desc):
+        lines = describe_lines(desc)
+        if filters:           # as kafka-topics.sh: the matching partitions' lines only, no topic line
+            lines = [line for p, line in zip(desc.partitions, lines[1:]) if any(f(desc, p) for f in filters)]
+        for line in lines:
             out(line)
     return 0
 
