@@ -26,6 +26,7 @@ from ..topic_names import validate_topic_name
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
 from .record_errors import record_errors
+from .security_handlers import SECURITY_HANDLERS
 
 log = logging.getLogger("seglog.broker")
 
@@ -797,15 +798,18 @@ class Handlers:
             raise errors.InvalidRequestError(f"this is broker {self.config.broker_id}, not {name}")
         out = []
         for f in dataclasses.fields(self.config):
-            k = f.metadata["key"].kafka
+            if "key" not in f.metadata:
+                continue
+            key = f.metadata["key"]
+            k = key.kafka
             if keys is not None and k not in keys:
                 continue
             v = getattr(self.config, f.name)
             text = ",".join(v) if isinstance(v, tuple) else ("" if v is None else str(v).lower()
                                                               if isinstance(v, bool) else str(v))
-            out.append({"name": k, "value": text, "read_only": True, "config_source": CONFIG_SOURCE_STATIC_BROKER,
-                        "is_default": v == f.default, "is_sensitive": False, "synonyms": [], "config_type": 0,
-                        "documentation": None})
+            out.append({"name": k, "value": None if key.secret else text, "read_only": True,   # passwords: null
+                        "config_source": CONFIG_SOURCE_STATIC_BROKER, "is_default": v == f.default,
+                        "is_sensitive": key.secret, "synonyms": [], "config_type": 0, "documentation": None})
         return out
 
 
@@ -837,4 +841,5 @@ HANDLERS = {
     ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
     ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
 }
+HANDLERS.update(SECURITY_HANDLERS)
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"
