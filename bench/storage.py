@@ -115,7 +115,7 @@ class Bench:
     def zero_copy(self) -> tuple[bool, int, int]:
         """(view points into the mapping, bytes allocated by a 1 MiB read, bytes returned)."""
         with Log(self.path("batch-0")) as log:
-            seg = log._segment_object(0)
+            seg = log._local.segment(0)
             pos = seg.find_position(self.n // 2)
             log.read(self.n // 2, 1 << 20)          # warm: mapping created
             tracemalloc.start()

@@ -287,8 +287,8 @@ def cleanable(log, now_ms: int | None = None) -> LogToClean | None:
     cfg = log.config
     with log._lock:
         _check_open(log)
-        bases = list(log._bases)
-        active = log._active.base_offset
+        bases = list(log._local.bases)
+        active = log._local.active.base_offset
         hw = log.high_watermark
         start, end = log.start_offset, log.end_offset
         producers = {pid: e.last_offset for pid, e in log._producers.entries.items() if e.batches}
@@ -310,18 +310,18 @@ def cleanable(log, now_ms: int | None = None) -> LogToClean | None:
     if min_lag > 0 or lag_cutoff > 0:
         with log._lock:
             _check_open(log)
-            if bases != log._bases:
+            if bases != log._local.bases:
                 return None
             if min_lag > 0:        # the first dirty segment with data newer than min.compaction.lag.ms stops it
                 for i, s in enumerate(segs):
-                    if s.upper > first_dirty and log._segment_object(s.base).largest_timestamp > now - min_lag:
+                    if s.upper > first_dirty and log._local.segment(s.base).largest_timestamp > now - min_lag:
                         del segs[i:]
                         break
             if lag_cutoff > 0:     # Kafka: the earliest first-batch timestamp of the dirty non-active segments
                 for base in bases[max(bisect.bisect_right(bases, first_dirty) - 1, 0):]:
                     if base == active:
                         break
-                    seg = log._segment_object(base)
+                    seg = log._local.segment(base)
                     if seg.size:
                         ts = _engine.batches(seg.read(0, 1)[0], False)[0].max_timestamp
                         if 0 < ts < lag_cutoff:
@@ -403,9 +403,9 @@ def _chunks(log, seg: _Seg, position: int = 0):
         with log._lock:
             if log._closed:
                 raise _Aborted("log closed")
-            if seg.base not in log._bases or seg.base == log._active.base_offset:
+            if seg.base not in log._local.bases or seg.base == log._local.active.base_offset:
                 raise _Aborted(f"segment {seg.base} left the log")
-            s = log._segment_object(seg.base)
+            s = log._local.segment(seg.base)
             if pos >= s.size:
                 return
             view, pos, next_offset = s.read(pos, READ_CHUNK_BYTES)
@@ -418,9 +418,9 @@ def _position_of(log, seg: _Seg, offset: int) -> int:
     with log._lock:
         if log._closed:
             raise _Aborted("log closed")
-        if seg.base not in log._bases:
+        if seg.base not in log._local.bases:
             raise _Aborted(f"segment {seg.base} left the log")
-        pos = log._segment_object(seg.base).find_position(offset)
+        pos = log._local.segment(seg.base).find_position(offset)
     return pos
 
 

@@ -3,10 +3,11 @@
 Used where seglog itself talks to brokers: replica fetchers (follower -> leader), the CLI's
 ``--bootstrap-server`` mode, Spark's broker mode. ``BrokerConnection.request(api, body)`` sends one request
 at the highest version both sides support (from ApiVersions) and returns the decoded response body; errors
-inside the body are the caller's to map (``errors.for_code``). ``ClusterClient`` adds bootstrap, metadata and
-leader routing. Connection problems raise NetworkError (retriable); a connection is closed after one, and after
-anything else that interrupts a request (KeyboardInterrupt included), so no response is ever read by the wrong
-request.
+inside the body are the caller's to map (``errors.for_code``, ``error_for``). ``ClusterClient`` adds bootstrap,
+metadata, leader and controller routing and ListOffsets, with retries paced by ``RetryDeadline``: the one
+routing client of the wire door (RemoteNode, the admin, Spark's broker reader). Connection problems raise
+NetworkError (retriable); a connection is closed after one, and after anything else that interrupts a request
+(KeyboardInterrupt included), so no response is ever read by the wrong request.
 """
 
 from __future__ import annotations
@@ -14,11 +15,19 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
+import time
+from typing import Callable, Iterable, Sequence
 
-from .errors import InvalidConfigError, NetworkError, UnsupportedVersionError, for_code
+from .errors import (InvalidConfigError, LeaderNotAvailableError, NetworkError, NotControllerError, SeglogError,
+                     UnknownTopicOrPartitionError, UnsupportedVersionError, for_code)
+from .log import TimestampOffset
+from .offsets_format import TopicPartition
 from .protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader, decode_response, encode_request, frame_size
 
-__all__ = ["BrokerConnection", "ClusterClient", "parse_bootstrap"]
+__all__ = ["BrokerConnection", "ClusterClient", "RetryDeadline", "error_for", "parse_bootstrap", "LEADER_MOVED",
+           "LATEST", "EARLIEST"]
+
+LATEST, EARLIEST = -1, -2              # ListOffsets timestamps: the high watermark, the log start offset
 
 MAX_RESPONSE_BYTES = (1 << 31) - 1
 # The callers build these APIs' bodies in the shape they had before the versions that batch them (FindCoordinator
@@ -139,77 +148,259 @@ def _recv_exactly(sock: socket.socket, n: int) -> memoryview:
     return view
 
 
-class ClusterClient:
-    """Bootstrap, metadata and per-broker connections: ``controller()``, ``leader(topic, p)``, ``any()``."""
+# -- errors and retries ---------------------------------------------------------------------------------------
 
-    def __init__(self, bootstrap_servers: str, *, client_id: str = "seglog", timeout: float = 30.0):
+# Codes after which the request may succeed at the (new) leader once metadata is fresh.
+LEADER_MOVED = frozenset({
+    3,    # UNKNOWN_TOPIC_OR_PARTITION (a broker that has not heard of a new partition yet)
+    5,    # LEADER_NOT_AVAILABLE
+    6,    # NOT_LEADER_OR_FOLLOWER
+    9,    # REPLICA_NOT_AVAILABLE
+    13,   # NETWORK_EXCEPTION
+    74,   # FENCED_LEADER_EPOCH
+    75,   # UNKNOWN_LEADER_EPOCH
+    78,   # OFFSET_NOT_AVAILABLE
+})
+
+def error_for(code: int, message: str | None = None) -> SeglogError:
+    """The seglog exception for a Kafka error code, carrying the broker's message (or the code's name)."""
+    cls = for_code(code)
+    return cls(message or f"{cls.kafka_name} (error code {code})")
+
+
+class RetryDeadline:
+    """Retry pacing: exponential backoff from 50 ms to 1 s until `seconds` have passed (since creation or the
+    last reset())."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.reset()
+
+    def reset(self) -> None:
+        self.end = time.monotonic() + self.seconds
+        self.delay = 0.05
+
+    def expired(self) -> bool:
+        return time.monotonic() + self.delay > self.end
+
+    def sleep(self) -> None:
+        time.sleep(self.delay)
+        self.delay = min(self.delay * 2, 1.0)
+
+
+# -- cluster metadata and routing ------------------------------------------------------------------------------
+
+class ClusterClient:
+    """Bootstrap, metadata, routing and per-broker connections: the wire door's one client of a cluster.
+    Thread-safe (one lock over the metadata and the connection table; requests on a connection are serialized
+    by the connection). Topic metadata is cached until :meth:`forget` (or a ``refresh=True`` lookup) asks the
+    brokers again; ``brokers`` and ``controller_id`` are those of the last Metadata response. Requests that
+    meet a moved leader or controller are retried until ``retry_timeout`` seconds have passed."""
+
+    def __init__(self, bootstrap_servers: str, *, client_id: str = "seglog", timeout: float = 30.0,
+                 retry_timeout: float = 30.0):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
-        self.client_id, self.timeout = client_id, timeout
+        self.client_id, self.timeout, self.retry_timeout = client_id, timeout, retry_timeout
+        self._lock = threading.RLock()
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.controller_id = -1
-        self.topics: dict[str, dict] = {}
+        self._topics: dict[str, dict] = {}
+
+    # -- metadata -------------------------------------------------------------------------------------------
+
+    def metadata(self, topics: Sequence[str] | None = None, auto_create: bool = False) -> dict:
+        """A fresh Metadata response (all topics when None); remembers brokers and the topics it names."""
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": auto_create}
+        with self._lock:
+            md = self.any().request(ApiKey.METADATA, body)
+            self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+            self.controller_id = md["controller_id"]
+            for t in md["topics"]:
+                if t["error_code"] == 0:
+                    self._topics[t["name"]] = t
+                else:
+                    self._topics.pop(t["name"], None)
+            return md
+
+    def topic(self, name: str, *, refresh: bool = False, auto_create: bool = False) -> dict:
+        """The Metadata entry of a topic; UnknownTopicOrPartitionError (or the broker's error) if there is
+        none. A topic the broker is still creating (LEADER_NOT_AVAILABLE) is waited for briefly."""
+        if not refresh:
+            t = self._topics.get(name)
+            if t is not None:
+                return t
+        deadline = RetryDeadline(5.0)
+        while True:
+            md = self.metadata([name], auto_create)
+            entry = next((t for t in md["topics"] if t["name"] == name), None)
+            code = entry["error_code"] if entry is not None else UnknownTopicOrPartitionError.code
+            if code == 0:
+                return entry
+            if code != LeaderNotAvailableError.code or deadline.expired():
+                if code == UnknownTopicOrPartitionError.code:
+                    raise UnknownTopicOrPartitionError(f"This server does not host this topic: {name}")
+                raise error_for(code, f"topic {name}: {for_code(code).kafka_name}")
+            deadline.sleep()
+
+    def forget(self, topic: str | None = None) -> None:
+        """Drop cached metadata (of one topic, or all) so the next lookup asks a broker."""
+        with self._lock:
+            if topic is None:
+                self._topics.clear()
+            else:
+                self._topics.pop(topic, None)
+
+    def partition_metadata(self, topic: str, p: int, *, refresh: bool = False) -> dict:
+        t = self.topic(topic, refresh=refresh)
+        for pm in t["partitions"]:
+            if pm["partition_index"] == p:
+                return pm
+        if not refresh:
+            return self.partition_metadata(topic, p, refresh=True)
+        raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {topic}-{p}")
+
+    def leader_id(self, topic: str, p: int) -> int:
+        """The broker id leading the partition (LeaderNotAvailableError while it has none)."""
+        pm = self.partition_metadata(topic, p)
+        if pm["leader_id"] < 0 or pm["leader_id"] not in self.brokers:
+            pm = self.partition_metadata(topic, p, refresh=True)
+            if pm["leader_id"] < 0:
+                raise LeaderNotAvailableError(f"no leader for {topic}-{p} right now")
+        return pm["leader_id"]
+
+    # -- connections ----------------------------------------------------------------------------------------
+
+    def broker(self, broker_id: int) -> BrokerConnection:
+        """The connection to a broker by id (metadata is asked again for an id not known yet); NetworkError
+        if the cluster has no such broker."""
+        with self._lock:
+            if broker_id not in self.brokers:
+                self.metadata(None)
+            if broker_id not in self.brokers:
+                raise NetworkError(f"broker {broker_id} is not in the cluster metadata")
+            return self.connection(*self.brokers[broker_id])
 
     def connection(self, host: str, port: int) -> BrokerConnection:
-        conn = self._conns.get((host, port))
-        if conn is None:
-            conn = self._conns[(host, port)] = BrokerConnection(host, port, client_id=self.client_id,
-                                                                timeout=self.timeout)
-        return conn
+        """The one connection to host:port (made on first use)."""
+        with self._lock:
+            conn = self._conns.get((host, port))
+            if conn is None:
+                conn = self._conns[(host, port)] = BrokerConnection(host, port, client_id=self.client_id,
+                                                                    timeout=self.timeout)
+            return conn
+
+    def leader(self, topic: str, p: int) -> BrokerConnection:
+        return self.broker(self.leader_id(topic, p))
 
     def any(self) -> BrokerConnection:
         """A connection to some reachable broker (known brokers first, then the bootstrap list)."""
         last: Exception | None = None
-        for host, port in list(self.brokers.values()) + self.bootstrap:
-            conn = self.connection(host, port)
-            try:
-                conn.version(ApiKey.METADATA)
-                return conn
-            except NetworkError as e:
-                last = e
+        with self._lock:
+            for host, port in list(self.brokers.values()) + self.bootstrap:
+                conn = self.connection(host, port)
+                try:
+                    conn.version(ApiKey.METADATA)
+                    return conn
+                except NetworkError as e:
+                    last = e
         raise NetworkError(f"no broker reachable ({last})")
 
-    def refresh(self, topics: list[str] | None = None, allow_auto_create: bool = False) -> dict:
-        """Fetch metadata (all topics when None) and remember brokers, controller and partition leaders."""
-        body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": allow_auto_create}
-        md = self.any().request(ApiKey.METADATA, body)
-        self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
-        self.controller_id = md["controller_id"]
-        for t in md["topics"]:
-            self.topics[t["name"]] = t
-        return md
+    def broker_ids(self) -> list[int]:
+        """The ids of the brokers in the cluster now (fresh metadata)."""
+        self.metadata([])
+        return sorted(self.brokers)
 
-    def broker(self, broker_id: int) -> BrokerConnection:
-        if broker_id not in self.brokers:
-            self.refresh()
-        if broker_id not in self.brokers:
-            raise NetworkError(f"broker {broker_id} is not in the cluster metadata")
-        return self.connection(*self.brokers[broker_id])
+    def controller_request(self, api: int, body: dict, error_code: Callable[[dict], int]) -> dict:
+        """Send an admin request to the controller; NOT_CONTROLLER (`error_code(response)` says 41) or a lost
+        controller makes it find the controller again and resend."""
+        deadline = RetryDeadline(self.retry_timeout)
+        while True:
+            try:
+                self.metadata([])
+                cid = self.controller_id
+                if cid < 0:
+                    raise NotControllerError("the cluster has no controller right now")
+                response = self.broker(cid).request(api, body)
+                if error_code(response) != NotControllerError.code:
+                    return response
+                last: SeglogError = NotControllerError(f"broker {cid} is no longer the controller")
+            except (NetworkError, NotControllerError) as e:
+                last = e
+            if deadline.expired():
+                raise last
+            deadline.sleep()
 
-    def controller(self) -> BrokerConnection:
-        self.refresh()
-        return self.broker(self.controller_id)
+    # -- offsets --------------------------------------------------------------------------------------------
 
-    def leader(self, topic: str, partition: int) -> BrokerConnection:
-        t = self.topics.get(topic) or self.refresh([topic])["topics"][0]
-        for p in t.get("partitions", ()):
-            if p["partition_index"] == partition and p["leader_id"] >= 0:
-                return self.broker(p["leader_id"])
-        self.refresh([topic])
-        for p in self.topics.get(topic, {}).get("partitions", ()):
-            if p["partition_index"] == partition and p["leader_id"] >= 0:
-                return self.broker(p["leader_id"])
-        raise NetworkError(f"no leader known for {topic}-{partition}")
+    def list_offsets(self, tps: Iterable[tuple[str, int]], timestamp: int
+                     ) -> dict[TopicPartition, TimestampOffset | None]:
+        """ListOffsets at each partition's leader: per partition (offset, timestamp) for `timestamp`
+        (LATEST: the high watermark, EARLIEST: the log start offset, else the first record at or after it),
+        or None for a partition that does not exist (or, for a timestamp, has no such record)."""
+        pending = list(dict.fromkeys(TopicPartition(*tp) for tp in tps))
+        out: dict[TopicPartition, TimestampOffset | None] = {}
+        deadline = RetryDeadline(self.retry_timeout)
+        while pending:
+            retry: list[TopicPartition] = []
+            last: SeglogError | None = None
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in pending:
+                try:
+                    by_leader.setdefault(self.leader_id(*tp), []).append(tp)
+                except UnknownTopicOrPartitionError:
+                    out[tp] = None
+                except (LeaderNotAvailableError, NetworkError) as e:
+                    retry.append(tp)
+                    last = e
+            for leader, group in by_leader.items():
+                topics: dict[str, list] = {}
+                for tp in group:
+                    topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": timestamp,
+                                                            "current_leader_epoch": -1})
+                body = {"replica_id": -1, "isolation_level": 0,
+                        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                try:
+                    response = self.broker(leader).request(ApiKey.LIST_OFFSETS, body)
+                except NetworkError as e:
+                    retry.extend(group)
+                    last = e
+                    continue
+                answered = set()
+                for t in response["topics"]:
+                    for p in t["partitions"]:
+                        tp = TopicPartition(t["name"], p["partition_index"])
+                        answered.add(tp)
+                        code = p["error_code"]
+                        if code == 0:
+                            out[tp] = None if p["offset"] < 0 else TimestampOffset(p["offset"], p["timestamp"])
+                        elif code in LEADER_MOVED:
+                            retry.append(tp)
+                            last = error_for(code, f"{tp.topic}-{tp.partition}: {for_code(code).kafka_name}")
+                        else:
+                            raise error_for(code, f"ListOffsets of {tp.topic}-{tp.partition}: "
+                                                  f"{for_code(code).kafka_name}")
+                retry.extend(tp for tp in group if tp not in answered)
+            if not retry:
+                break
+            if deadline.expired():
+                raise last or LeaderNotAvailableError(f"no answer for {retry[0].topic}-{retry[0].partition}")
+            deadline.sleep()
+            for topic in {tp.topic for tp in retry}:
+                self.forget(topic)
+            pending = retry
+        return out
 
     def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        """Close every connection (a later request connects again)."""
+        with self._lock:
+            for conn in self._conns.values():
+                conn.close()
+            self._conns.clear()
 
     def __enter__(self) -> "ClusterClient":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-

@@ -19,29 +19,34 @@ the coordinator. Deadlines (session expiry, the rebalance timeout for JoinGroup 
 heap and fire from :meth:`GroupCoordinator.tick`, which the internal timer thread calls (it starts the store
 writes this causes but does not wait for their replication); tests pass
 ``timer=False`` and a fake ``clock`` and call ``tick()``.
+
+This module is the state machine, one class because every transition takes the one lock over the same group
+records. Around it: group_types (the values it returns, its config), group_state (a group's records, the
+deferred completions and store writes), group_timers (the deadline heap; kinds map to handlers through a
+table) and offsets_store (the OffsetStore interface, the in-memory store and the __consumer_offsets one).
 """
 
 from __future__ import annotations
 
-import enum
-import heapq
-import itertools
 import logging
 import threading
 import time
 import uuid
-from abc import ABC, abstractmethod
-from collections import deque
-from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
                      GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError,
-                     InvalidConfigError, InvalidGroupIdError, InvalidSessionTimeoutError, MemberIdRequiredError,
+                     InvalidGroupIdError, InvalidSessionTimeoutError, MemberIdRequiredError,
                      NonEmptyGroupError, NotCoordinatorError, OffsetMetadataTooLargeError, RebalanceInProgressError,
                      SeglogError, UnknownMemberIdError, UnknownTopicOrPartitionError)
+from .group_state import Done as _Done, Group as _Group, JoinArgs as _JoinArgs, Member as _Member, StoreWrites
+from .group_state import complete as _complete, fail as _fail, log_store_failure, ok as _ok
+from .group_timers import Deadlines, TimerKind
+from .group_types import (GroupConfig, GroupDescription, GroupListing, GroupState, JoinedMember, JoinResult,
+                          MemberDescription, SyncResult)
 from .offsets_format import GroupMetadata, MemberMetadata, OffsetAndMetadata, TopicPartition
+from .offsets_store import InMemoryOffsetStore, OffsetStore
 
 __all__ = ["GroupState", "GroupConfig", "JoinedMember", "JoinResult", "SyncResult", "MemberDescription",
            "GroupDescription", "GroupListing", "OffsetStore", "InMemoryOffsetStore", "GroupCoordinator",
@@ -49,335 +54,7 @@ __all__ = ["GroupState", "GroupConfig", "JoinedMember", "JoinResult", "SyncResul
 
 log = logging.getLogger(__name__)
 
-
-class GroupState(str, enum.Enum):
-    """A group's state; the value is Kafka's name (DescribeGroups / ListGroups)."""
-
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-    def __str__(self) -> str:
-        return self.value
-
-
 _EMPTY, _PREPARING, _COMPLETING, _STABLE, _DEAD = GroupState
-
-
-@dataclass(frozen=True)
-class GroupConfig:
-    """Coordinator settings, Kafka's broker configs (``from_kafka`` takes the dotted names)."""
-
-    min_session_timeout_ms: int = 6000             # group.min.session.timeout.ms
-    max_session_timeout_ms: int = 1800000          # group.max.session.timeout.ms
-    initial_rebalance_delay_ms: int = 3000         # group.initial.rebalance.delay.ms
-    max_size: int = 2**31 - 1                      # group.max.size
-    offset_metadata_max_bytes: int = 4096          # offset.metadata.max.bytes
-
-    _KAFKA = {"group.min.session.timeout.ms": "min_session_timeout_ms",
-              "group.max.session.timeout.ms": "max_session_timeout_ms",
-              "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
-              "group.max.size": "max_size", "offset.metadata.max.bytes": "offset_metadata_max_bytes"}
-
-    def __post_init__(self):
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if f.name == "max_size" else 0):
-                raise InvalidConfigError(f"Invalid value {value!r} for {f.name}: a non-negative int is required")
-        if self.min_session_timeout_ms > self.max_session_timeout_ms:
-            raise InvalidConfigError("group.min.session.timeout.ms is larger than group.max.session.timeout.ms")
-
-    @classmethod
-    def from_kafka(cls, props: Mapping[str, Any]) -> "GroupConfig":
-        """Build from Kafka names (values may be strings). InvalidConfigError for unknown names or bad values."""
-        kw = {}
-        for name, raw in props.items():
-            if name not in cls._KAFKA:
-                raise InvalidConfigError(f"Unknown group coordinator configuration {name!r}")
-            try:
-                kw[cls._KAFKA[name]] = int(raw)
-            except (TypeError, ValueError):
-                raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: not an int") from None
-        return cls(**kw)
-
-
-@dataclass(frozen=True)
-class JoinedMember:
-    """A member as the leader sees it in its JoinGroup result: metadata of the selected protocol."""
-
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
-
-
-@dataclass(frozen=True)
-class JoinResult:
-    """A completed JoinGroup. ``members`` is filled for the leader only (it computes the assignment)."""
-
-    member_id: str
-    generation_id: int
-    protocol_type: str
-    protocol_name: str
-    leader_id: str
-    members: tuple[JoinedMember, ...] = ()
-
-    @property
-    def is_leader(self) -> bool:
-        return self.member_id == self.leader_id
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    """A completed SyncGroup: this member's assignment bytes (empty if the leader gave it none)."""
-
-    protocol_type: str
-    protocol_name: str
-    assignment: bytes
-
-
-@dataclass(frozen=True)
-class MemberDescription:
-    """DescribeGroups member; metadata and assignment are empty unless the group is Stable."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True)
-class GroupDescription:
-    """DescribeGroups data; an unknown group is described as Dead with no members (no error, like Kafka)."""
-
-    group_id: str
-    state: GroupState
-    protocol_type: str
-    protocol: str
-    members: tuple[MemberDescription, ...] = ()
-
-
-@dataclass(frozen=True)
-class GroupListing:
-    """ListGroups entry."""
-
-    group_id: str
-    protocol_type: str
-    state: GroupState
-
-
-# --- offset store --------------------------------------------------------------------------------------------
-
-class OffsetStore(ABC):
-    """Where the coordinator keeps committed offsets and group metadata (Kafka: ``__consumer_offsets``,
-    records encoded by ``seglog.offsets_format``).
-
-    Writes (commit, store_group, delete_group) are started one at a time (``start_*``), in the order the
-    coordinator made the changes, without the coordinator's lock held, from whichever thread made the change
-    (a request thread, the broker's event loop, the timer thread): keep the start short (a local append) and
-    leave any waiting (replication) to the waiter it returns. A write that raises (at the start or in its
-    waiter) fails the request it belongs to and is assumed not stored. Reads may run concurrently with a
-    write. ``load_groups`` and ``groups`` are read once, when a coordinator starts.
-    """
-
-    @abstractmethod
-    def commit(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        """Store ``offsets`` of ``group`` (each replaces the partition's previous commit)."""
-
-    @abstractmethod
-    def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
-              ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Committed offsets of ``group``: of ``partitions`` (those without one are left out), or all (None)."""
-
-    @abstractmethod
-    def groups(self) -> set[str]:
-        """Every group with committed offsets or stored metadata."""
-
-    @abstractmethod
-    def store_group(self, group: str, metadata: GroupMetadata) -> None:
-        """Store the group's latest generation (replaces the previous one)."""
-
-    @abstractmethod
-    def load_groups(self) -> dict[str, GroupMetadata]:
-        """The latest stored metadata of every group that has one."""
-
-    @abstractmethod
-    def delete_group(self, group: str) -> None:
-        """Forget the group's metadata and all its offsets (Kafka: tombstones for every key of the group)."""
-
-    # Two-phase writes: the coordinator starts writes one at a time, in order (the start appends), and waits
-    # for each (replication) afterwards, with no lock of its own held, so a write waiting for acks does not
-    # hold up the writes of other groups, nor the coordinator's timers. A store whose writes are done when
-    # the start returns keeps these defaults. A started write must be waited for (its waiter called once),
-    # and a store that applies started writes must apply them in the order they were started.
-
-    def start_commit(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Callable[[], None]:
-        """Start :meth:`commit`; the returned callable blocks until it is stored (raises if it failed)."""
-        self.commit(group, offsets)
-        return _stored
-
-    def start_store_group(self, group: str, metadata: GroupMetadata) -> Callable[[], None]:
-        """Start :meth:`store_group` (see :meth:`start_commit`)."""
-        self.store_group(group, metadata)
-        return _stored
-
-    def start_delete_group(self, group: str) -> Callable[[], None]:
-        """Start :meth:`delete_group` (see :meth:`start_commit`)."""
-        self.delete_group(group)
-        return _stored
-
-    def partition_exists(self, topic: str, partition: int) -> bool:
-        """Whether the topic partition exists (OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for one that
-        does not, as Kafka checks its metadata cache). A store that knows no topics says True."""
-        return True
-
-
-def _stored() -> None:
-    """The waiter of a write that was complete when it started."""
-
-
-class InMemoryOffsetStore(OffsetStore):
-    """A dict-backed OffsetStore (tests, throwaway in-process use). Thread-safe."""
-
-    def __init__(self) -> None:
-        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        self._groups: dict[str, GroupMetadata] = {}
-        self._lock = threading.Lock()
-
-    def commit(self, group, offsets):
-        with self._lock:
-            self._offsets.setdefault(group, {}).update({TopicPartition(*tp): om for tp, om in offsets.items()})
-
-    def fetch(self, group, partitions=None):
-        with self._lock:
-            stored = self._offsets.get(group, {})
-            if partitions is None:
-                return dict(stored)
-            return {TopicPartition(*tp): stored[tp] for tp in partitions if tp in stored}
-
-    def groups(self):
-        with self._lock:
-            return set(self._offsets) | set(self._groups)
-
-    def store_group(self, group, metadata):
-        with self._lock:
-            self._groups[group] = metadata
-
-    def load_groups(self):
-        with self._lock:
-            return dict(self._groups)
-
-    def delete_group(self, group):
-        with self._lock:
-            self._offsets.pop(group, None)
-            self._groups.pop(group, None)
-
-
-# --- group state ---------------------------------------------------------------------------------------------
-
-class _Member:
-    """A member's state; every field is guarded by the coordinator lock."""
-
-    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-                 session_timeout_ms: int, rebalance_timeout_ms: int, protocols: list[tuple[str, bytes]]):
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.protocols = protocols                    # [(name, metadata)] in the member's preference order
-        self.assignment = b""
-        self.join_future: Future | None = None        # set while its JoinGroup waits
-        self.sync_future: Future | None = None        # set while its SyncGroup waits
-        self.session_deadline = 0.0
-        self.timer_armed = False                      # a "session" heap entry exists for this member
-
-    def metadata_for(self, protocol: str | None) -> bytes:
-        return next((meta for name, meta in self.protocols if name == protocol), b"")
-
-
-class _Group:
-    """A group's state; every field is guarded by the coordinator lock. ``members`` keeps join order."""
-
-    def __init__(self, group_id: str):
-        self.group_id = group_id
-        self.state = _EMPTY
-        self.generation = 0
-        self.protocol_type = ""
-        self.protocol_name: str | None = None
-        self.leader_id: str | None = None
-        self.members: dict[str, _Member] = {}
-        self.static_members: dict[str, str] = {}      # group.instance.id -> member id
-        self.pending: dict[str, float] = {}           # MEMBER_ID_REQUIRED ids -> deadline to rejoin by
-        self.awaiting_sync: set[str] = set()          # members of this generation that sent no SyncGroup yet
-        self.rebalance_epoch = 0                      # tells a stale rebalance deadline from the current one
-        self.initial_delay_until: float | None = None
-        self.initial_remaining_ms = 0
-        self.new_member_added = False
-        self.state_timestamp = -1                     # wall-clock ms of the last state change
-
-    def candidate_protocols(self) -> set[str]:
-        names = [{name for name, _ in m.protocols} for m in self.members.values()]
-        return set.intersection(*names) if names else set()
-
-    def supports(self, protocol_type: str, protocols: Sequence[tuple[str, bytes]]) -> bool:
-        if not protocol_type or not protocols:
-            return False
-        if not self.members:
-            return True
-        return protocol_type == self.protocol_type and bool({n for n, _ in protocols} & self.candidate_protocols())
-
-    def select_protocol(self) -> str:
-        """The protocol most members prefer among those all support; ties go to the earliest joiner's order."""
-        candidates = self.candidate_protocols()
-        votes: dict[str, int] = {}
-        for m in self.members.values():
-            choice = next(name for name, _ in m.protocols if name in candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        first = next(iter(self.members.values())).protocols
-        rank = {name: i for i, (name, _) in enumerate(first)}
-        return max(votes, key=lambda name: (votes[name], -rank[name]))
-
-    def all_joined(self) -> bool:
-        return not self.pending and all(m.join_future is not None for m in self.members.values())
-
-
-class _JoinArgs(NamedTuple):
-    """What a JoinGroup says about the member."""
-
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    session_ms: int
-    rebalance_ms: int
-    client_id: str
-    client_host: str
-
-
-# A completion to run after the lock is released: (future, value or exception, is_exception).
-_Done = list[tuple[Future, Any, bool]]
-
-
-def _ok(done: _Done, fut: Future, value: Any) -> None:
-    done.append((fut, value, False))
-
-
-def _fail(done: _Done, fut: Future, exc: BaseException) -> None:
-    done.append((fut, exc, True))
-
-
-def _complete(done: _Done) -> None:
-    for fut, value, failed in done:
-        try:
-            if failed:
-                fut.set_exception(value)
-            else:
-                fut.set_result(value)
-        except InvalidStateError:     # the waiter cancelled it (e.g. the client's connection closed)
-            pass
 
 
 def _default_clock() -> float:
@@ -409,11 +86,12 @@ class GroupCoordinator:
         self._clock = clock
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)
-        self._heap: list[tuple[float, int, str, _Group, Any]] = []
-        self._seq = itertools.count()
+        self._deadlines = Deadlines(self._wakeup)
+        self._on_deadline = {TimerKind.SESSION: self._on_session, TimerKind.PENDING: self._on_pending,
+                             TimerKind.JOIN: self._on_join, TimerKind.SYNC: self._on_sync,
+                             TimerKind.INITIAL: self._on_initial}
         self._groups: dict[str, _Group] = {}
-        self._outbox: deque[tuple[Callable[[], Callable[[], None]], Callable[[BaseException | None], _Done]]] = deque()
-        self._store_lock = threading.Lock()
+        self._writes = StoreWrites()
         self._closed = False
         self._load(self.store.load_groups(), self.store.groups())
         self._timer: threading.Thread | None = None
@@ -486,7 +164,7 @@ class GroupCoordinator:
             new_id = f"{client_id}-{uuid.uuid4()}"
             if require_known:
                 group.pending[new_id] = now + session_ms
-                self._push(now + session_ms, "pending", group, new_id)
+                self._deadlines.push(now + session_ms, TimerKind.PENDING, group, new_id)
                 err = MemberIdRequiredError(f"rejoin group {group_id!r} with member id {new_id!r}")
                 err.member_id = new_id
                 raise err
@@ -497,7 +175,7 @@ class GroupCoordinator:
             del group.pending[member_id]
             self._add_member(group, member_id, None, fut, done, now, member_args)
             return
-        member = self._current_member(group, member_id, instance_id)
+        member = group.current_member(member_id, instance_id)
         if group.state is _PREPARING:
             self._update_member(member, fut, done, member_args)
             self._maybe_complete_join(group, done, now)
@@ -632,10 +310,10 @@ class GroupCoordinator:
             group.initial_delay_until = now + delay
             group.initial_remaining_ms = max(rebalance_ms - delay, 0)
             group.new_member_added = False
-            self._push(group.initial_delay_until, "initial", group, group.rebalance_epoch)
+            self._deadlines.push(group.initial_delay_until, TimerKind.INITIAL, group, group.rebalance_epoch)
         else:
             group.initial_delay_until = None
-            self._push(now + rebalance_ms, "join", group, group.rebalance_epoch)
+            self._deadlines.push(now + rebalance_ms, TimerKind.JOIN, group, group.rebalance_epoch)
             self._maybe_complete_join(group, done, now)
 
     def _maybe_complete_join(self, group: _Group, done: _Done, now: float) -> None:
@@ -655,7 +333,7 @@ class GroupCoordinator:
             log.warning("group %s could not complete rebalance because no members rejoined", group.group_id)
             group.initial_delay_until = None
             rebalance_ms = max(m.rebalance_timeout_ms for m in group.members.values())
-            self._push(now + rebalance_ms, "join", group, group.rebalance_epoch)
+            self._deadlines.push(now + rebalance_ms, TimerKind.JOIN, group, group.rebalance_epoch)
             return
         if group.leader_id not in joined:
             group.leader_id = joined[0] if joined else None
@@ -670,7 +348,7 @@ class GroupCoordinator:
         self._set_state(group, _COMPLETING)
         group.awaiting_sync = set(group.members)
         rebalance_ms = max(m.rebalance_timeout_ms for m in group.members.values())
-        self._push(now + rebalance_ms, "sync", group, group.generation)
+        self._deadlines.push(now + rebalance_ms, TimerKind.SYNC, group, group.generation)
         for m in group.members.values():
             if m.join_future is not None:
                 _ok(done, m.join_future, self._join_result(group, m))
@@ -730,7 +408,7 @@ class GroupCoordinator:
         self._check_open()
         _check_group_id(group_id, allow_empty=False)
         group = self._group_or_unknown_member(group_id, member_id)
-        member = self._current_member(group, member_id, instance_id)
+        member = group.current_member(member_id, instance_id)
         if generation_id != group.generation:
             raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s current "
                                          f"generation {group.generation}")
@@ -793,7 +471,7 @@ class GroupCoordinator:
             self._check_open()
             _check_group_id(group_id, allow_empty=False)
             group = self._group_or_unknown_member(group_id, member_id)
-            member = self._current_member(group, member_id, group_instance_id)
+            member = group.current_member(member_id, group_instance_id)
             if generation_id != group.generation:
                 raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s current "
                                              f"generation {group.generation}")
@@ -823,7 +501,7 @@ class GroupCoordinator:
                     else:
                         if instance_id is not None and not member_id:
                             member_id = group.static_members.get(instance_id, "")
-                        self._remove_member(group, self._current_member(group, member_id, instance_id), done)
+                        self._remove_member(group, group.current_member(member_id, instance_id), done)
                     changed = True
                     results.append(None)
                 except SeglogError as e:
@@ -914,7 +592,7 @@ class GroupCoordinator:
                 accepted[tp] = om
                 results[tp] = None
             if accepted:
-                self._outbox.append((lambda: self.store.start_commit(group_id, accepted), on_written))
+                self._writes.queue(lambda: self.store.start_commit(group_id, accepted), on_written)
             else:
                 written.set_result(None)
         self._finish([])
@@ -935,7 +613,7 @@ class GroupCoordinator:
         # Kafka's order: member, then generation, and only then the state. A commit of the previous
         # generation that arrives after the join completed is ILLEGAL_GENERATION, not
         # REBALANCE_IN_PROGRESS, which is only for a member that already has the new generation.
-        member = self._current_member(group, member_id, instance_id)
+        member = group.current_member(member_id, instance_id)
         if generation_id != group.generation:
             raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s "
                                          f"current generation {group.generation}")
@@ -970,13 +648,7 @@ class GroupCoordinator:
                 if group is None:
                     out.append(GroupDescription(gid, _DEAD, "", ""))
                     continue
-                stable = group.state is _STABLE
-                members = tuple(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                                  m.metadata_for(group.protocol_name) if stable else b"",
-                                                  m.assignment if stable else b"")
-                                for m in group.members.values())
-                out.append(GroupDescription(gid, group.state, group.protocol_type,
-                                            group.protocol_name if stable else "", members))
+                out.append(group.describe())
             return out
 
     def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
@@ -1003,7 +675,7 @@ class GroupCoordinator:
                 else:
                     self._set_state(group, _DEAD)
                     del self._groups[gid]
-                    self._outbox.append((lambda gid=gid: self.store.start_delete_group(gid), self._log_store_failure))
+                    self._writes.queue(lambda gid=gid: self.store.start_delete_group(gid), log_store_failure)
                     results[gid] = None
         self._finish(done)
         return results
@@ -1046,24 +718,17 @@ class GroupCoordinator:
             if self._closed:
                 return done
             now = self._clock() if now is None else now
-            while self._heap and self._heap[0][0] <= now:
-                _, _, kind, group, payload = heapq.heappop(self._heap)
+            for kind, group, payload in self._deadlines.due(now):
                 if self._groups.get(group.group_id) is group:
-                    getattr(self, "_on_" + kind)(group, payload, done, now)
+                    self._on_deadline[kind](group, payload, done, now)
         return done
-
-    def _push(self, deadline: float, kind: str, group: _Group, payload: Any) -> None:
-        entry = (deadline, next(self._seq), kind, group, payload)
-        heapq.heappush(self._heap, entry)
-        if self._heap[0] is entry:
-            self._wakeup.notify()
 
     def _arm_session(self, group: _Group, member: _Member, now: float) -> None:
         """Start a new session of the member (one heap entry per member, re-pushed while the deadline moves)."""
         member.session_deadline = now + member.session_timeout_ms
         if not member.timer_armed:
             member.timer_armed = True
-            self._push(member.session_deadline, "session", group, member)
+            self._deadlines.push(member.session_deadline, TimerKind.SESSION, group, member)
 
     def _on_session(self, group, member, done, now):
         member.timer_armed = False
@@ -1074,7 +739,7 @@ class GroupCoordinator:
             return
         if member.session_deadline > now:
             member.timer_armed = True
-            self._push(member.session_deadline, "session", group, member)
+            self._deadlines.push(member.session_deadline, TimerKind.SESSION, group, member)
             return
         log.info("group %s: member %s session expired", group.group_id, member.member_id)
         self._remove_member(group, member, done)
@@ -1108,7 +773,7 @@ class GroupCoordinator:
             group.initial_remaining_ms -= delay
             group.new_member_added = False
             group.initial_delay_until = now + delay
-            self._push(group.initial_delay_until, "initial", group, epoch)
+            self._deadlines.push(group.initial_delay_until, TimerKind.INITIAL, group, epoch)
         else:
             self._complete_join(group, done, now)
 
@@ -1117,8 +782,7 @@ class GroupCoordinator:
             with self._lock:
                 if self._closed:
                     return
-                wait = None if not self._heap else max(0.0, (self._heap[0][0] - self._clock()) / 1000.0)
-                self._wakeup.wait(wait)
+                self._wakeup.wait(self._deadlines.seconds_until_next(self._clock()))
             try:
                 self._finish(self._fire(None), wait=False)
             except Exception:   # a bug here must not stop every future session expiry
@@ -1155,64 +819,15 @@ class GroupCoordinator:
             raise UnknownMemberIdError(f"member {member_id!r} is not in group {group_id!r} (no such group)")
         return group
 
-    def _current_member(self, group: _Group, member_id: str, instance_id: str | None) -> _Member:
-        """The member, after the static fencing check. FencedInstanceIdError / UnknownMemberIdError."""
-        if instance_id is not None:
-            current = group.static_members.get(instance_id)
-            if current is not None and current != member_id:
-                raise FencedInstanceIdError(f"group.instance.id {instance_id!r} belongs to member {current!r}, "
-                                            f"not {member_id!r}")
-        member = group.members.get(member_id)
-        if member is None:
-            raise UnknownMemberIdError(f"member {member_id!r} is not in group {group.group_id!r}")
-        return member
-
     def _persist_group(self, group: _Group, assignments: Mapping[str, bytes], on_stored=None) -> None:
         """Queue a write of the group's generation with ``assignments`` (lock held)."""
-        snapshot = GroupMetadata(
-            group.protocol_type, group.generation, group.protocol_name, group.leader_id, _wall_ms(),
-            tuple(MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                 m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol_name),
-                                 assignments.get(m.member_id, b"")) for m in group.members.values()))
+        snapshot = group.metadata(assignments, _wall_ms())
         gid = group.group_id
-        self._outbox.append((lambda: self.store.start_store_group(gid, snapshot), on_stored or self._log_store_failure))
-
-    @staticmethod
-    def _log_store_failure(exc: BaseException | None) -> _Done:
-        if exc is not None:
-            log.error("group coordinator: writing to the offset store failed: %r", exc)
-        return []
+        self._writes.queue(lambda: self.store.start_store_group(gid, snapshot), on_stored or log_store_failure)
 
     def _finish(self, done: _Done, wait: bool = True) -> None:
-        """Start queued store writes in order, wait for each (outside the store lock: a write waiting for
-        replication holds up no other), then complete futures (lock NOT held). ``wait=False`` (the timer
-        thread, which must go on firing deadlines while a write waits for its acks): the waiting and the
-        completions run on a thread of their own when a write was started."""
-        started = []
-        with self._store_lock:
-            while self._outbox:
-                write, on_result = self._outbox.popleft()
-                try:
-                    started.append((write(), None, on_result))
-                except Exception as e:
-                    started.append((None, e, on_result))
-        if started and not wait:
-            threading.Thread(target=self._settle, args=(started, done), name="seglog-group-write",
-                             daemon=True).start()
-        else:
-            self._settle(started, done)
-
-    @staticmethod
-    def _settle(started, done: _Done) -> None:
-        """Wait for started writes, hand each result to its callback, complete the futures."""
-        for wait, exc, on_result in started:
-            if wait is not None:
-                try:
-                    wait()
-                except Exception as e:
-                    exc = e
-            done.extend(on_result(exc))
-        _complete(done)
+        """Run the queued store writes, then the completions (lock NOT held; see StoreWrites.finish)."""
+        self._writes.finish(done, wait)
 
     def _load(self, stored: dict[str, GroupMetadata], names: set[str]) -> None:
         """Rebuild groups from the store: groups with members come back Stable with fresh sessions."""
@@ -1222,21 +837,12 @@ class GroupCoordinator:
                 self._load_group(gid, stored.get(gid), now)
 
     def _load_group(self, gid: str, meta: GroupMetadata | None, now: float) -> None:
-        group = self._groups[gid] = _Group(gid)
-        if meta is not None:
-            group.protocol_type, group.generation = meta.protocol_type, meta.generation
-            group.protocol_name, group.leader_id = meta.protocol, meta.leader
-            for mm in meta.members:
-                member = _Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
-                                 mm.session_timeout_ms, mm.rebalance_timeout_ms,
-                                 [(meta.protocol, mm.subscription)] if meta.protocol else [])
-                member.assignment = mm.assignment
-                group.members[mm.member_id] = member
-                if mm.group_instance_id is not None:
-                    group.static_members[mm.group_instance_id] = mm.member_id
-                self._arm_session(group, member, now)
-            if group.members:
-                self._set_state(group, _STABLE)
+        """Install a group as stored: its members come back with fresh sessions, a group with members Stable."""
+        group = self._groups[gid] = _Group.from_metadata(gid, meta)
+        for member in group.members.values():
+            self._arm_session(group, member, now)
+        if group.members:
+            self._set_state(group, _STABLE)
 
 
 def _check_group_id(group_id: str, allow_empty: bool) -> None:

@@ -1,4 +1,6 @@
-"""Log: one partition's ordered segments on disk, in Kafka's format.
+"""Log: one partition's log (Kafka's UnifiedLog): offsets, high watermark, leader epochs, producer state,
+retention, the compaction swap and its scheduling, over the segments of ``local_log.LocalLog``, opened by
+``log_loader.load`` (clean-up, recovery, index rebuild, checkpoints).
 
 A partition directory holds segments named by their 20-digit base offset (``.log`` record batches, ``.index``,
 ``.timeindex``), plus ``log-state-checkpoint`` (recovery point, log start offset, high watermark),
@@ -22,13 +24,14 @@ the segment list and the buffered batch; a read holds it for the position and th
 their CRCs after releasing it). One process owns a directory for writing (an flock on ``.lock``); other
 processes may open it with ``readonly=True`` and see a consistent prefix (``refresh()`` to see more), which
 includes the records ``append`` has returned but not yet written to a segment (read from the journal).
+The Log's lock also guards its LocalLog, which has none of its own. Unless a method says otherwise it holds
+the lock for its whole call; property getters of a single value (start_offset, end_offset, high_watermark,
+recovery_point, leader_epoch) read it without the lock (an atomic read of one attribute).
 """
 
 from __future__ import annotations
 
 import bisect
-import dataclasses
-import fcntl
 import logging
 import operator
 import os
@@ -37,27 +40,26 @@ import re
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from typing import Iterator, NamedTuple, Sequence
 
 from . import _engine
 from . import cleaner as _cleaner
-from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, storage_errors, write_checkpoint
+from . import log_loader
+from .checkpoints import fsync_dir, storage_errors
 from .config import LogConfig
-from .errors import (CorruptRecordError, InvalidArgumentError, InvalidRecordError, InvalidTimestampError,
+from .errors import (InvalidArgumentError, InvalidRecordError, InvalidTimestampError, CorruptRecordError,
                      LogClosedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError, StorageError)
 from .leader_epochs import LeaderEpochCache
+from .local_log import INT64_MAX as _INT64_MAX, LocalLog, segment_bases, unlink_all
+from .log_loader import CLEAN_SHUTDOWN_FILE, STATE_FILE, RecoveryReport
 from .producer_state import ProducerStateManager
 from .scheduler import Scheduler, default_scheduler
 
-__all__ = ["Log", "Record", "TimestampOffset", "RecoveryReport"]
+__all__ = ["Log", "Record", "TimestampOffset", "RecoveryReport", "CLEAN_SHUTDOWN_FILE", "STATE_FILE"]
 
 log = logging.getLogger("seglog.log")
 
 Record = _engine.Record
-STATE_FILE = "log-state-checkpoint"
-CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
-LOCK_FILE = ".lock"
 JOURNAL_FILE = ".append-journal"     # append()'s buffered records, as they survive kill -9 (engine journal.pxi)
 PENDING_BATCH_BYTES = 16 * 1024      # per-record appends are written as batches of about this size
 APPEND_BATCH_BYTES = 64 * 1024       # append_batch() cuts its records into batches of about this size
@@ -65,34 +67,14 @@ APPEND_CHUNK_BYTES = 4 << 20         # ... and writes them this many bytes at a 
 READ_CHUNK_BYTES = 1 << 20           # records() reads this much per step
 CHECKPOINT_INTERVAL_S = 60.0         # flush() rewrites the recovery point at most this often (roll/close always)
 PRODUCER_ID_EXPIRATION_MS = 86_400_000   # Kafka's producer.id.expiration.ms: idle producers are forgotten
-_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
-_INT64_MAX = (1 << 63) - 1
 _INT32_MAX = (1 << 31) - 1
-_TEMP_SUFFIXES = (".deleted", ".trunc", ".cleaned", ".tmp")
 
 
 class TimestampOffset(NamedTuple):
     """The first record at or after a timestamp: its offset and its timestamp."""
     offset: int
     timestamp: int
-
-
-@dataclasses.dataclass
-class RecoveryReport:
-    """What opening the log had to repair (all zero after a clean shutdown with a readable checkpoint)."""
-    clean_shutdown: bool
-    segments_scanned: int = 0
-    bytes_scanned: int = 0
-    bytes_truncated: int = 0
-    segments_deleted: int = 0
-    corruption: str | None = None        # the first invalid batch found: why, where
-    indexes_rebuilt: int = 0
-    corrupt_checkpoint: bool = False     # the state checkpoint did not parse: every segment was rescanned
-    promised_end_offset: int = 0         # the end the checkpoint vouches for: max(recovery point, high watermark)
-    lost_offsets: int = 0                # offsets below promised_end_offset the log no longer holds (damage or
-                                         # deleted files: the data is gone, a replica must fetch it again)
-    journal_records: int = 0             # records append() had returned before a crash, written from the journal
 
 
 class Log:
@@ -118,17 +100,16 @@ class Log:
         self._task = None                  # the periodic maintain() (writable logs), run every _task_interval s
         self._task_interval = None
         self._retention_check_s = retention_check_interval_ms / 1000
+        self.readonly = readonly
+        # the segments; the config setter below hands it the validated config
+        self._local = LocalLog(self.path, config, readonly=readonly, max_open=max_open_segments,
+                               scheduler=scheduler)
         self.config = config or LogConfig()
         if max_open_segments < 1:
             raise InvalidArgumentError("max_open_segments must be at least 1")
         m = _PARTITION_DIR_RE.match(os.path.basename(os.path.normpath(self.path)))
         self.topic = topic if topic is not None else (m.group(1) if m else None)
         self.partition = partition if partition is not None else (int(m.group(2)) if m else -1)
-        self.readonly = readonly
-        self._lock_fd = -1
-        self._max_open = max_open_segments
-        self._open_segments: OrderedDict[int, _engine.Segment] = OrderedDict()
-        self._bases: list[int] = []
         self._hw: int | None = None
         self._unflushed = 0
         self._last_flush = time.monotonic()
@@ -142,7 +123,7 @@ class Log:
         self._open(create)
         self._closed = False
         if not readonly:
-            self._scheduler = scheduler or default_scheduler()
+            self._scheduler = self._local.scheduler = scheduler or default_scheduler()
             self._schedule_maintenance()
 
     @property
@@ -164,7 +145,7 @@ class Log:
         with self._lock:
             if not self._closed:
                 self._seal_pending()
-            self._config = config
+            self._config = self._local.config = config
             if self._writer is not None:
                 self._configure_writer(self._writer, PENDING_BATCH_BYTES)
             for w in self._batch_writers.values():
@@ -205,12 +186,12 @@ class Log:
             except OSError as e:
                 raise StorageError(f"cannot create log directory: {e.strerror}", self.path, e.errno) from None
         if not self.readonly:
-            self._take_dir_lock()
+            self._local.take_dir_lock()
         try:
             self._load()
         except BaseException:
             self._close_files()
-            self._release_dir_lock()
+            self._local.release_dir_lock()
             raise
 
     def _close_files(self) -> None:
@@ -219,103 +200,34 @@ class Log:
         if self._journal is not None:
             self._journal.close()
             self._journal = None
-        active = getattr(self, "_active", None)
-        if active is not None:
-            active.close()
-        for seg in self._open_segments.values():
-            seg.close()
-        self._open_segments.clear()
-
-    def _take_dir_lock(self) -> None:
-        try:
-            fd = _engine.file_open(os.path.join(self.path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise StorageError(f"cannot open lock file: {e.strerror}", self.path, e.errno) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise StorageError("log directory is locked by another writer (open it with readonly=True "
-                               "to read it from a second process)", self.path) from None
-        self._lock_fd = fd
-
-    def _release_dir_lock(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        self._local.close()
 
     def _load(self) -> None:
-        with storage_errors("cannot list log directory", self.path):
-            names = os.listdir(self.path)
-        if not self.readonly:
-            _unlink_all([os.path.join(self.path, name) for name in names if name.endswith(_TEMP_SUFFIXES)])
-            if self._complete_interrupted_swaps(names):       # log compaction: a swap a crash cut short
-                with storage_errors("cannot list log directory", self.path):
-                    names = os.listdir(self.path)
-        self._bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
-        if not self.readonly:
-            # indexes whose .log is gone (deleted files, damage) would be taken up by a new segment at that base
-            logs = {f"{b:020d}" for b in self._bases}
-            orphans = [name for name in names if name.endswith((".index", ".timeindex"))
-                       and name.split(".", 1)[0] not in logs]
-            if orphans:
-                log.warning("%s: deleting %d index files without their .log: %s", self.path, len(orphans),
-                            ", ".join(sorted(orphans)[:5]))
-                _unlink_all([os.path.join(self.path, name) for name in orphans])
-        state = self._read_state()
+        """The loader opens the segments (recovery after a crash); then the offsets are reconciled: the
+        journal's records are written, start offset, recovery point and high watermark are clamped to the
+        segments, the leader epochs cut at the end, producer state rebuilt, and the checkpoint rewritten if the
+        shutdown was not clean."""
+        loaded = log_loader.load(self._local)
+        self.recovery = self._local.recovery
         self._epochs = LeaderEpochCache(self.path, writable=not self.readonly)
         self._producers = ProducerStateManager(self.path)
-        marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
-        clean = os.path.exists(marker)
-        self.recovery = RecoveryReport(clean_shutdown=clean)
-        if state is None:
-            state = {}
-            self.recovery.corrupt_checkpoint = True
-            if self.readonly:
-                log.warning("%s: %s does not parse; reading on with the log start offset at the first segment's "
-                            "base and the high watermark at the log end", self.path, STATE_FILE)
-            else:
-                # the recovery point, log start offset and high watermark are lost: recover as after a crash
-                # (every segment rescanned, since the recovery point falls back to 0) and write a new checkpoint
-                log.warning("%s: %s does not parse; rescanning every segment, taking the first segment's base as "
-                            "the log start offset and the log end as the high watermark, and writing a new "
-                            "checkpoint", self.path, STATE_FILE)
-                if clean:
-                    _unlink_all([marker])
-                    fsync_dir(self.path)
-                    clean = False
-        self._recovery_point = state.get("recovery-point", 0)
-        self._start_offset = state.get("log-start-offset", 0)
-        self._hw = state.get("high-watermark")
-        self.recovery.promised_end_offset = max(self._recovery_point, self._hw or 0)
+        self._recovery_point, self._start_offset, self._hw = loaded.recovery_point, loaded.start_offset, \
+            loaded.high_watermark
         if self.readonly:
-            self._load_readonly()
+            # the journal first: a batch the writer moves from it to a segment meanwhile is in the segment
+            # scanned after, so nothing seen before disappears (see _set_tail)
+            journal = _engine.read_journal(os.path.join(self.path, JOURNAL_FILE))
+            self._local.active.scan_tail()
+            self._set_tail(journal)
+            self._start_offset = max(self._start_offset, self._local.bases[0])
             return
-        if clean:
+        if loaded.clean:
             self._marker_kept = True
         else:
             self._dirty = True               # new or recovered: close() must checkpoint and mark it clean
-            if self._bases:
-                self._recover()
-        existing = bool(self._bases)
-        if not existing:
-            base = max(self._start_offset, 0)
-            self._bases = [base]
-            seg = self._new_segment(base)
-        else:
-            seg = self._segment_object(self._bases[-1], check=False)
-            self._open_segments.pop(seg.base_offset, None)
-        try:
-            if clean and existing:
-                self._check_or_rebuild(seg, active=True)
-            seg.activate(self._map_bytes())
-        except BaseException:
-            seg.close()                      # not yet the active segment: _open's clean-up would miss it
-            raise
-        self._active = seg
         self._replay_journal()
-        seg = self._active                   # the replay may have rolled
-        self._start_offset = max(self._start_offset, self._bases[0])
+        seg = self._local.active             # the replay may have rolled
+        self._start_offset = max(self._start_offset, self._local.bases[0])
         if self._start_offset > seg.next_offset:
             self._start_offset = seg.next_offset
         self._recovery_point = min(max(self._recovery_point, self._start_offset), seg.next_offset)
@@ -325,30 +237,19 @@ class Log:
             self.recovery.lost_offsets = self.recovery.promised_end_offset - seg.next_offset
             log.warning("%s: the log ends at offset %d but its checkpoint vouched for offsets up to %d (recovery "
                         "point %d, high watermark %s): %d offsets are lost (%d segment files found)", self.path,
-                        seg.next_offset, self.recovery.promised_end_offset, state.get("recovery-point", 0),
-                        state.get("high-watermark"), self.recovery.lost_offsets, len(self._bases))
+                        seg.next_offset, self.recovery.promised_end_offset, loaded.state.get("recovery-point", 0),
+                        loaded.state.get("high-watermark"), self.recovery.lost_offsets, len(self._local.bases))
         self._epochs.truncate_from_end(seg.next_offset)
         self._writer = self._new_writer(seg.next_offset)
         self._load_producer_state()
-        if not clean:
+        if not loaded.clean:
             self._write_state()
-
-    def _load_readonly(self) -> None:
-        if not self._bases:
-            raise StorageError("not a seglog/Kafka partition directory: no segment files", self.path)
-        self._active = self._segment_object(self._bases[-1], check=False)
-        self._open_segments.pop(self._active.base_offset, None)
-        journal = _engine.read_journal(os.path.join(self.path, JOURNAL_FILE))
-        self._active.scan_tail()
-        self._set_tail(journal)
-        self._writer = None
-        self._start_offset = max(self._start_offset, self._bases[0])
 
     def _set_tail(self, journal: bytes) -> None:
         """Read-only logs: keep the journal's batches that continue the segments (read before the segments were
         scanned, so any the writer moved to a segment meanwhile are found there and dropped here)."""
         self._tail = None
-        end = self._active.next_offset
+        end = self._local.active.next_offset
         for b in _engine.batches(journal) if journal else ():
             if b.base_offset == end:
                 self._tail = (end, memoryview(journal)[b.position:])
@@ -366,7 +267,7 @@ class Log:
         journal = _engine.AppendJournal(path)
         try:
             data = journal.batches()
-            end = self._active.next_offset
+            end = self._local.active.next_offset
             for b in _engine.batches(data) if data else ():
                 if b.base_offset > end:
                     log.warning("%s: the append journal holds offsets %d.. but the log ends at %d: dropping them",
@@ -388,50 +289,14 @@ class Log:
             raise
         self._journal = journal
 
-    def _read_state(self) -> dict[str, int] | None:
-        """The state checkpoint's entries ({} before the first one is written); None if it does not parse."""
-        try:
-            rows = read_checkpoint(os.path.join(self.path, STATE_FILE), 2) or []
-            return {k: int(v) for k, v in rows}
-        except (CorruptCheckpointError, ValueError):
-            return None
-
     def _write_state(self) -> None:
-        entries = [("recovery-point", self._recovery_point), ("log-start-offset", self._start_offset)]
-        if self._hw is not None:
-            entries.append(("high-watermark", self._hw))
-        write_checkpoint(os.path.join(self.path, STATE_FILE), entries)
-        self._last_checkpoint = time.monotonic()
-
-    def _recover(self) -> None:
-        """Rescan segments from the one holding the recovery point; cut at the first invalid batch."""
-        rep = self.recovery
-        first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
-        for i in range(first, len(self._bases)):
-            seg = self._segment_object(self._bases[i], check=False)
-            rep.segments_scanned += 1
-            rep.bytes_scanned += seg.size
-            truncated, reason = seg.recover()
-            if i < len(self._bases) - 1:
-                seg.seal()                            # a sealed segment's indexes are trimmed, as at its roll
-            rep.indexes_rebuilt += 1
-            rep.bytes_truncated += truncated
-            if reason is not None:
-                rep.corruption = f"{reason} at position {seg.size} of {seg.log_path}"
-                later = self._bases[i + 1:]
-                log.warning("%s: recovery cut %d bytes at %s; deleting %d later segments",
-                            self.path, truncated, rep.corruption, len(later))
-                self._delete_segments(later, delay=False)
-                rep.segments_deleted += len(later)
-                break
-        # an emptied tail segment that is not the first is dropped, so the log ends on real data
-        while len(self._bases) > 1 and self._segment_object(self._bases[-1]).size == 0:
-            self._delete_segments([self._bases[-1]], delay=False)
-        self._recovery_point = self._segment_object(self._bases[-1]).next_offset
+        """Checkpoint the recovery point, log start offset and high watermark (lock held or not yet shared)."""
+        self._last_checkpoint = log_loader.write_state(self.path, self._recovery_point, self._start_offset,
+                                                       self._hw)
 
     def _load_producer_state(self) -> None:
         """Producer state as of the end offset: the newest usable snapshot, then the batches after it."""
-        end = self._active.next_offset
+        end = self._local.active.next_offset
         pm = self._producers
         pm.delete_snapshots(above=end)
         pm.entries = {}
@@ -444,145 +309,24 @@ class Log:
             except CorruptRecordError:
                 log.warning("%s: producer snapshot at %d is corrupt; using an older one", self.path, off)
                 pm.delete_snapshots(above=off - 1)
-        for view in self._views(start, end):
+        for view in self._local.views(start, end):
             pm.replay(view)
-
-    def _views(self, start: int, end: int):
-        """Whole-batch views covering offsets [start, end), segment by segment (lock held by the caller)."""
-        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-        offset = start
-        while offset < end and i < len(self._bases):
-            seg = self._segment_object(self._bases[i])
-            pos = seg.find_position(offset)
-            while 0 <= pos < seg.size:
-                view, pos, next_offset = seg.read(pos, READ_CHUNK_BYTES)
-                if next_offset < 0:
-                    break
-                yield view
-                offset = next_offset
-            i += 1
-
-    def _check_or_rebuild(self, seg, active: bool = False) -> None:
-        """Check a segment's indexes (and the batches after the last entry) as it opens; rebuild the indexes
-        from the .log if they fail. Damage in the .log itself is cut only from the segment that becomes active
-        at open (appends need a log that ends on whole batches in order, as after a crash); a sealed segment
-        keeps every byte, rather than lose records quietly: reads before the damage work, reads reaching it
-        raise CorruptRecordError."""
-        missing = not (os.path.exists(seg.index_path) and os.path.exists(seg.timeindex_path))
-        try:
-            if missing:
-                raise _engine.CorruptIndexError("index file missing", path=seg.index_path)
-            seg.check_indexes()
-        except (_engine.CorruptIndexError, StorageError) as e:
-            if self.readonly:                  # cannot rebuild another process's files: scan without them
-                seg.offset_index.discard()
-                seg.time_index.discard()
-            else:
-                log.warning("%s: rebuilding indexes of %s (%s)", self.path, seg.log_path, e)
-                self._rebuild(seg, cut=active)
-        except CorruptRecordError as e:
-            if active:
-                log.warning("%s: recovering the active segment %s (%s)", self.path, seg.log_path, e)
-                self._rebuild(seg, cut=True)
-            else:
-                log.warning("%s: %s is damaged (%s); reads reaching the damage raise", self.path, seg.log_path, e)
-
-    def _rebuild(self, seg, cut: bool) -> None:
-        """Segment.recover (cutting at the first invalid batch if `cut`), then trim and fsync as at a roll."""
-        truncated, reason = seg.recover(cut)
-        seg.seal()
-        self.recovery.indexes_rebuilt += 1
-        if reason is not None:
-            self.recovery.bytes_truncated += truncated
-            self.recovery.corruption = f"{reason} in {seg.log_path}"
-            log.warning("%s: %s in %s: %s", self.path, reason, seg.log_path,
-                        f"cut {truncated} bytes" if cut else "kept; reads reaching it raise CorruptRecordError")
 
     # ---------------------------------------------------------------------------------------- segments
 
-    def _map_bytes(self) -> int:
-        return max(self.config.segment_bytes, 1 << 20)
-
-    def _new_segment(self, base: int):
-        seg = _engine.Segment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
-                              max_index_bytes=self.config.segment_index_bytes, create=True)
-        return seg
-
-    def _segment_object(self, base: int, check: bool = True):
-        """The Segment for base (opened on demand; at most max_open_segments sealed ones stay open), its
-        offset_limit set to the next segment's base offset, so its walks refuse batches reaching past it (the
-        active segment has none: Segment.activate)."""
-        active = getattr(self, "_active", None)
-        if active is not None and active.base_offset == base:
-            return active
-        i = bisect.bisect_right(self._bases, base)
-        limit = self._bases[i] if i < len(self._bases) else _INT64_MAX
-        seg = self._open_segments.get(base)
-        if seg is not None:
-            self._open_segments.move_to_end(base)
-            seg.offset_limit = limit
-            return seg
-        seg = _engine.Segment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
-                              max_index_bytes=self.config.segment_index_bytes, writable=not self.readonly)
-        seg.offset_limit = limit
-        if check and active is not None:
-            try:
-                self._check_or_rebuild(seg)
-            except BaseException:
-                seg.close()
-                raise
-        self._open_segments[base] = seg
-        while len(self._open_segments) > self._max_open:
-            _, old = self._open_segments.popitem(last=False)
-            old.close()
-        return seg
-
     def _roll(self) -> None:
-        old = self._active
-        base = old.next_offset
-        old.seal()
-        self._producers.write_snapshot(base)
-        seg = self._new_segment(base)
-        seg.activate(self._map_bytes())
-        self._open_segments[old.base_offset] = old
-        self._bases.append(base)
-        self._active = seg
-        self._recovery_point = base
+        """Seal the active segment (fsynced: the recovery point moves to its end), snapshot the producer state
+        at the new base, start the new segment, checkpoint. Lock held."""
+        self._recovery_point = self._local.roll(self._producers.write_snapshot)
         self._unflushed = 0
         self._write_state()
-        while len(self._open_segments) > self._max_open:
-            _, o = self._open_segments.popitem(last=False)
-            o.close()
-
-    def _delete_segments(self, bases: Sequence[int], delay: bool = True) -> None:
-        """Drop segments from the log and rename their files to *.deleted; unlink after file.delete.delay.ms.
-        Views of them stay valid: their mappings hold the (unlinked) files."""
-        renamed = []
-        for base in bases:
-            seg = self._open_segments.pop(base, None)
-            if seg is None and getattr(self, "_active", None) is not None and self._active.base_offset == base:
-                seg = self._active
-            if seg is not None:
-                seg.close()
-            self._bases.remove(base)
-            stem = os.path.join(self.path, _engine.segment_name(base))
-            for suffix in (".index", ".timeindex", ".log"):       # the .log last: never indexes without it
-                with storage_errors("cannot delete segment file", stem + suffix, missing_ok=True):
-                    _engine.file_rename(stem + suffix, stem + suffix + ".deleted")
-                    renamed.append(stem + suffix + ".deleted")
-        if not renamed:
-            return
-        wait = self.config.file_delete_delay_ms / 1000 if delay else 0
-        if wait > 0 and self._scheduler is not None:
-            self._scheduler.schedule(lambda: _unlink_all(renamed), wait, name="delete segments")
-        else:
-            _unlink_all(renamed)
 
     # ------------------------------------------------------------------------------------------- state
 
     @property
     def start_offset(self) -> int:
-        """The first offset still in the log (raised by retention, delete_records_before, truncation)."""
+        """The first offset still in the log (raised by retention, delete_records_before, truncation; lowered
+        only by truncate_fully_and_start_at). Never above end_offset."""
         return self._start_offset
 
     @property
@@ -592,7 +336,7 @@ class Log:
             return self._writer.next_offset
         if self._tail is not None:
             return _engine.batches(self._tail[1])[-1].next_offset
-        return self._active.next_offset
+        return self._local.active.next_offset
 
     @property
     def high_watermark(self) -> int:
@@ -601,6 +345,8 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
+        """Set it (replication does, under the lock): start_offset <= value <= end_offset, else
+        OffsetOutOfRangeError. Checkpointed at the next roll, flush checkpoint or close."""
         with self._lock:
             if not self._start_offset <= value <= self.end_offset:
                 raise OffsetOutOfRangeError(offset=value, start=self._start_offset, end=self.end_offset,
@@ -624,35 +370,23 @@ class Log:
         """Number of segments. Like segment_bases and size_bytes it is read under the log's lock, so it never
         shows a state inside a call (an append_batch rolling segments it may still take back)."""
         with self._lock:
-            return len(self._bases)
+            return len(self._local.bases)
 
     @property
     def segment_bases(self) -> list[int]:
         """Base offsets of the segments, oldest first."""
         with self._lock:
-            return list(self._bases)
+            return list(self._local.bases)
 
     @property
     def size_bytes(self) -> int:
         """Bytes of all .log files (the trusted size of open segments, the file system's for the others)."""
         with self._lock:
-            return self._size_bytes_locked()
-
-    def _size_bytes_locked(self) -> int:
-        total = 0
-        for base in self._bases:
-            seg = self._open_segments.get(base)
-            if base == self._active.base_offset:
-                seg = self._active
-            if seg is not None:
-                total += seg.size
-                continue
-            with storage_errors("cannot stat segment", self.path):
-                total += os.stat(os.path.join(self.path, _engine.segment_name(base) + ".log")).st_size
-        return total
+            return self._local.size_bytes()
 
     @property
     def closed(self) -> bool:
+        """True after close() (and while __init__ has not finished)."""
         return self._closed
 
     @property
@@ -687,7 +421,7 @@ class Log:
 
     def __repr__(self):
         state = "closed" if self._closed else f"{self._start_offset}..{self.end_offset}"
-        return f"Log({self.path!r}, {state}, {len(self._bases)} segments)"
+        return f"Log({self.path!r}, {state}, {len(self._local.bases)} segments)"
 
     # ------------------------------------------------------------------------------------------ writes
 
@@ -699,7 +433,7 @@ class Log:
         if self.readonly:
             raise ReadOnlyLogError(f"log {self.path} is open read-only")
         if self._marker_kept:
-            _unlink_all([os.path.join(self.path, CLEAN_SHUTDOWN_FILE)])
+            unlink_all([os.path.join(self.path, CLEAN_SHUTDOWN_FILE)])
             fsync_dir(self.path)
             self._marker_kept = False
         self._dirty = True
@@ -794,7 +528,7 @@ class Log:
                     bw.clear()
             except BaseException:
                 bw.reset(first)
-                if self._active.next_offset > first:        # earlier chunks are on disk: take them back
+                if self._local.active.next_offset > first:        # earlier chunks are on disk: take them back
                     self._truncate_locked(first)
                 raise
             self._writer.reset(bw.next_offset)
@@ -898,7 +632,7 @@ class Log:
                 if w.finished:
                     self._write(w, n)
             except BaseException:
-                if self._active.next_offset > first:
+                if self._local.active.next_offset > first:
                     self._truncate_locked(first, keep_writer=True)
                 raise
             w.clear()
@@ -910,10 +644,10 @@ class Log:
         segment in [0, min(segment.jitter.ms, segment.ms)), as Kafka's rollJitterMs, so that logs created
         together do not all roll at once."""
         cfg = self.config
-        if self._jitter_for is not self._active:
+        if self._jitter_for is not self._local.active:
             jitter = min(cfg.segment_jitter_ms, cfg.segment_ms)
             self._jitter_ms = random.randrange(jitter) if jitter > 0 else 0
-            self._jitter_for = self._active
+            self._jitter_for = self._local.active
         return cfg.segment_ms - self._jitter_ms
 
     def _write(self, buf, records: int) -> None:
@@ -922,7 +656,7 @@ class Log:
         n = buf.finished if isinstance(buf, _engine.BatchWriter) else len(buf)
         pos = 0
         while pos < n:
-            seg = self._active
+            seg = self._local.active
             end = seg.fits(buf, pos, cfg.segment_bytes, self._roll_ms())
             if end == pos:
                 self._roll()
@@ -970,15 +704,10 @@ class Log:
             limit = _INT64_MAX if max_offset is None else max_offset
             if self._tail is not None and offset >= self._tail[0]:
                 return _read_batches(self._tail[1], offset, max_bytes, limit, min_one)
-            i = bisect.bisect_right(self._bases, offset) - 1
-            while i < len(self._bases):
-                seg = self._segment_object(self._bases[max(i, 0)])
-                pos = seg.find_position(offset)
-                if pos >= 0:
-                    break
-                i += 1                  # past this segment's data (a gap): the next segment
-            else:
+            found = self._local.find(offset)
+            if found is None:
                 return memoryview(b""), -1
+            seg, pos = found
             try:
                 view, _, next_offset = seg.read(pos, max_bytes, limit, min_one, False)
             except CorruptRecordError as e:
@@ -1035,8 +764,8 @@ class Log:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
             self._seal_pending()
-            for base in list(self._bases):
-                seg = self._segment_object(base)
+            for base in list(self._local.bases):
+                seg = self._local.segment(base)
                 if seg.largest_timestamp >= timestamp:
                     found = seg.find_offset_by_timestamp(timestamp, self._start_offset)
                     if found is not None:
@@ -1051,8 +780,8 @@ class Log:
                 raise LogClosedError(f"log {self.path} is closed")
             self._seal_pending()
             best = None
-            for base in list(self._bases):
-                seg = self._segment_object(base)
+            for base in list(self._local.bases):
+                seg = self._local.segment(base)
                 if best is None or seg.largest_timestamp > best.largest_timestamp:
                     best = seg
             found = best.find_offset_by_timestamp(best.largest_timestamp, self._start_offset)
@@ -1075,23 +804,12 @@ class Log:
             self._truncate_locked(offset)
 
     def _truncate_locked(self, offset: int, keep_writer: bool = False) -> None:
-        if offset >= self._active.next_offset:
+        if offset >= self._local.active.next_offset:
             return
         if offset < self._start_offset:
             self._truncate_fully(offset)
             return
-        i = bisect.bisect_right(self._bases, offset) - 1
-        above = self._bases[i + 1:]
-        seg = self._segment_object(self._bases[i])
-        if seg is not self._active:
-            self._open_segments.pop(seg.base_offset, None)
-            self._active.close()
-            self._delete_segments(above)
-            self._active = seg
-        else:
-            self._delete_segments(above)
-        seg.truncate_to(offset)           # fsyncs the cut file (and the directory after a copy-and-rename)
-        seg.activate(self._map_bytes())
+        self._local.truncate_to(offset)
         self._after_truncation(keep_writer)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -1105,17 +823,13 @@ class Log:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
-        self._delete_segments(list(self._bases))
-        seg = self._new_segment(offset)
-        seg.activate(self._map_bytes())
-        self._bases = [offset]
-        self._active = seg
+        self._local.truncate_fully(offset)
         self._start_offset = offset
         self._epochs.clear()
         self._after_truncation()
 
     def _after_truncation(self, keep_writer: bool = False) -> None:
-        end = self._active.next_offset
+        end = self._local.active.next_offset
         if end < self._start_offset:         # the batch holding the start offset went whole: start = end
             self._start_offset = end
         if not keep_writer:
@@ -1163,11 +877,11 @@ class Log:
     def _retention_locked(self, now_ms: int) -> int:
         cfg = self.config
         hw = self.high_watermark
-        excess = self._size_bytes_locked() - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
+        excess = self._local.size_bytes() - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
         doomed = []
-        for i, base in enumerate(self._bases):
-            upper = self._bases[i + 1] if i + 1 < len(self._bases) else self.end_offset
-            seg = self._segment_object(base)
+        for i, base in enumerate(self._local.bases):
+            upper = self._local.bases[i + 1] if i + 1 < len(self._local.bases) else self.end_offset
+            seg = self._local.segment(base)
             if upper > hw or seg.size == 0:
                 break
             by_start = upper <= self._start_offset
@@ -1181,12 +895,12 @@ class Log:
         if not doomed:
             return 0
         self._check_writable()
-        if doomed[-1] == self._active.base_offset:
+        if doomed[-1] == self._local.active.base_offset:
             self._roll()
-        self._delete_segments(doomed)
-        self._start_offset = max(self._start_offset, self._bases[0])
+        self._local.delete_segments(doomed)
+        self._start_offset = max(self._start_offset, self._local.bases[0])
         self._epochs.truncate_from_start(self._start_offset)
-        self._producers.delete_snapshots(below=self._bases[0])
+        self._producers.delete_snapshots(below=self._local.bases[0])
         self._write_state()
         log.info("%s: retention deleted %d segments; log start offset now %d", self.path, len(doomed),
                  self._start_offset)
@@ -1196,7 +910,8 @@ class Log:
 
     def flush(self) -> None:
         """Write buffered records and fsync the active segment: everything appended so far survives a crash.
-        (Rolled segments were fsynced when they rolled.) Raises StorageError."""
+        (Rolled segments were fsynced when they rolled.) The recovery point moves to the end; the checkpoint is
+        rewritten at most every CHECKPOINT_INTERVAL_S. Raises LogClosedError, ReadOnlyLogError, StorageError."""
         with self._lock:
             self._check_writable()
             self._flush_locked()
@@ -1207,23 +922,27 @@ class Log:
 
     def _sync_locked(self) -> None:
         """fsync what is written (not what is still buffered) and move the recovery point there."""
-        self._active.flush()
-        self._recovery_point = self._active.next_offset
+        self._local.active.flush()
+        self._recovery_point = self._local.active.next_offset
         self._unflushed = 0
         self._last_flush = time.monotonic()
         if self._last_flush - self._last_checkpoint >= CHECKPOINT_INTERVAL_S:
             self._write_state()
 
     def roll(self) -> None:
-        """Start a new segment now (no-op when the active one is empty)."""
+        """Start a new segment now (no-op when the active one is empty): the active one is sealed and fsynced,
+        the producer state snapshotted at the new base, the checkpoint rewritten. Raises LogClosedError,
+        ReadOnlyLogError, StorageError."""
         with self._lock:
             self._check_writable()
             self._seal_pending()
-            if self._active.size:
+            if self._local.active.size:
                 self._roll()
 
     def maintain(self, now_ms: int | None = None) -> None:
-        """Time-based work: flush when flush.ms has passed, retention. The scheduler calls it periodically."""
+        """Time-based work: flush when flush.ms has passed, expire idle producers, retention (under the lock);
+        then compaction (compacted logs, outside the lock: the cleaner takes it briefly). The scheduler calls it
+        periodically; a closed or read-only log does nothing."""
         with self._lock:
             if self._closed or self.readonly:
                 return
@@ -1249,7 +968,8 @@ class Log:
 
     def compact(self, now_ms: int | None = None):
         """Run one compaction pass now, whatever the dirty ratio (cleanup.policy must include compact; see
-        cleaner.clean for the rules and errors). Returns a cleaner.CleanResult."""
+        cleaner.clean for the rules and errors). Not under the lock: the cleaner takes it per step, and the swap
+        goes through replace_segments. Returns a cleaner.CleanResult."""
         return _cleaner.clean(self, now_ms)
 
     def replace_segments(self, old_bases: Sequence[int], new_base: int | None, precondition=None) -> bool:
@@ -1269,8 +989,8 @@ class Log:
             old = list(old_bases)
             if not old or (new_base is not None and new_base != old[0]):
                 raise InvalidArgumentError("replace_segments: new_base must be the first old base offset or None")
-            i = bisect.bisect_left(self._bases, old[0])
-            if self._bases[i:i + len(old)] != old or self._active.base_offset in old:
+            i = bisect.bisect_left(self._local.bases, old[0])
+            if self._local.bases[i:i + len(old)] != old or self._local.active.base_offset in old:
                 return False
             if precondition is not None and not precondition():
                 return False
@@ -1282,56 +1002,24 @@ class Log:
                     fsync_dir(self.path)
                 # indexes go first: a crash between renames must not leave an index without its .log (a segment
                 # created later at that base would reopen it); a .log without indexes gets them rebuilt
-                _unlink_all([os.path.join(self.path, _engine.segment_name(b)) + suffix
+                unlink_all([os.path.join(self.path, _engine.segment_name(b)) + suffix
                              for b in old for suffix in (".index", ".timeindex")])
-                self._delete_segments(old)
+                self._local.delete_segments(old)
                 if new_base is not None:
                     for suffix in (".index", ".timeindex", ".log"):
                         _engine.file_rename(stem + suffix + ".swap", stem + suffix)
-                    bisect.insort(self._bases, new_base)
+                    bisect.insort(self._local.bases, new_base)
                 fsync_dir(self.path)
             except OSError as e:
                 raise StorageError(f"segment swap failed: {e.strerror}", self.path, e.errno) from None
             return True
 
-    def _complete_interrupted_swaps(self, names: list[str]) -> bool:
-        """At open: finish swaps a crash cut short (see replace_segments). A ``<base>.log.swap`` is a complete
-        cleaned segment: segments whose base offset lies in [base, its last offset + 1) are deleted, then its
-        .swap files take their final names (an index without a .swap is deleted, to be rebuilt from the .log:
-        it may be the replaced segment's). Index .swap files without a .log.swap are from a swap that never
-        committed: deleted. The cleaner's work directory goes too. Returns True if segment files changed."""
-        _cleaner.remove_work_dir(self.path)
-        swaps = {}
-        for name in names:
-            m = _cleaner.SWAP_FILE_RE.match(name)
-            if m:
-                swaps.setdefault(int(m.group(1)), set()).add(m.group(2))
-        if not swaps:
-            return False
-        bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
-        for base, kinds in sorted(swaps.items()):
-            stem = os.path.join(self.path, _engine.segment_name(base))
-            if "log" not in kinds:
-                _unlink_all([stem + "." + kind + ".swap" for kind in kinds])
-                continue
-            end = max(_cleaner.swap_next_offset(stem + ".log.swap", base), base + 1)
-            for b in bases:
-                if base <= b < end:
-                    other = os.path.join(self.path, _engine.segment_name(b))
-                    _unlink_all([other + ".log", other + ".index", other + ".timeindex"])
-            for kind in ("index", "timeindex", "log"):
-                if kind in kinds:
-                    with storage_errors("cannot complete a segment swap", stem + "." + kind + ".swap"):
-                        _engine.file_rename(stem + "." + kind + ".swap", stem + "." + kind)
-            log.warning("%s: completed an interrupted segment swap: segment %d replaces offsets [%d, %d)",
-                        self.path, base, base, end)
-        fsync_dir(self.path)
-        return True
-
     # ------------------------------------------------------------------------------- end of log compaction
 
     def refresh(self) -> None:
-        """Read-only logs: pick up segments and batches the writing process added (or removed) since open."""
+        """Read-only logs: pick up segments and batches the writing process added (or removed) since open, and
+        its start offset and high watermark (a writable log: no-op). What was seen before never disappears
+        unless the writer removed it. Raises StorageError if the directory has no segments any more."""
         with self._lock:
             if not self.readonly:
                 return
@@ -1339,27 +1027,13 @@ class Log:
             # and scanned after, so nothing seen before disappears (see _set_tail)
             journal = _engine.read_journal(os.path.join(self.path, JOURNAL_FILE))
             with storage_errors("cannot list log directory", self.path):
-                names = os.listdir(self.path)
-            bases = sorted(int(m.group(1)) for m in map(_SEGMENT_RE.match, names) if m)
+                bases = segment_bases(os.listdir(self.path))
             if not bases:
                 raise StorageError("log directory has no segments any more", self.path)
-            for gone in set(self._bases) - set(bases):
-                seg = self._open_segments.pop(gone, None)
-                if seg is not None:
-                    seg.close()
-            self._bases = bases
-            state = self._read_state() or {}        # unparsable: the writer rewrites it at its next open
+            state = log_loader.read_state(self.path) or {}   # unparsable: the writer rewrites it at its next open
             self._start_offset = max(state.get("log-start-offset", 0), bases[0])
             self._hw = state.get("high-watermark")
-            if self._active.base_offset != bases[-1]:
-                self._active.close()
-                self._active = _engine.Segment(self.path, bases[-1], writable=False,
-                                               index_interval_bytes=self.config.index_interval_bytes,
-                                               max_index_bytes=self.config.segment_index_bytes)
-            else:
-                self._active.offset_index.reload()
-                self._active.time_index.reload()
-            self._active.scan_tail()
+            self._local.reload(bases)
             self._set_tail(journal)
 
     def close(self) -> None:
@@ -1372,10 +1046,10 @@ class Log:
                 self._task.cancel()
             try:
                 if not self.readonly and not self._dirty:
-                    self._active.seal(sync=False)        # untouched since open: the old marker still holds
+                    self._local.active.seal(sync=False)        # untouched since open: the old marker still holds
                 elif not self.readonly:
                     self._seal_pending()
-                    self._active.seal()
+                    self._local.active.seal()
                     self._recovery_point = self.end_offset
                     self._producers.write_snapshot(self.end_offset)
                     self._write_state()
@@ -1390,7 +1064,7 @@ class Log:
             finally:
                 self._closed = True
                 self._close_files()
-                self._release_dir_lock()
+                self._local.release_dir_lock()
 
     def __enter__(self) -> "Log":
         return self
@@ -1438,7 +1112,7 @@ def _read_batches(data: memoryview, offset: int, max_bytes: int, max_offset: int
     return data[start:stop], next_offset
 
 
-def _unlink_all(paths: list[str]) -> None:
+def unlink_all(paths: list[str]) -> None:
     """Unlink each path that exists. Raises StorageError."""
     for p in paths:
         with storage_errors("cannot delete", p, missing_ok=True):

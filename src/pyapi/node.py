@@ -34,6 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from . import _engine
 from .checkpoints import fsync_dir, read_checkpoint, storage_errors, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
 from .errors import (InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
@@ -141,10 +142,10 @@ class Partition:
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, not {acks}")
         now = int(time.time() * 1000)
         view = memoryview(batch)
-        delta = bytes(view.cast("B")[23:27] if view.c_contiguous else view.tobytes()[23:27])   # bytes, not items
         base = self.log.append_raw(view, now_ms=now)
         self.node._data_arrived(self)
-        last = base + int.from_bytes(delta, "big", signed=True)
+        info = _engine.batches(view, False)[0]          # validated by append_raw: one whole batch
+        last = base + info.last_offset - info.base_offset
         return base, last, (now if self.log.config.log_append_time else -1)
 
     def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,

@@ -1,4 +1,5 @@
-"""LogOffsetStore: the group coordinator's offsets and group metadata, kept in the compacted topic
+"""The group coordinator's offset stores: the OffsetStore interface, InMemoryOffsetStore (the cache), and
+LogOffsetStore, the group coordinator's offsets and group metadata kept in the compacted topic
 ``__consumer_offsets`` in Kafka's record format (see offsets_format), so they survive restarts and crashes.
 
 A group's records all go to partition ``abs(javaHashCode(group)) % offsets.topic.num.partitions``, as Kafka
@@ -20,13 +21,135 @@ from __future__ import annotations
 
 import struct
 import threading
+from abc import ABC, abstractmethod
 from collections import deque
 from typing import Callable, Iterable, Mapping
 
 from . import offsets_format as fmt
-from .group import OffsetStore
 from .errors import UnknownTopicOrPartitionError
 from .offsets_format import OFFSETS_TOPIC, GroupMetadata, OffsetAndMetadata, TopicPartition
+
+
+# --- offset store --------------------------------------------------------------------------------------------
+
+def _no_wait() -> None:
+    """The waiter of a write that was complete when it started (nothing to wait for: it is stored)."""
+
+
+class OffsetStore(ABC):
+    """Where the coordinator keeps committed offsets and group metadata (Kafka: ``__consumer_offsets``,
+    records encoded by ``seglog.offsets_format``).
+
+    Writes (commit, store_group, delete_group) are started one at a time (``start_*``), in the order the
+    coordinator made the changes, without the coordinator's lock held, from whichever thread made the change
+    (a request thread, the broker's event loop, the timer thread): keep the start short (a local append) and
+    leave any waiting (replication) to the waiter it returns. A write that raises (at the start or in its
+    waiter) fails the request it belongs to and is assumed not stored. Reads may run concurrently with a
+    write. ``load_groups`` and ``groups`` are read once, when a coordinator starts.
+    """
+
+    @abstractmethod
+    def commit(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Store ``offsets`` of ``group`` (each replaces the partition's previous commit)."""
+
+    @abstractmethod
+    def fetch(self, group: str, partitions: Iterable[TopicPartition] | None = None
+              ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets of ``group``: of ``partitions`` (those without one are left out), or all (None)."""
+
+    @abstractmethod
+    def groups(self) -> set[str]:
+        """Every group with committed offsets or stored metadata."""
+
+    @abstractmethod
+    def store_group(self, group: str, metadata: GroupMetadata) -> None:
+        """Store the group's latest generation (replaces the previous one)."""
+
+    @abstractmethod
+    def load_groups(self) -> dict[str, GroupMetadata]:
+        """The latest stored metadata of every group that has one."""
+
+    @abstractmethod
+    def delete_group(self, group: str) -> None:
+        """Forget the group's metadata and all its offsets (Kafka: tombstones for every key of the group)."""
+
+    # Two-phase writes: the coordinator starts writes one at a time, in order (the start appends), and waits
+    # for each (replication) afterwards, with no lock of its own held, so a write waiting for acks does not
+    # hold up the writes of other groups, nor the coordinator's timers. A store whose writes are done when
+    # the start returns keeps these defaults. A started write must be waited for (its waiter called once),
+    # and a store that applies started writes must apply them in the order they were started.
+
+    def start_commit(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Callable[[], None]:
+        """Start :meth:`commit`; the returned callable blocks until it is stored (raises if it failed)."""
+        self.commit(group, offsets)
+        return _no_wait
+
+    def start_store_group(self, group: str, metadata: GroupMetadata) -> Callable[[], None]:
+        """Start :meth:`store_group` (see :meth:`start_commit`)."""
+        self.store_group(group, metadata)
+        return _no_wait
+
+    def start_delete_group(self, group: str) -> Callable[[], None]:
+        """Start :meth:`delete_group` (see :meth:`start_commit`)."""
+        self.delete_group(group)
+        return _no_wait
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        """Whether the topic partition exists (OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for one that
+        does not, as Kafka checks its metadata cache). A store that knows no topics says True."""
+        return True
+
+
+class InMemoryOffsetStore(OffsetStore):
+    """The offsets and group metadata in dicts, guarded by one lock (thread-safe). On its own a throwaway store
+    (tests, in-process use); LogOffsetStore keeps its cache in it, filled from __consumer_offsets. The
+    ``_put_*``/``_drop_*`` helpers change the cache with the lock held."""
+
+    def __init__(self) -> None:
+        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self._groups: dict[str, GroupMetadata] = {}
+        self._lock = threading.Lock()
+
+    def _put_offsets(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        self._offsets.setdefault(group, {}).update({TopicPartition(*tp): om for tp, om in offsets.items()})
+
+    def _drop_offset(self, group: str, tp: TopicPartition) -> None:
+        offsets = self._offsets.get(group, {})
+        offsets.pop(tp, None)
+        if not offsets:
+            self._offsets.pop(group, None)
+
+    def _drop_group(self, group: str) -> None:
+        """Forget the group's metadata and offsets."""
+        self._offsets.pop(group, None)
+        self._groups.pop(group, None)
+
+    def commit(self, group, offsets):
+        with self._lock:
+            self._put_offsets(group, offsets)
+
+    def fetch(self, group, partitions=None):
+        with self._lock:
+            stored = self._offsets.get(group, {})
+            if partitions is None:
+                return dict(stored)
+            return {TopicPartition(*tp): stored[tp] for tp in partitions if tp in stored}
+
+    def groups(self):
+        with self._lock:
+            return set(self._offsets) | set(self._groups)
+
+    def store_group(self, group, metadata):
+        with self._lock:
+            self._groups[group] = metadata
+
+    def load_groups(self):
+        with self._lock:
+            return dict(self._groups)
+
+    def delete_group(self, group):
+        with self._lock:
+            self._drop_group(group)
 
 
 def java_string_hash(s: str) -> int:
@@ -56,12 +179,9 @@ class _Write:
         self.finished = False         # applied to the cache (if ok), or dropped: its waiter may return
 
 
-def _no_wait() -> None:
-    """The waiter of a write that needed no acks (a standalone node): it is in the cache already."""
-
-
-class LogOffsetStore(OffsetStore):
-    """OffsetStore over a Node's __consumer_offsets partitions."""
+class LogOffsetStore(InMemoryOffsetStore):
+    """OffsetStore over a Node's __consumer_offsets partitions; its cache (fetch, groups, load_groups) is the
+    InMemoryOffsetStore it extends, changed only by replayed or acknowledged records."""
 
     def __init__(self, node, partitions: Iterable[int] | None = None):
         """Replays the node's __consumer_offsets partitions, or only those in `partitions` (a cluster member
@@ -69,11 +189,9 @@ class LogOffsetStore(OffsetStore):
         self._node = node
         info = node.topic(OFFSETS_TOPIC) if node.cluster_managed else node.ensure_topic(OFFSETS_TOPIC)
         self._partitions = info.partitions
-        self._lock = threading.Lock()
+        super().__init__()
         self._settled = threading.Condition(self._lock)
         self._pending: dict[str, deque[_Write]] = {}     # group -> its writes waiting for acks, in append order
-        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        self._groups: dict[str, GroupMetadata] = {}
         wanted = None if partitions is None else set(partitions)
         for part in node.partitions(info.name):
             if wanted is None or part.index in wanted:
@@ -88,8 +206,7 @@ class LogOffsetStore(OffsetStore):
 
     def _forget(self, groups: set[str]) -> None:
         for g in groups:
-            self._offsets.pop(g, None)
-            self._groups.pop(g, None)
+            self._drop_group(g)
 
     def load_partition(self, p: int) -> tuple[dict[str, GroupMetadata], set[str]]:
         """Read offsets partition `p` again (its leadership moved here; Kafka's onElection): what it holds
@@ -124,14 +241,11 @@ class LogOffsetStore(OffsetStore):
         except Exception:                        # a record type this version does not know: skip it
             return
         if isinstance(k, fmt.OffsetKey):
-            offsets = self._offsets.setdefault(k.group, {})
             tp = TopicPartition(k.topic, k.partition)
             if value is None:
-                offsets.pop(tp, None)
-                if not offsets:
-                    self._offsets.pop(k.group, None)
+                self._drop_offset(k.group, tp)
             else:
-                offsets[tp] = fmt.decode_offset_value(value)
+                self._put_offsets(k.group, {tp: fmt.decode_offset_value(value)})
         else:
             if value is None:
                 self._groups.pop(k.group, None)
@@ -191,17 +305,6 @@ class LogOffsetStore(OffsetStore):
     def commit(self, group, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         self.start_commit(group, offsets)()
 
-    def fetch(self, group, partitions: Iterable[TopicPartition] | None = None):
-        with self._lock:
-            stored = self._offsets.get(group, {})
-            if partitions is None:
-                return dict(stored)
-            return {TopicPartition(*tp): stored[tp] for tp in partitions if tp in stored}
-
-    def groups(self):
-        with self._lock:
-            return set(self._offsets) | set(self._groups)
-
     def start_store_group(self, group, metadata: GroupMetadata) -> Callable[[], None]:
         record = (fmt.encode_group_key(group), fmt.encode_group_value(metadata))
         with self._lock:
@@ -209,10 +312,6 @@ class LogOffsetStore(OffsetStore):
 
     def store_group(self, group, metadata: GroupMetadata) -> None:
         self.start_store_group(group, metadata)()
-
-    def load_groups(self):
-        with self._lock:
-            return dict(self._groups)
 
     def start_delete_group(self, group) -> Callable[[], None]:
         with self._lock:

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import seglog.log                                            # noqa: E402
+import seglog.log_loader                                     # noqa: E402
 import seglog.producer_state                                 # noqa: E402
 from helpers.content import append_many, append_one          # noqa: E402
 from seglog import Log, LogConfig                            # noqa: E402
@@ -47,7 +47,7 @@ def die_in_roll(stage: str, rolls: int) -> None:
         cls = seglog.producer_state.ProducerStateManager
         cls.write_snapshot = wrap(cls.write_snapshot, before=True)
     else:
-        seglog.log.write_checkpoint = wrap(seglog.log.write_checkpoint, before=stage == "checkpoint")
+        seglog.log_loader.write_checkpoint = wrap(seglog.log_loader.write_checkpoint, before=stage == "checkpoint")
 
 
 def main() -> None:

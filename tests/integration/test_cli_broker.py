@@ -16,7 +16,6 @@ import contextlib
 import io
 import re
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ from helpers.kafka_wire import RawConnection, produce_body, record_batch
 from test_cli import TIMEOUT, fails, group_rows, ok, run
 
 import seglog
-from seglog import errors
+from seglog import _engine, errors
 from seglog.assignors import Assignment
 from seglog.broker import RunningBroker
 from seglog.broker.admin import BrokerAdmin
@@ -36,7 +35,8 @@ from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
 from seglog.offsets_format import TopicPartition
 from seglog.partitioner import murmur2
 from seglog.protocol import ApiKey
-from seglog.remote import RemoteNode, whole_batches
+from seglog.remote import RemoteNode
+from seglog.wire_fetch import whole_batches
 
 
 @pytest.fixture(scope="module")
@@ -517,11 +517,14 @@ def test_remote_group_coordinator_handshake(broker):
 
 
 def test_whole_batches_stops_before_a_partial_batch():
-    batch = struct.pack(">qi", 5, 49 + 10) + bytes(11) + struct.pack(">i", 2) + bytes(61 + 10 - 27)
-    assert len(batch) == 71
+    w = _engine.BatchWriter(next_offset=5)
+    for value in (b"a", b"b", b"c"):
+        w.add(value)
+    w.finish()
+    batch = bytes(w.take())
     view, next_offset = whole_batches(batch + batch[:30])
-    assert (len(view), next_offset) == (71, 8)
-    assert whole_batches(b"")[1] == -1 and whole_batches(batch[:70])[1] == -1
+    assert (len(view), next_offset) == (len(batch), 8)
+    assert whole_batches(b"")[1] == -1 and whole_batches(batch[:-1])[1] == -1
 
 
 # -- a replicated cluster in this process ----------------------------------------------------------------------

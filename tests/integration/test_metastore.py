@@ -554,3 +554,50 @@ def test_producer_id_blocks_never_overlap(namespace):
     ids = [i for block in blocks for i in block]
     assert len(ids) == 2000 and len(set(ids)) == 2000
     assert min(ids) == 0
+
+
+# --- a process paused past its session timeout ---------------------------------------------------------------
+
+_PAUSED_WRITER = r"""
+import sys
+from seglog.cluster import TopicAssignment
+from seglog.cluster.zk import ZooKeeperMetadataStore
+store = ZooKeeperMetadataStore(sys.argv[1], session_timeout=2.0)
+store.create_topic(TopicAssignment("t", {0: [1]}))
+print("ready", flush=True)
+for n, line in enumerate(sys.stdin):
+    try:
+        store.set_topic_config("t", {"retention.ms": str(n)})
+        print("ok", flush=True)
+    except Exception as exc:
+        print(f"failed {exc!r}", flush=True)
+"""
+
+
+@pytest.mark.zookeeper
+def test_a_write_right_after_a_pause_past_the_session_timeout_lands_on_the_new_session(zookeeper_server):
+    """SIGSTOP past the session timeout, then SIGCONT and a write at once (as a broker answering AlterConfigs
+    does): the server refuses it on the expired session, and the store repeats it on the new one instead of
+    failing the request with "ZooKeeper is unreachable"."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from cluster_harness import seglog_env
+
+    connect = f"{zookeeper_server.connect_string}/paused-{uuid.uuid4().hex[:12]}"
+    child = subprocess.Popen([sys.executable, "-c", _PAUSED_WRITER, connect], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=seglog_env())
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        for _ in range(2):
+            os.kill(child.pid, signal.SIGSTOP)
+            time.sleep(3.5)                                      # past the 2 s session: the server expires it
+            os.kill(child.pid, signal.SIGCONT)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            assert child.stdout.readline().strip() == "ok"
+    finally:
+        child.kill()
+        child.wait()

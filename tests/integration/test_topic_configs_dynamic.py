@@ -38,9 +38,10 @@ def alter_with_admin(bootstrap: str, topic: str, configs: dict) -> None:
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     try:
-        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=configs)])
+        results = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=configs)])
     finally:
         admin.close()
+    assert results == {"topic": {topic: "OK"}}, results
 
 
 def timestamp_types(directory) -> set[bool]:
@@ -75,15 +76,17 @@ def test_altered_configs_reach_leader_and_followers_at_once(cluster):
 
     # min.insync.replicas raised above the ISR refuses acks=all at once; lowered again, accepts it at once
     follower = next(b for b in replicas if b is not leader)
+    # the CLI is pointed at the live brokers: a paused bootstrap broker costs a client its request.timeout.ms
+    live = ",".join(f"127.0.0.1:{b.port}" for b in c.brokers.values() if b is not follower)
     follower.pause()
     try:
         c.wait_isr(topic, 0, [b.id for b in replicas if b is not follower], timeout=30)
         assert raw_produce("127.0.0.1", leader.port, topic, 0, [b"isr2"])[0] == 0
-        alter_with_cli(c.bootstrap, topic, min_insync_replicas=3)
+        alter_with_cli(live, topic, min_insync_replicas=3)
         wait_until(lambda: raw_produce("127.0.0.1", leader.port, topic, 0, [b"refused"])[0] == NOT_ENOUGH_REPLICAS,
                    10, "acks=all refused with min.insync.replicas=3 and an ISR of 2", details=c.describe)
         assert raw_produce("127.0.0.1", leader.port, topic, 0, [b"acks1"], acks=1)[0] == 0
-        alter_with_cli(c.bootstrap, topic, min_insync_replicas=2)
+        alter_with_cli(live, topic, min_insync_replicas=2)
         wait_until(lambda: raw_produce("127.0.0.1", leader.port, topic, 0, [b"again"])[0] == 0,
                    10, "acks=all accepted again with min.insync.replicas=2", details=c.describe)
     finally:

@@ -335,7 +335,7 @@ def test_offset_for_timestamp_after_compaction(tmp_path, sched):
             got = log.offset_for_timestamp(ts)
             assert (tuple(got) if got else None) == want
         for base in log.segment_bases[:-1]:
-            log._segment_object(base).check_indexes()
+            log._local.segment(base).check_indexes()
 
 
 def test_views_taken_before_a_swap_stay_valid(tmp_path, sched):

@@ -5,7 +5,7 @@ import inspect
 import pytest
 
 import seglog.errors as errors
-from seglog.remote import error_for
+from seglog.client import error_for
 
 CLASSES = [getattr(errors, n) for n in errors.__all__ if isinstance(getattr(errors, n), type)]
 

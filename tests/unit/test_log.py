@@ -382,7 +382,7 @@ def test_unclean_reopen_recovers_from_the_recovery_point(tmp_path):
     log.append_batch([b"%d" % i for i in range(400)])
     log.flush()
     rp = log.recovery_point
-    log._release_dir_lock()                              # "crash": the object is abandoned without close()
+    log._local.release_dir_lock()                              # "crash": the object is abandoned without close()
     with open(path / ("%020d.log" % log.segment_bases[-1]), "ab") as f:
         f.write(b"\x00" * 30)                            # a torn write
     with Log(path, LogConfig(segment_bytes=3000)) as again:
@@ -517,7 +517,7 @@ def test_producer_state_survives_reopen(tmp_path, clean):
         log.close()
     else:
         log.flush()
-        log._release_dir_lock()                                     # crash: no close, no final snapshot
+        log._local.release_dir_lock()                                     # crash: no close, no final snapshot
     with Log(path, LogConfig(segment_bytes=600)) as again:
         assert again.append_raw(idempotent_batch(3, 0, 38, base_value=b"x" * 30)) == 38   # still a duplicate
         assert again.end_offset == 40
@@ -554,7 +554,7 @@ def test_reopening_with_less_data_than_the_checkpoint_promises_is_reported(tmp_p
         if name.endswith(".log"):
             os.unlink(tmp_path / "t-0" / name)
     if not clean:
-        log._release_dir_lock()                # "crash": the object is abandoned without close()
+        log._local.release_dir_lock()                # "crash": the object is abandoned without close()
     caplog.set_level("WARNING", logger="seglog.log")
     with Log(tmp_path / "t-0", cfg) as again:
         assert again.end_offset == 0
@@ -592,11 +592,11 @@ def test_reads_check_crcs_after_releasing_the_log_lock(tmp_path):
                 self._lock.acquire()
 
             def __exit__(self, *exc):
-                seg_verified.append(log._active.verified_end)
+                seg_verified.append(log._local.active.verified_end)
                 self._lock.release()
 
         log._lock = SpyLock()
-        assert log._active.verified_end == 0
+        assert log._local.active.verified_end == 0
         view = log.read(0, 1 << 20)
         assert len(view) > 0
-        assert seg_verified[-1] == 0 < log._active.verified_end >= len(view)
+        assert seg_verified[-1] == 0 < log._local.active.verified_end >= len(view)

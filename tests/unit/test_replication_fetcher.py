@@ -20,6 +20,7 @@ from seglog.log import Log
 from seglog.protocol import ApiKey
 from seglog.replication import fetcher
 from seglog.replication.fetcher import LeaderFetcher, RetryBackoff, _Followed, truncation_offset
+from seglog.wire_fetch import Fetched
 
 
 # -- the decision itself (pure) ----------------------------------------------------------------------------------
@@ -257,8 +258,8 @@ def test_a_follower_takes_the_leaders_log_start_offset(make_log):
     manager = SimpleNamespace(broker_id=2, config=BrokerConfig(), broker_address=lambda _: None)
     f = _Followed(SimpleNamespace(topic="t", index=0, log=lg), 0, truncated=True)
     fetcher = LeaderFetcher(manager, 1)
-    answer = {"error_code": 0, "records": None, "high_watermark": 6, "log_start_offset": 4}
+    answer = Fetched(error_code=0, high_watermark=6, log_start_offset=4, records=memoryview(b""), next_offset=-1)
     fetcher._apply(f, answer)
     assert lg.start_offset == 4
-    fetcher._apply(f, dict(answer, log_start_offset=9))           # never past what this replica has committed
+    fetcher._apply(f, answer._replace(log_start_offset=9))        # never past what this replica has committed
     assert lg.start_offset == 6

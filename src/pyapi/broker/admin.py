@@ -28,12 +28,13 @@ from typing import Iterable, Mapping, Sequence
 from ..assignors import Assignment
 from ..cli.admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription
 from ..cli.datadir import CONSUMER_PROPERTIES, PRODUCER_PROPERTIES, client_kwargs
+from ..client import EARLIEST, LATEST, error_for
 from ..consumer import Consumer
 from ..errors import SeglogError
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..producer import Producer
 from ..protocol import ApiKey
-from ..remote import EARLIEST, LATEST, RemoteNode, error_for
+from ..remote import RemoteNode
 
 __all__ = ["BrokerAdmin"]
 

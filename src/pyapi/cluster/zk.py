@@ -125,11 +125,34 @@ class ZooKeeperMetadataStore(MetadataStore):
         except _UNREACHABLE as exc:
             raise NetworkError(f"ZooKeeper at {self._connect} is unreachable: {exc!r}") from exc
 
-    def _do(self, async_call: Callable, *args, **kwargs):
+    def _do(self, async_call: Callable, *args, session_bound: bool = False, **kwargs):
         """Run a kazoo ``*_async`` call and wait for it (request_timeout); kazoo errors other than
-        connectivity ones (NoNodeError ...) propagate for the caller to map."""
-        with self._kazoo_errors():
-            return async_call(*args, **kwargs).get(timeout=self._request_timeout)
+        connectivity ones (NoNodeError ...) propagate for the caller to map.
+
+        A call cut by a lost connection or refused because the session expired (a pause past the session
+        timeout, a ZooKeeper restart) is repeated once kazoo is connected again, within the same
+        request_timeout, as Kafka's ZooKeeper client does; unless it is ``session_bound`` (an ephemeral
+        create: what it claims belonged to the lost session, and the session listeners redo such claims on
+        the new one). A cut write may have been applied: a repeated conditional write then fails as a
+        concurrent change (InvalidUpdateVersionError) and its caller re-reads, as it does for any race."""
+        deadline = time.monotonic() + self._request_timeout
+        session_bound = session_bound or bool(kwargs.get("ephemeral"))
+        while True:
+            try:
+                with self._kazoo_errors():
+                    return async_call(*args, **kwargs).get(timeout=max(0.0, deadline - time.monotonic()))
+            except NetworkError as exc:
+                if session_bound or not isinstance(exc.__cause__, (ConnectionLoss, SessionExpiredError)) \
+                        or not self._await_connected(deadline):
+                    raise
+
+    def _await_connected(self, deadline: float) -> bool:
+        """Whether kazoo is connected (on whichever session) before ``deadline``; False once closed."""
+        while not self._closed and time.monotonic() < deadline:
+            if self._client.connected:
+                return True
+            time.sleep(0.05)
+        return False
 
     def _get_or_none(self, path: str):
         try:
@@ -144,13 +167,14 @@ class ZooKeeperMetadataStore(MetadataStore):
         results = []
         for result in pending:
             try:
-                results.append(self._do(lambda: result))
+                with self._kazoo_errors():
+                    results.append(result.get(timeout=self._request_timeout))
             except NoNodeError:
                 results.append(None)
         return results
 
-    def _commit(self, transaction) -> tuple[int, Exception] | None:
-        return _failure(self._do(transaction.commit_async))
+    def _commit(self, transaction, *, session_bound: bool = False) -> tuple[int, Exception] | None:
+        return _failure(self._do(transaction.commit_async, session_bound=session_bound))
 
     def _watch(self, recipe: type, path: str, compute: Callable[[], object], callback: Callable) -> Watch:
         """A Watch refreshed whenever the kazoo ``recipe`` on ``path`` fires (it stops once cancelled)."""
@@ -269,7 +293,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             transaction.create(path, data, ephemeral=True)
             if owner != self._session_id:
                 self._drop_controller_claim(owner, transaction)
-            if self._commit(transaction) is None:
+            if self._commit(transaction, session_bound=True) is None:
                 _, stat = self._do(self._client.get_async, path)
                 return replace(info, epoch=stat.czxid)
 
@@ -370,7 +394,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         transaction = self._client.transaction()
         transaction.create(layout.CONTROLLER, layout.encode_controller(broker_id), ephemeral=True)
         transaction.set_data(layout.CONTROLLER_EPOCH, layout.encode_epoch(epoch + 1), version=epoch_version)
-        if self._commit(transaction) is None and candidacy is not self._candidacy:
+        if self._commit(transaction, session_bound=True) is None and candidacy is not self._candidacy:
             self._release_controller()
 
     def _release_controller(self) -> None:

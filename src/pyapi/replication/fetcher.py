@@ -23,9 +23,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from .. import wire_fetch
 from ..client import BrokerConnection
 from ..errors import NetworkError, OffsetOutOfRangeError, SeglogError, for_code
 from ..protocol import ApiKey
+from ..wire_fetch import Fetched, Position
 
 log = logging.getLogger("seglog.replication")
 
@@ -242,38 +244,31 @@ class LeaderFetcher(threading.Thread):
             self._stop_event.wait(BACKOFF_S)
             return
         cfg = self.manager.config
-        by_topic: dict[str, list] = {}
-        for f in work:
-            by_topic.setdefault(f.partition.topic, []).append({
-                "partition": f.partition.index, "current_leader_epoch": f.leader_epoch,
-                "fetch_offset": f.partition.log.end_offset, "log_start_offset": f.partition.log.start_offset,
-                "partition_max_bytes": cfg.replica_fetch_max_bytes})
-        body = {"replica_id": self.manager.broker_id, "max_wait_ms": cfg.replica_fetch_wait_max_ms, "min_bytes": 1,
-                "max_bytes": 10 * cfg.replica_fetch_max_bytes, "isolation_level": 0, "session_id": 0,
-                "session_epoch": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
-        resp = conn.request(ApiKey.FETCH, body, extra_timeout=cfg.replica_fetch_wait_max_ms / 1000)
-        if resp["error_code"]:
-            raise _retry_later(resp["error_code"], "replica fetch")
+        wanted = {(f.partition.topic, f.partition.index): Position(
+            f.partition.log.end_offset, cfg.replica_fetch_max_bytes, f.partition.log.start_offset, f.leader_epoch)
+            for f in work}
+        answer = wire_fetch.fetch(conn, wanted, replica_id=self.manager.broker_id,
+                                  max_wait_ms=cfg.replica_fetch_wait_max_ms, min_bytes=1,
+                                  max_bytes=10 * cfg.replica_fetch_max_bytes, what="replica fetch")
         backoff = False
-        for t in resp["responses"]:
-            for r in t["partitions"]:
-                with self._lock:
-                    f = self.followed.get((t["topic"], r["partition_index"]))
-                if f is None:
-                    continue
-                try:
-                    self._apply(f, r)
-                except SeglogError as e:
-                    log.info("%s: replica fetch from %d: %s", f.partition, self.leader_id, e)
-                    backoff = True
+        for key, r in answer.items():
+            with self._lock:
+                f = self.followed.get(key)
+            if f is None:
+                continue
+            try:
+                self._apply(f, r)
+            except SeglogError as e:
+                log.info("%s: replica fetch from %d: %s", f.partition, self.leader_id, e)
+                backoff = True
         if backoff:
             self._stop_event.wait(BACKOFF_S)
 
-    def _apply(self, f: _Followed, r: dict) -> None:
+    def _apply(self, f: _Followed, r: Fetched) -> None:
         part, lg = f.partition, f.partition.log
-        code = r["error_code"]
+        code = r.error_code
         if code == OffsetOutOfRangeError.code:
-            leader_start = r["log_start_offset"]
+            leader_start = r.log_start_offset
             if leader_start > lg.end_offset:
                 log.info("%s: behind the leader's log start %d; restarting there", part, leader_start)
                 lg.truncate_fully_and_start_at(leader_start)
@@ -282,15 +277,14 @@ class LeaderFetcher(threading.Thread):
             return
         if code:
             raise _retry_later(code, "fetch")
-        records = r["records"]
-        if records is not None and len(records):
-            lg.append_as_follower(records)
-        hw = min(r["high_watermark"], lg.end_offset)
+        if len(r.records):
+            lg.append_as_follower(r.records)
+        hw = min(r.high_watermark, lg.end_offset)
         if hw > lg.high_watermark:
             lg.high_watermark = hw
         # as Kafka's followers: the leader's log start offset (raised by DeleteRecords or retention) becomes
         # this replica's, up to its high watermark, so a new leader never serves records deleted before
-        start = min(r["log_start_offset"], lg.high_watermark)
+        start = min(r.log_start_offset, lg.high_watermark)
         if start > lg.start_offset:
             lg.delete_records_before(start)
 

@@ -35,12 +35,12 @@ from __future__ import annotations
 import logging
 from typing import Iterator
 
-from .. import _engine
-from ..client import BrokerConnection, parse_bootstrap
+from .. import _engine, wire_fetch
+from ..client import (EARLIEST, LATEST, LEADER_MOVED, BrokerConnection, ClusterClient, RetryDeadline, error_for,
+                      parse_bootstrap)
 from ..errors import (CorruptRecordError, LeaderNotAvailableError, NetworkError, OffsetOutOfRangeError, SeglogError,
                       UnknownTopicOrPartitionError, for_code)
-from ..protocol import ApiKey
-from ..remote import EARLIEST, LATEST, LEADER_MOVED, RemoteCluster, RetryDeadline, error_for
+from ..wire_fetch import Fetched, Position
 from .catalog import Catalog, PartitionMeta, SegmentExtent
 from .errors import BrokerUnavailableError, DataLossError, TopicNotFoundError
 from .splits import OffsetRangeSplit
@@ -70,7 +70,7 @@ class BrokerCatalog(Catalog):
         self.request_timeout_ms = request_timeout_ms
         self.where = f"on the brokers at {bootstrap_servers}"
         seconds = request_timeout_ms / 1000
-        self.cluster = RemoteCluster(bootstrap_servers, client_id=CLIENT_ID, timeout=seconds, retry_timeout=seconds)
+        self.cluster = ClusterClient(bootstrap_servers, client_id=CLIENT_ID, timeout=seconds, retry_timeout=seconds)
         self._offsets: dict[tuple[str, int], tuple[int, int]] = {}
         self._internal: set[str] = set()
         try:
@@ -119,7 +119,7 @@ class BrokerCatalog(Catalog):
         """"host:port" of the partition's leader now; "" when it has none (the executor looks again)."""
         try:
             leader = self.cluster.leader_id(topic, partition)       # may refresh (replace) the broker table
-            host, port = self.cluster.client.brokers[leader]
+            host, port = self.cluster.brokers[leader]
         except (SeglogError, KeyError):
             return ""
         return f"{host}:{port}"
@@ -179,13 +179,13 @@ class _Fetcher:
         self.timeout = split.request_timeout_ms / 1000
         self.where = f"{split.topic}-{split.partition}"
         self._conn: BrokerConnection | None = None
-        self._cluster: RemoteCluster | None = None
+        self._cluster: ClusterClient | None = None
         self._hint = split.location or None
         self.address = self._hint or "?"
 
-    def cluster(self) -> RemoteCluster:
+    def cluster(self) -> ClusterClient:
         if self._cluster is None:
-            self._cluster = RemoteCluster(self.split.bootstrap_servers, client_id=CLIENT_ID, timeout=self.timeout,
+            self._cluster = ClusterClient(self.split.bootstrap_servers, client_id=CLIENT_ID, timeout=self.timeout,
                                           retry_timeout=self.timeout)
         return self._cluster
 
@@ -198,7 +198,7 @@ class _Fetcher:
                 cluster = self.cluster()
                 cluster.forget(self.split.topic)
                 leader = cluster.leader_id(self.split.topic, self.split.partition)   # refreshes the broker table
-                host, port = cluster.client.brokers[leader]
+                host, port = cluster.brokers[leader]
             self._conn = BrokerConnection(host, port, client_id=CLIENT_ID, timeout=self.timeout)
             self.address = f"{host}:{port}"
         return self._conn
@@ -210,21 +210,14 @@ class _Fetcher:
             self._conn = None
         self._hint = None
 
-    def fetch(self, offset: int, max_bytes: int) -> dict:
-        """The partition's entry of a Fetch response (error_code, high_watermark, records ...)."""
-        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
-                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-                "topics": [{"topic": self.split.topic, "partitions": [{
-                    "partition": self.split.partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "log_start_offset": -1, "partition_max_bytes": max_bytes}]}]}
-        response = self._connection().request(ApiKey.FETCH, body)
-        if response.get("error_code"):
-            raise error_for(response["error_code"], f"fetch of {self.where} refused")
-        for t in response["responses"]:
-            for p in t["partitions"]:
-                if t["topic"] == self.split.topic and p["partition_index"] == self.split.partition:
-                    return p
-        raise UnknownTopicOrPartitionError(f"the fetch response has no {self.where}")
+    def fetch(self, offset: int, max_bytes: int) -> Fetched:
+        """The partition's answer to a Fetch that does not wait (wire_fetch.fetch)."""
+        key = (self.split.topic, self.split.partition)
+        fetched = wire_fetch.fetch(self._connection(), {key: Position(offset, max_bytes)}, max_bytes=max_bytes,
+                                   what=f"fetch of {self.where}").get(key)
+        if fetched is None:
+            raise UnknownTopicOrPartitionError(f"the fetch response has no {self.where}")
+        return fetched
 
     def log_bounds(self) -> tuple[int, int]:
         """(log start offset, high watermark) now, by ListOffsets."""
@@ -260,7 +253,7 @@ def fetch_columns(split: OffsetRangeSplit, min_timestamp: int, max_output_bytes:
             except (NetworkError, LeaderNotAvailableError, UnknownTopicOrPartitionError) as e:
                 moved = e
             else:
-                code = p["error_code"]
+                code = p.error_code
                 if code in LEADER_MOVED:           # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION ...
                     moved = error_for(code, f"fetch of {where} from {fetcher.address}: {for_code(code).kafka_name}")
             if moved is not None:
@@ -285,13 +278,12 @@ def fetch_columns(split: OffsetRangeSplit, min_timestamp: int, max_output_bytes:
                 return
             if code:
                 raise error_for(code, f"fetch of {where}: {for_code(code).kafka_name}")
-            records = p["records"]
-            view = memoryview(records if records is not None else b"").cast("B")
-            if len(view) == 0:
+            view = p.records
+            if len(view) == 0 and not p.cut_short:
                 # nothing at `offset`: a new leader whose high watermark has not caught up yet, or a log truncated
                 # after planning. Wait for the first, then treat it as the second.
                 if retry.expired():
-                    _truncated(split, offset, p["high_watermark"])
+                    _truncated(split, offset, p.high_watermark)
                     return
                 retry.sleep()
                 continue
@@ -300,7 +292,7 @@ def fetch_columns(split: OffsetRangeSplit, min_timestamp: int, max_output_bytes:
                 cols = decode(view[pos:], offset, end, split.include_headers, min_timestamp, max_output_bytes,
                               verify_crc=True, path=where)
                 if cols["consumed"] == 0:
-                    break                   # a cut-short batch ends the response: the next Fetch starts there
+                    break
                 pos += cols["consumed"]
                 offset = max(offset, cols["next_offset"])
                 if cols["rows"]:
