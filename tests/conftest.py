@@ -413,3 +413,16 @@ def spark():
     seglog.spark.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """A test CA and what it signed: ``.ca`` (the CA certificate's path), ``.server`` (CN=localhost, for
+    127.0.0.1 and localhost), ``.client`` (CN=alice,OU=eng), ``.expired`` (a server certificate past its end)
+    and ``.self_signed`` (a server certificate no CA signed); see tests/helpers/certs.py."""
+    from types import SimpleNamespace
+
+    from tests.helpers.certs import CertificateAuthority
+    ca = CertificateAuthority(tmp_path_factory.mktemp("ca"))
+    return SimpleNamespace(authority=ca, ca=ca.cert, server=ca.issue("localhost"), client=ca.issue("alice", ou="eng"),
+                           expired=ca.issue("expired", expired=True), self_signed=ca.issue("rogue", self_signed=True))

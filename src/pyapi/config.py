@@ -23,6 +23,8 @@ from .errors import InvalidConfigError, UnknownConfigError
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 log = logging.getLogger("seglog.config")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
 COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 """Codec names in batch attribute order: the index is the codec id stored in bits 0-2 of the attributes."""
 
@@ -35,6 +37,7 @@ class _Key:
     high: float | None = None
     choices: tuple[str, ...] | None = None
     none_is: int | None = None    # Kafka's spelling of "never" for an optional value
+    secret: bool = False          # a password or key: never in repr() or logs
 
 
 def _parse(key: _Key, raw: Any) -> Any:
@@ -83,7 +86,7 @@ def _parse(key: _Key, raw: Any) -> Any:
 
 
 def _k(kafka: str, kind: str, default: Any, **kw) -> Any:
-    return field(default=default, metadata={"key": _Key(kafka, kind, **kw)})
+    return field(default=default, repr=not kw.get("secret", False), metadata={"key": _Key(kafka, kind, **kw)})
 
 
 def _unknown(what: str, name: str, known) -> UnknownConfigError:
@@ -267,13 +270,44 @@ class BrokerConfig:
     controlled_shutdown_enable: bool = _k("controlled.shutdown.enable", "bool", True)
     controlled_shutdown_max_retries: int = _k("controlled.shutdown.max.retries", "int", 3, low=0)
     controlled_shutdown_retry_backoff_ms: int = _k("controlled.shutdown.retry.backoff.ms", "long", 5000, low=0)
+    # -- security (seglog.security): listeners, TLS, SASL ---------------------------------------------------------
+    listener_security_protocol_map: str = _k("listener.security.protocol.map", "string",
+                                             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
+    inter_broker_listener_name: str = _k("inter.broker.listener.name", "string", "")
+    security_inter_broker_protocol: str = _k("security.inter.broker.protocol", "string", "PLAINTEXT",
+                                             choices=SECURITY_PROTOCOLS)
+    ssl_keystore_type: str = _k("ssl.keystore.type", "string", "PEM", choices=("PEM",))
+    ssl_keystore_location: str = _k("ssl.keystore.location", "string", "")
+    ssl_keystore_password: str = _k("ssl.keystore.password", "string", "", secret=True)
+    ssl_key_password: str = _k("ssl.key.password", "string", "", secret=True)
+    ssl_keystore_key: str = _k("ssl.keystore.key", "string", "", secret=True)
+    ssl_keystore_certificate_chain: str = _k("ssl.keystore.certificate.chain", "string", "")
+    ssl_key_location: str = _k("ssl.key.location", "string", "")
+    ssl_certificate_location: str = _k("ssl.certificate.location", "string", "")
+    ssl_truststore_type: str = _k("ssl.truststore.type", "string", "PEM", choices=("PEM",))
+    ssl_truststore_location: str = _k("ssl.truststore.location", "string", "")
+    ssl_truststore_certificates: str = _k("ssl.truststore.certificates", "string", "")
+    ssl_client_auth: str = _k("ssl.client.auth", "string", "none", choices=("none", "requested", "required"))
+    ssl_endpoint_identification_algorithm: str = _k("ssl.endpoint.identification.algorithm", "string", "https")
+    ssl_principal_mapping_rules: str = _k("ssl.principal.mapping.rules", "string", "DEFAULT")
+    sasl_enabled_mechanisms: str = _k("sasl.enabled.mechanisms", "string", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
+    sasl_mechanism_inter_broker_protocol: str = _k("sasl.mechanism.inter.broker.protocol", "string", "PLAIN")
+    sasl_jaas_config: str = _k("sasl.jaas.config", "string", "", secret=True)
+    sasl_server_max_receive_size: int = _k("sasl.server.max.receive.size", "int", 524288, low=1)
+    connections_max_reauth_ms: int = _k("connections.max.reauth.ms", "long", 0, low=0)
+    #: ``listener.name.<listener>.<config>`` settings (Kafka's per-listener overrides), as sorted (name, value)
+    #: pairs; see seglog.security.listeners.listener_setting.
+    listener_overrides: tuple = field(default=(), repr=False)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _parse(f.metadata["key"], getattr(self, f.name)))
-        parse_listeners(self.listeners, "listeners")
-        if self.advertised_listeners:
-            parse_listeners(self.advertised_listeners, "advertised.listeners", advertised=True)
+            if "key" in f.metadata:
+                object.__setattr__(self, f.name, _parse(f.metadata["key"], getattr(self, f.name)))
+        object.__setattr__(self, "listener_overrides", tuple(sorted(
+            (str(k).lower() if not str(k).endswith(".sasl.jaas.config") else str(k), str(v))
+            for k, v in dict(self.listener_overrides).items())))
+        from .security.listeners import broker_listeners
+        broker_listeners(self)                     # every listener, protocol map and inter-broker name checked
         if self.zookeeper_connect:
             parse_zookeeper_connect(self.zookeeper_connect)
 
@@ -284,14 +318,20 @@ class BrokerConfig:
         config."); with ignore_unknown False they raise InvalidConfigError (as :meth:`with_kafka` and
         ``seglog.serve``'s keyword arguments always do)."""
         changes = {}
+        per_listener = {}
         for name, raw in props.items():
             attr = _BROKER_KAFKA_TO_ATTR.get(name)
+            if name.startswith("listener.name."):
+                per_listener[name] = raw
+                continue
             if attr is None:
                 if not ignore_unknown:
                     raise InvalidConfigError(f"Unknown broker config name: {name}")
                 log.warning("The configuration '%s' was supplied but isn't a known config.", name)
                 continue
             changes[attr] = raw
+        if per_listener:
+            changes["listener_overrides"] = tuple(per_listener.items())
         return cls(**changes)
 
     def replace(self, **changes) -> "BrokerConfig":
@@ -300,12 +340,16 @@ class BrokerConfig:
     def with_kafka(self, props: Mapping[str, Any]) -> "BrokerConfig":
         """A copy with Kafka-named changes, validated (unknown names raise InvalidConfigError)."""
         changes = {}
+        per_listener = dict(self.listener_overrides)
         for name, raw in props.items():
+            if name.startswith("listener.name."):
+                per_listener[name] = raw
+                continue
             attr = _BROKER_KAFKA_TO_ATTR.get(name)
             if attr is None:
                 raise InvalidConfigError(f"Unknown broker config name: {name}")
             changes[attr] = raw
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **changes, listener_overrides=tuple(per_listener.items()))
 
     def retention_ms(self) -> int:
         """log.retention.ms, else .minutes, else .hours, as Kafka resolves them (-1: keep forever)."""
@@ -330,17 +374,18 @@ class BrokerConfig:
                          unclean_leader_election_enable=self.unclean_leader_election_enable)
 
 
-_BROKER_KAFKA_TO_ATTR: dict[str, str] = {f.metadata["key"].kafka: f.name for f in dataclasses.fields(BrokerConfig)}
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_BROKER_KAFKA_TO_ATTR: dict[str, str] = {f.metadata["key"].kafka: f.name for f in dataclasses.fields(BrokerConfig)
+                                         if "key" in f.metadata}
 
 
-def parse_listeners(text: str, name: str = "listeners", *, advertised: bool = False) -> tuple[str, int]:
-    """(host, port) of a Kafka listeners value ``PLAINTEXT://host:port`` (``host:port`` alone is taken as
-    PLAINTEXT; an empty host binds every interface; port 0 picks a free one). InvalidConfigError for anything
-    seglog cannot serve as asked: more than one listener, a TLS or SASL listener (seglog speaks PLAINTEXT
-    only: serving one of those in plaintext would be a silent downgrade), another listener name, a port outside
-    0..65535."""
+def parse_listeners(text: str, name: str = "listeners", *, advertised: bool = False,
+                    protocol_map: Mapping[str, str] | None = None) -> list[tuple[str, str, int]]:
+    """[(listener name, host, port), ...] of a Kafka listeners value ``NAME://host:port,...`` (``host:port``
+    alone is taken as PLAINTEXT; an empty host binds every interface; port 0 picks a free one). Each name must
+    be in `protocol_map` (listener.security.protocol.map; Kafka's default maps the four protocol names to
+    themselves). InvalidConfigError for a name given twice, an unknown name, a port outside 0..65535."""
     entries = [e.strip() for e in text.split(",") if e.strip()]
+    protocol_map = protocol_map if protocol_map is not None else {p: p for p in SECURITY_PROTOCOLS}
 
     def bad(why: str) -> InvalidConfigError:
         return InvalidConfigError(f"Invalid value {text!r} for configuration {name}: {why}")
@@ -349,27 +394,24 @@ def parse_listeners(text: str, name: str = "listeners", *, advertised: bool = Fa
         raise bad("no listener given (expected PLAINTEXT://host:port)")
     out = []
     for entry in entries:
-        protocol, sep, address = entry.partition("://")
+        listener, sep, address = entry.partition("://")
         if not sep:
-            protocol, address = "PLAINTEXT", entry
-        protocol = protocol.upper()
-        if protocol in SECURITY_PROTOCOLS[1:]:
-            raise bad(f"{protocol} listeners are not supported: seglog serves PLAINTEXT only (no TLS, no SASL)")
-        if protocol != "PLAINTEXT":
-            raise bad(f"unknown listener name {protocol} (seglog serves one PLAINTEXT listener; "
-                      f"listener.security.protocol.map is not supported)")
+            listener, address = "PLAINTEXT", entry
+        listener = listener.upper()
+        if listener not in protocol_map:
+            raise bad(f"unknown listener name {listener} (not in listener.security.protocol.map)")
         host, colon, port = address.rpartition(":")
         if not colon or not port.isdigit():
-            raise bad(f"{entry!r} is not PLAINTEXT://host:port")
+            raise bad(f"{entry!r} is not {listener}://host:port")
         if host.startswith("[") != host.endswith("]") or ("/" in host) or (":" in host and not host.startswith("[")):
             raise bad(f"{entry!r}: bad host {host!r} (IPv6 addresses go in brackets: [::1])")
         low = 1 if advertised else 0
         if not low <= int(port) <= 65535:
             raise bad(f"port {port} is not in {low}..65535")
-        out.append((host.strip("[]"), int(port)))
-    if len(out) > 1:
-        raise bad("seglog serves one listener (PLAINTEXT), not several")
-    return out[0]
+        if any(listener == seen for seen, _, _ in out):
+            raise bad(f"listener name {listener} is given twice (each listener needs its own name)")
+        out.append((listener, host.strip("[]"), int(port)))
+    return out
 
 
 def parse_zookeeper_connect(text: str) -> tuple[list[tuple[str, int]], str]:

@@ -612,6 +612,64 @@ class ClusterAuthorizationFailedError(SeglogError):
     kafka_name = "CLUSTER_AUTHORIZATION_FAILED"
 
 
+# --- security ----------------------------------------------------------------------------------------------
+
+class TopicAuthorizationFailedError(SeglogError):
+    """Not authorized to access the topic."""
+
+    code = 29
+    kafka_name = "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(SeglogError):
+    """Not authorized to access the group."""
+
+    code = 30
+    kafka_name = "GROUP_AUTHORIZATION_FAILED"
+
+
+class UnsupportedSaslMechanismError(SeglogError):
+    """The SASL mechanism asked for is not enabled on the listener."""
+
+    code = 33
+    kafka_name = "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslStateError(SeglogError):
+    """A SASL request out of order (SaslAuthenticate before SaslHandshake, a second handshake ...)."""
+
+    code = 34
+    kafka_name = "ILLEGAL_SASL_STATE"
+
+
+class SaslAuthenticationError(SeglogError):
+    """SASL authentication failed (wrong user or password, a malformed exchange)."""
+
+    code = 58
+    kafka_name = "SASL_AUTHENTICATION_FAILED"
+
+
+class SecurityDisabledError(SeglogError):
+    """Security features are disabled (no authorizer configured for an ACL request)."""
+
+    code = 54
+    kafka_name = "SECURITY_DISABLED"
+
+
+class ResourceNotFoundError(SeglogError):
+    """The resource (for example a SCRAM credential to delete) does not exist."""
+
+    code = 91
+    kafka_name = "RESOURCE_NOT_FOUND"
+
+
+class UnacceptableCredentialError(SeglogError):
+    """A credential does not meet the broker's rules (iteration count, empty user name)."""
+
+    code = 93
+    kafka_name = "UNACCEPTABLE_CREDENTIAL"
+
+
 
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import select
 import socket
+import ssl
 import struct
 import time
 
@@ -26,9 +27,16 @@ _ids = itertools.count(1)
 class RawConnection:
     """One TCP connection to a broker. Requests get increasing correlation ids; ``recv`` reads one response."""
 
-    def __init__(self, address, timeout: float = 10.0, client_id: str | None = "raw-test"):
+    def __init__(self, address, timeout: float = 10.0, client_id: str | None = "raw-test", ssl_context=None):
+        """`ssl_context` (a client ssl.SSLContext): TLS to the broker (its certificate must name "localhost")."""
         self.sock = socket.create_connection(address, timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            try:
+                self.sock = ssl_context.wrap_socket(self.sock, server_hostname="localhost")
+            except BaseException:
+                self.sock.close()
+                raise
         self.client_id = client_id
 
     def close(self) -> None:
@@ -92,7 +100,7 @@ class RawConnection:
                 return False
             try:
                 data = self.sock.recv(4096)
-            except (ConnectionResetError, BrokenPipeError):
+            except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
                 return True
             if not data:
                 return True

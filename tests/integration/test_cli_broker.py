@@ -209,15 +209,16 @@ def test_broker_command_applies_a_properties_file(tmp_path):
 
 
 def test_broker_command_refuses_bad_settings_on_one_line(tmp_path):
-    """Bad settings are one line and exit status 2, before anything listens; TLS and SASL listeners are refused
-    (never served in plaintext instead)."""
+    """Bad settings are one line and exit status 2, before anything listens; a TLS listener without a key or a
+    SASL listener without a mechanism seglog serves is refused (never served in plaintext instead)."""
     d = ["broker", "--data-dir", tmp_path / "d"]
     for needle, args in [
             ("port 80000 is not in 0..65535", ["--port", "80000"]),
             ("zookeeper.connect: 'bad:zk:string' is not host:port", ["--zookeeper", "bad:zk:string"]),
             ("'127.0.0.1:notaport' is not host:port", ["--zookeeper", "127.0.0.1:notaport"]),
-            ("SSL listeners are not supported", ["--override", "listeners=SSL://127.0.0.1:9093"]),
-            ("SASL_PLAINTEXT listeners are not supported", ["--override", "listeners=SASL_PLAINTEXT://:9093"]),
+            ("needs a key and certificate", ["--override", "listeners=SSL://127.0.0.1:9093"]),
+            ("not GSSAPI", ["--override", "listeners=SASL_PLAINTEXT://:9093", "--override",
+                            "sasl.enabled.mechanisms=GSSAPI"]),
             ("--metrics-port 70000 is not a port", ["--metrics-port", "70000"]),
             ("broker.id", ["--broker-id", "-1"])]:
         fails(2, needle, *d, *args)

@@ -277,10 +277,17 @@ def test_bad_broker_config_value():
 
 @pytest.mark.parametrize("props, needle", [
     ({"listeners": "PLAINTEXT://127.0.0.1:80000"}, "port 80000 is not in 0..65535"),
-    ({"listeners": "SSL://127.0.0.1:9093"}, "SSL listeners are not supported"),
-    ({"listeners": "SASL_SSL://127.0.0.1:9093"}, "SASL_SSL listeners are not supported"),
-    ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "one listener"),
+    ({"listeners": "SSL://127.0.0.1:9093"}, "a TLS listener \\(listener SSL\\) needs a key and certificate"),
+    ({"listeners": "SASL_SSL://127.0.0.1:9093"}, "listener SASL_SSL\\) needs a key and certificate"),
+    ({"listeners": "SASL_PLAINTEXT://:9093", "sasl.enabled.mechanisms": "GSSAPI"}, "seglog serves PLAIN, "
+     "SCRAM-SHA-256, SCRAM-SHA-512, not GSSAPI"),
+    ({"listeners": "SSL://:9093", "ssl.keystore.location": "/nonexistent.pem"}, "cannot load the TLS key"),
+    ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listener name PLAINTEXT is given twice"),
     ({"listeners": "INTERNAL://a:1"}, "unknown listener name INTERNAL"),
+    ({"listeners": "PLAINTEXT://a:1", "advertised.listeners": "SSL://b:2"}, "listener SSL is not in listeners"),
+    ({"listeners": "SASL_PLAINTEXT://a:1", "zookeeper.connect": "z:2181"}, "the inter-broker listener must be one of"),
+    ({"listener.security.protocol.map": "A:TLS"}, "'A:TLS' is not NAME:PROTOCOL"),
+    ({"ssl.principal.mapping.rules": "RULE:^CN=(.*)$"}, "expected DEFAULT or RULE"),
     ({"advertised.listeners": "PLAINTEXT://h:0"}, "port 0 is not in 1..65535"),
     ({"zookeeper.connect": "bad:zk:string"}, "'bad:zk:string' is not host:port"),
     ({"zookeeper.connect": "127.0.0.1:notaport"}, "'127.0.0.1:notaport' is not host:port"),
@@ -301,10 +308,10 @@ def test_unknown_broker_properties_are_a_warning_unknown_keywords_an_error(caplo
     """A server.properties file may hold any of Kafka's settings: unknown ones are logged as Kafka logs them
     (WARN) and ignored. seglog.serve's keyword settings are Python code: a typo there is an error."""
     with caplog.at_level(logging.INFO, logger="seglog.config"):
-        c = seglog.BrokerConfig.from_properties({"num.partitions": "3", "ssl.keystore.location": "/x"})
+        c = seglog.BrokerConfig.from_properties({"num.partitions": "3", "sasl.kerberos.service.name": "kafka"})
     assert c.num_partitions == 3
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("WARNING", "The configuration 'ssl.keystore.location' was supplied but isn't a known config.")]
+        ("WARNING", "The configuration 'sasl.kerberos.service.name' was supplied but isn't a known config.")]
     with pytest.raises(InvalidConfigError, match="Unknown broker config name: bogus"):
         seglog.serve(tmp_path / "d", bogus=1)
     with pytest.raises(InvalidConfigError, match="port 70000"):

@@ -116,11 +116,13 @@ def request_frame(api_key, version, body, correlation_id=7, client_id="test-clie
 def test_supported_versions_are_the_advertised_table():
     assert dict(SUPPORTED_VERSIONS) == {
         0: (0, 9), 1: (4, 12), 2: (1, 7), 3: (0, 12), 8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 9), 12: (0, 4),
-        13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (2, 7), 20: (1, 5), 21: (0, 2), 22: (0, 4),
-        23: (2, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 68: (0, 1)}
+        13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 17: (0, 1), 18: (0, 3), 19: (2, 7), 20: (1, 5), 21: (0, 2),
+        22: (0, 4), 23: (2, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 44: (0, 1),
+        47: (0, 0), 50: (0, 0), 51: (0, 0), 60: (0, 1), 61: (0, 0), 68: (0, 1)}
     assert sorted(SUPPORTED_VERSIONS) == sorted(ApiKey)
-    flexible_from = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
-                     19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 33: 2, 35: 2, 37: 2, 42: 2, 44: 1, 47: NEVER_FLEXIBLE, 60: 0, 61: 0, 68: 0}
+    flexible_from = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
+                     17: NEVER_FLEXIBLE, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2,
+                     42: 2, 44: 1, 47: NEVER_FLEXIBLE, 50: 0, 51: 0, 60: 0, 61: 0, 68: 0}
     assert {k: api(k).flexible for k in SUPPORTED_VERSIONS} == flexible_from
 
 
@@ -280,7 +282,7 @@ def test_truncated_header_is_invalid():
             assert info.value.header[:3] == (ApiKey.METADATA, 1, 77)
 
 
-@pytest.mark.parametrize("api_key,version", [(17, 1), (999, 0), (-1, 0), (0, 10), (1, 3), (1, 13), (2, 0), (3, 13),
+@pytest.mark.parametrize("api_key,version", [(17, 2), (999, 0), (-1, 0), (0, 10), (1, 3), (1, 13), (2, 0), (3, 13),
                                                      (18, 4)])
 def test_unsupported_api_or_version_still_gives_the_header(api_key, version):
     frame = struct.pack(">hhih", api_key, version, 123456, 3) + b"cli" + b"\x00garbage"

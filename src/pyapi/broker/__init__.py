@@ -45,14 +45,26 @@ class RunningBroker:
     cleanly (also on leaving the ``with`` block)."""
 
     def __init__(self, data_dir, config=None, *, host: str = "127.0.0.1", port: int = 0,
-                 metrics_port: int | None = None, metadata_store=None, **overrides):
-        self.config = _config(data_dir, config, {k.replace("_", "."): v for k, v in overrides.items()})
+                 metrics_port: int | None = None, metadata_store=None, ssl=None, sasl_users=None, **overrides):
+        overrides = {k.replace("_", "."): v for k, v in overrides.items()}
+        ssl_context = None
+        if ssl is not None or sasl_users is not None:
+            if "listeners" in overrides or (config is not None and "listeners" in dict(config)):
+                raise InvalidConfigError("ssl= and sasl_users= choose the listener: leave listeners out")
+            protocol = {(True, True): "SASL_SSL", (True, False): "SSL", (False, True): "SASL_PLAINTEXT"}[
+                (ssl is not None, sasl_users is not None)]
+            overrides["listeners"] = f"{protocol}://{host}:{port}"
+            if isinstance(ssl, Mapping):
+                overrides.update(ssl)
+            elif ssl is not None:
+                ssl_context = ssl
+        self.config = _config(data_dir, config, overrides)
         self.node = Node(self.config.log_dirs.split(",")[0], self.config)
         try:
             if metadata_store is None and self.config.zookeeper_connect:
                 metadata_store = zookeeper_store(self.config)
             self.broker = Broker(self.node, self.config, host=host, port=port, metrics_port=metrics_port,
-                                 metadata_store=metadata_store)
+                                 metadata_store=metadata_store, ssl_context=ssl_context, sasl_users=sasl_users)
         except BaseException:
             self.node.close()
             raise
@@ -113,14 +125,20 @@ class RunningBroker:
 
 
 def serve(data_dir, config: BrokerConfig | Mapping[str, Any] | None = None, *, host: str = "127.0.0.1",
-          port: int = 0, metrics_port: int | None = None, **overrides) -> RunningBroker:
+          port: int = 0, metrics_port: int | None = None, ssl=None, sasl_users: Mapping[str, str] | None = None,
+          **overrides) -> RunningBroker:
     """Start a broker on `data_dir` (a free port on 127.0.0.1 by default) in a background thread.
+
+    ``ssl`` (a server ``ssl.SSLContext``, or a mapping of Kafka's ssl.* settings such as
+    ``{"ssl.keystore.location": "server.pem"}``) and ``sasl_users`` ({user: password}, accepted by PLAIN,
+    SCRAM-SHA-256 and SCRAM-SHA-512) make its one listener SSL, SASL_PLAINTEXT or SASL_SSL.
 
     ``metrics_port``: serve /metrics and /metrics.json there too (0: a free port, see ``.metrics_port``).
     Keyword overrides use config names with '_' for '.' (e.g. ``auto_create_topics_enable=False``); being
     Python code, an unknown keyword is an error (InvalidConfigError), while unknown names in `config` (a
     server.properties mapping) are logged as a WARNING and ignored, as Kafka treats its properties file."""
-    return RunningBroker(data_dir, config, host=host, port=port, metrics_port=metrics_port, **overrides)
+    return RunningBroker(data_dir, config, host=host, port=port, metrics_port=metrics_port, ssl=ssl,
+                         sasl_users=sasl_users, **overrides)
 
 
 def zookeeper_store(config: BrokerConfig):
@@ -149,7 +167,8 @@ def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await broker.start()
-        print(f"seglog broker {config.broker_id} listening on {broker.advertised_host()}:{broker.port}"
+        print(f"seglog broker {config.broker_id} listening on "
+              + ", ".join(f"{':'.join(map(str, broker.listener_address(li)))} ({li.name})" for li in broker.listeners)
               + (f", metrics on :{broker.metrics_port}" if broker.metrics_port else ""), flush=True)
         try:
             await stop.wait()

@@ -22,6 +22,7 @@ from .handler_support import GROUP_THREADS, CloseConnection, _err, _off_loop
 from .handlers_admin import AdminHandlers
 from .handlers_data import DataHandlers
 from .handlers_groups import GroupHandlers
+from .security_handlers import SECURITY_HANDLERS
 
 
 __all__ = ["Handlers", "HANDLERS", "CloseConnection"]
@@ -105,4 +106,5 @@ HANDLERS = {
     ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
     ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
 }
+HANDLERS.update(SECURITY_HANDLERS)
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

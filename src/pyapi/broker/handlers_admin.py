@@ -252,13 +252,16 @@ class AdminHandlers:
             raise errors.InvalidRequestError(f"this is broker {self.config.broker_id}, not {name}")
         out = []
         for f in dataclasses.fields(self.config):
-            k = f.metadata["key"].kafka
+            if "key" not in f.metadata:
+                continue
+            key = f.metadata["key"]
+            k = key.kafka
             if keys is not None and k not in keys:
                 continue
             v = getattr(self.config, f.name)
             text = ",".join(v) if isinstance(v, tuple) else ("" if v is None else str(v).lower()
                                                               if isinstance(v, bool) else str(v))
-            out.append({"name": k, "value": text, "read_only": True, "config_source": CONFIG_SOURCE_STATIC_BROKER,
-                        "is_default": v == f.default, "is_sensitive": False, "synonyms": [], "config_type": 0,
-                        "documentation": None})
+            out.append({"name": k, "value": None if key.secret else text, "read_only": True,   # passwords: null
+                        "config_source": CONFIG_SOURCE_STATIC_BROKER, "is_default": v == f.default,
+                        "is_sensitive": key.secret, "synonyms": [], "config_type": 0, "documentation": None})
         return out

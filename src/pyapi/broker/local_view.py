@@ -16,11 +16,20 @@ from ..topic_names import validate_topic_name
 
 
 class LocalView:
-    def __init__(self, node, broker_id: int, host: str, port: int):
+    def __init__(self, node, broker_id: int, host: str, port: int, address=None):
+        """`address()`, if given, is the (host, port) to tell the client of the request being handled (the
+        advertised address of the listener it came in on); else always (host, port)."""
         self.node = node
         self.broker_id = broker_id
-        self.host = host
-        self.port = port
+        self._address = address or (lambda: (host, port))
+
+    @property
+    def host(self) -> str:
+        return self._address()[0]
+
+    @property
+    def port(self) -> int:
+        return self._address()[1]
 
     def brokers(self) -> list[dict]:
         return [{"node_id": self.broker_id, "host": self.host, "port": self.port, "rack": None}]

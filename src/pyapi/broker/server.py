@@ -19,8 +19,18 @@ max.message.bytes). A connection is served one request at a time, so this is als
 at most num.io.threads batches are inflated at once in the whole broker.
 
 Fetch responses carry record batches as views of the mapped segments; a large one is written with
-``loop.sendfile`` straight from the segment file (no copy through user space). Fetches wait (long poll) for
-``min_bytes`` up to ``max_wait_ms``; appends from any thread wake them through a node listener.
+``loop.sendfile`` straight from the segment file (no copy through user space). On a TLS listener the records
+must be encrypted in user space, so the view of the mapped segment is handed to the TLS transport as it is (one
+copy, into the encryption, instead of sendfile's none; no read() into an intermediate buffer as asyncio's
+sendfile fallback would do). Fetches wait (long poll) for ``min_bytes`` up to ``max_wait_ms``; appends from any
+thread wake them through a node listener.
+
+Listeners (seglog.security.listeners): one server socket per configured listener, each PLAINTEXT, SSL,
+SASL_PLAINTEXT or SASL_SSL. A connection's :class:`Connection` (listener, client address, principal, SASL
+state) is the context of every request it sends. On a SASL listener only ApiVersions, SaslHandshake and
+SaslAuthenticate are served until the client authenticated (anything else closes the connection, as Kafka),
+frames are limited to sasl.server.max.receive.size until then, and a session past connections.max.reauth.ms
+that was not re-authenticated is closed at its next request.
 """
 
 from __future__ import annotations
@@ -34,10 +44,14 @@ import socket
 import time
 
 from .. import _engine
-from ..config import parse_listeners
 from ..errors import InvalidConfigError, InvalidRequestError, UnsupportedVersionError
 from ..protocol import ApiKey, api_versions_fallback, decode_request, encode_response, frame_size
+from ..security import tls
+from ..security.credentials import FileCredentialStore
+from ..security.listeners import Listener, broker_listeners, mechanisms
+from ..security.sasl import FailedLogins, SaslState, plain_users
 from .handlers import HANDLERS, CloseConnection, Handlers
+from .security_handlers import SASL_APIS
 from .local_view import LocalView
 from .metrics import Metrics
 
@@ -47,7 +61,21 @@ SENDFILE_MIN_BYTES = 64 * 1024
 _peer_host: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", default="")
 _waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited", default=0.0)
 _client_gone: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("client_gone", default=None)
+_connection: contextvars.ContextVar["Connection | None"] = contextvars.ContextVar("connection", default=None)
 _API_NAMES = {k: k.name.lower() for k in ApiKey}
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class Connection:
+    """One client connection: the listener it came in on, the client's address, its principal (Kafka's
+    "User:name"; User:ANONYMOUS until authenticated) and, on a SASL listener, its SaslState. Used by the
+    connection's own task only."""
+
+    __slots__ = ("listener", "address", "principal", "sasl", "close_after")
+
+    def __init__(self, listener: Listener, address: str, principal: str, sasl: SaslState | None):
+        self.listener, self.address, self.principal, self.sasl = listener, address, principal, sasl
+        self.close_after: str | None = None      # set by a handler: close once its response is sent
 
 
 class _ClientReader(asyncio.StreamReader):
@@ -80,23 +108,22 @@ class FileChunk:
         return self.length
 
 
-def parse_listener(listener: str) -> tuple[str, int]:
-    """('host', port) of a Kafka listeners string like PLAINTEXT://127.0.0.1:9092 (InvalidConfigError for one
-    seglog cannot serve: see seglog.config.parse_listeners)."""
-    return parse_listeners(listener)
-
-
 class Broker:
     """One broker serving a Node. ``await start()`` binds (port 0 picks a free one), ``await stop()`` closes
     connections, stops the group coordinator and closes the node cleanly (flush, clean-shutdown markers)."""
 
     def __init__(self, node, config, *, host: str | None = None, port: int | None = None,
-                 metrics_port: int | None = None, metadata_store=None):
+                 metrics_port: int | None = None, metadata_store=None, ssl_context=None,
+                 sasl_users: dict[str, str] | None = None):
+        """`host`/`port` replace the first listener's; `ssl_context` (a server ssl.SSLContext) replaces what the
+        ssl.* settings would build for every TLS listener; `sasl_users` ({user: password}) are accepted by PLAIN
+        and, stored as SCRAM credentials, by SCRAM-SHA-256/512 too (the test-suite door)."""
         self.node = node
         self.config = config
-        bind_host, bind_port = parse_listener(config.listeners)
-        self.host = bind_host if host is None else host
-        self.port = bind_port if port is None else port
+        self.listeners = broker_listeners(config)
+        first = self.listeners[0]
+        self.host = first.host if host is None else host
+        self.port = first.port if port is None else port
         for what, value in (("port", self.port), ("metrics port", metrics_port)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or not 0 <= value <= 65535):
@@ -108,7 +135,17 @@ class Broker:
         self.member = None
         self.view = None
         self.handlers = Handlers(self)
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self.bound: dict[str, tuple[str, int]] = {}      # listener name -> bound (host, port)
+        self._ssl_context = ssl_context
+        self._principal_rules = tls.parse_mapping_rules(config.ssl_principal_mapping_rules)
+        self._sasl_users = dict(sasl_users or {})
+        self.credentials = FileCredentialStore(node.path)
+        if self._sasl_users:
+            from ..security.scram import HASHES, new_credential
+            self.credentials.alter([(u, m, new_credential(m, pw)) for u, pw in self._sasl_users.items()
+                                    for m in HASHES], [])
+        self.failed_logins = FailedLogins()
         self._metrics_server = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
@@ -123,37 +160,69 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         loop = self._loop
 
-        def connection():              # asyncio.start_server's factory, with a reader that reports EOF
-            return asyncio.StreamReaderProtocol(_ClientReader(limit=1 << 20, loop=loop), self._serve_connection,
-                                                loop=loop)
+        def factory(listener):         # asyncio's protocol factory, with a reader that reports EOF
+            def connection():
+                return asyncio.StreamReaderProtocol(
+                    _ClientReader(limit=1 << 20, loop=loop),
+                    lambda r, w: self._serve_connection(r, w, listener), loop=loop)
+            return connection
         # bound now (a taken port fails fast, and the port is known to register), accepting connections only
         # once the broker can answer them: in a cluster, after it registered and knows brokers, controller, topics
-        self._server = await loop.create_server(connection, self.host or None, self.port, reuse_address=True,
-                                                start_serving=False)
-        self.port = self._server.sockets[0].getsockname()[1]
+        try:
+            for i, listener in enumerate(self.listeners):
+                host, port = (self.host, self.port) if i == 0 else (listener.host, listener.port)
+                context = None
+                if listener.tls:
+                    context = self._ssl_context or tls.server_context(self.config, listener.name)
+                server = await loop.create_server(factory(listener), host or None, port, reuse_address=True,
+                                                  start_serving=False, ssl=context)
+                self._servers.append(server)
+                self.bound[listener.name] = (host, server.sockets[0].getsockname()[1])
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            raise
+        self.port = self.bound[self.listeners[0].name][1]
         if self.metadata_store is None:
-            self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port)
+            self.view = LocalView(self.node, self.config.broker_id, self.advertised_host(), self.port,
+                                  address=self.advertised_address)
         else:
             from ..cluster.member import ClusterMember
-            self.member = ClusterMember(self.node, self.config, self.metadata_store, self.advertised_host(),
-                                        self.port)
+            from ..security.listeners import inter_broker_listener
+            self.member = ClusterMember(self.node, self.config, self.metadata_store,
+                                        *self.listener_address(inter_broker_listener(self.config, self.listeners)))
             self.view = self.member.view
             await self._loop.run_in_executor(None, self.member.start)
         self.node.add_listener(self._on_append)
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
         if self.metrics_port is not None:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.host or None,
                                                               self.metrics_port)
             self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
-        log.info("broker %d listening on %s:%d (data dir %s)", self.config.broker_id, self.host or "*", self.port,
+        log.info("broker %d listening on %s (data dir %s)", self.config.broker_id,
+                 ", ".join(f"{li.name}://{h or '*'}:{p}" for li, (h, p) in zip(self.listeners, self.bound.values())),
                  self.node.path)
 
+    def listener_address(self, listener: Listener) -> tuple[str, int]:
+        """The advertised (host, port) of a listener (its bound address when advertised.listeners leaves it
+        out; the machine's name for a wildcard host, the bound port for port 0)."""
+        host, port = listener.advertised_host, listener.advertised_port
+        bound_host, bound_port = self.bound.get(listener.name, (listener.host, listener.port))
+        if (host, port) == (listener.host, listener.port):       # not advertised apart: where it is bound
+            host, port = bound_host, bound_port
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.getfqdn()
+        return host, port or bound_port
+
+    def advertised_address(self) -> tuple[str, int]:
+        """The advertised address of the listener the current request came in on (the first listener's
+        outside a request)."""
+        conn = _connection.get()
+        return self.listener_address(conn.listener if conn is not None else self.listeners[0])
+
     def advertised_host(self) -> str:
-        if self.config.advertised_listeners:
-            return parse_listener(self.config.advertised_listeners)[0]
-        if self.host in ("", "0.0.0.0", "::"):
-            return socket.getfqdn()
-        return self.host
+        return self.listener_address(self.listeners[0])[0]
 
     async def stop(self) -> None:
         """In a cluster, a controlled shutdown first (ClusterMember.controlled_shutdown); then stop accepting,
@@ -164,14 +233,14 @@ class Broker:
         if self.member is not None:             # still serving: clients move with the leaderships it hands over
             await self._loop.run_in_executor(None, self.member.controlled_shutdown)
         self.node.remove_listener(self._on_append)
-        for server in (self._server, self._metrics_server):
+        for server in (*self._servers, self._metrics_server):
             if server is not None:
                 server.close()
         tasks = list(self._connections)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for server in (self._server, self._metrics_server):
+        for server in (*self._servers, self._metrics_server):
             if server is not None:
                 await server.wait_closed()
         if self.member is not None:
@@ -183,11 +252,35 @@ class Broker:
 
     # -- connections ------------------------------------------------------------------------------------------
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _new_connection(self, listener: Listener, writer: asyncio.StreamWriter, who: str) -> Connection:
+        principal = ANONYMOUS
+        if listener.tls:
+            ssl_object = writer.get_extra_info("ssl_object")
+            cert = ssl_object.getpeercert() if ssl_object is not None else None
+            if cert:
+                principal = "User:" + tls.principal_name(tls.subject_dn(cert), self._principal_rules)
+        sasl = None
+        if listener.sasl:
+            plain = {**plain_users(self.config, listener.name), **self._sasl_users}
+            sasl = SaslState(mechanisms(self.config, listener.name), self.credentials, plain,
+                             self.config.connections_max_reauth_ms)
+        return Connection(listener, who, principal, sasl)
+
+    def authorize_cluster(self, operation: str) -> None:
+        """The authorization hook for cluster operations (see seglog.security.authorizer)."""
+
+    def connection(self) -> Connection | None:
+        """The connection of the request being handled."""
+        return _connection.get()
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                listener: Listener) -> None:
         peer = writer.get_extra_info("peername")
         who = f"{peer[0]}:{peer[1]}" if peer else "unknown client"
         _peer_host.set(peer[0] if peer else "")
         _client_gone.set(reader.gone)
+        conn = self._new_connection(listener, writer, who)
+        _connection.set(conn)
         m = self.metrics
         m.connections_open += 1
         m.connections_total += 1
@@ -200,12 +293,21 @@ class Broker:
                     if e.partial:
                         raise InvalidRequestError(f"connection closed inside a frame size ({len(e.partial)} bytes)")
                     return
-                size = frame_size(prefix, self.config.socket_request_max_bytes)
+                limit = self.config.socket_request_max_bytes
+                if conn.sasl is not None and not conn.sasl.authenticated:
+                    limit = min(limit, self.config.sasl_server_max_receive_size)
+                size = frame_size(prefix, limit)
                 try:
                     frame = await reader.readexactly(size)
                 except asyncio.IncompleteReadError as e:
                     raise InvalidRequestError(f"connection closed after {len(e.partial)} of a {size}-byte frame")
-                await self._answer(frame, writer)
+                if conn.sasl is not None and conn.sasl.raw_tokens:
+                    await self._raw_sasl_token(conn, bytes(frame), writer)
+                else:
+                    await self._answer(frame, writer)
+                if conn.close_after:              # a failed login: already logged, rate-limited
+                    log.debug("closing connection from %s: %s", who, conn.close_after)
+                    return
         except (InvalidRequestError, UnsupportedVersionError) as e:
             m.connection_errors += 1
             log.warning("closing connection from %s: %s", who, e)
@@ -236,6 +338,13 @@ class Broker:
             raise
         _waited.set(0.0)
         name = _API_NAMES[header.api_key]
+        conn = _connection.get()
+        if conn.sasl is not None and header.api_key not in SASL_APIS:
+            if not conn.sasl.authenticated:
+                raise InvalidRequestError(f"Unexpected Kafka request of type {ApiKey(header.api_key).name} during "
+                                          f"SASL handshake")
+            if conn.sasl.expired():
+                raise CloseConnection("its session expired (connections.max.reauth.ms) without re-authentication")
         try:
             response = await HANDLERS[header.api_key](self.handlers, header, body)
         except CloseConnection:
@@ -276,9 +385,23 @@ class Broker:
                 return
             await self._loop.sendfile(writer.transport, f, chunk.offset, chunk.length)
 
+    async def _raw_sasl_token(self, conn: Connection, token: bytes, writer: asyncio.StreamWriter) -> None:
+        """A SASL token after a SaslHandshake v0: answered as a bare size-prefixed token; a failure closes."""
+        from .security_handlers import sasl_step
+        response, outcome = await sasl_step(self, conn, token)
+        if isinstance(outcome, str):
+            conn.close_after = outcome
+            return
+        writer.write(len(response).to_bytes(4, "big") + response)
+        await writer.drain()
+
     def records_chunk(self, view):
-        """What a fetch response carries for a records view: the view itself, or a FileChunk for sendfile."""
+        """What a fetch response carries for a records view: the view itself, or a FileChunk for sendfile
+        (never on a TLS connection: see the module docstring)."""
         if len(view) < SENDFILE_MIN_BYTES:
+            return view
+        conn = _connection.get()
+        if conn is not None and conn.listener.tls:
             return view
         where = _engine.file_range(view)
         if where is None:

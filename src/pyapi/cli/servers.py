@@ -56,12 +56,14 @@ def broker_config(args) -> BrokerConfig:
     if args.zookeeper is not None:
         flags["zookeeper.connect"] = args.zookeeper
     if args.host is not None or args.port is not None:
-        from ..broker.server import parse_listener
-        host, port = parse_listener(config.listeners)
+        from ..config import parse_listeners           # --host/--port replace the first listener's address
+        from ..security.listeners import protocol_map
+        (name, host, port), *others = parse_listeners(config.listeners, protocol_map=protocol_map(config))
         host = args.host if args.host is not None else host
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"                           # an IPv6 address
-        flags["listeners"] = f"PLAINTEXT://{host}:{args.port if args.port is not None else port}"
+        rest = "".join(f",{n}://[{h}]:{p}" if ":" in h else f",{n}://{h}:{p}" for n, h, p in others)
+        flags["listeners"] = f"{name}://{host}:{args.port if args.port is not None else port}{rest}"
     return config.with_kafka(flags) if flags else config
 
 

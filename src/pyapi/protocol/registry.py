@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import IntEnum
 from types import MappingProxyType
 
-from . import messages_admin, messages_data, messages_groups
+from . import messages_admin, messages_data, messages_groups, messages_security
 from .compiler import Codec, compile_message
 from .schema import Api
 
@@ -29,6 +29,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -38,16 +39,20 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     CONSUMER_GROUP_HEARTBEAT = 68
 
 
-_APIS: dict[int, Api] = {a.key: a for a in sorted(messages_data.APIS + messages_groups.APIS + messages_admin.APIS,
+_APIS: dict[int, Api] = {a.key: a for a in sorted(messages_data.APIS + messages_groups.APIS + messages_admin.APIS
+                                                  + messages_security.APIS,
                                                   key=lambda a: a.key)}
 
 #: api key -> (min version, max version) seglog decodes and encodes, in both directions.

@@ -1,0 +1,177 @@
+"""Real clients (kafka-python, confluent-kafka, aiokafka, kcat) over SSL, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256,
+SCRAM-SHA-512) and SASL_SSL against one broker: each produces records and reads them back; a wrong password
+fails the client's authentication."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import uuid
+
+import pytest
+
+import seglog
+from seglog.security.sasl import FailedLogins
+
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+USERS = {"alice": "alice-secret", "bob": "b0b-secret"}
+
+
+def _kafka_python(bootstrap, protocol, mechanism, password, ca, topic, values):
+    from kafka import KafkaConsumer, KafkaProducer
+    opts = {"bootstrap_servers": bootstrap, "security_protocol": protocol}
+    if "SSL" in protocol:
+        opts.update(ssl_cafile=str(ca), ssl_check_hostname=True)
+    if "SASL" in protocol:
+        opts.update(sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=password)
+    p = KafkaProducer(**opts)
+    try:
+        for v in values:
+            p.send(topic, v)
+        p.flush(20)
+    finally:
+        p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **opts)
+    try:
+        got = []
+        for r in c:
+            got.append(r.value)
+            if len(got) == len(values):
+                break
+        return got
+    finally:
+        c.close()
+
+
+def _confluent(bootstrap, protocol, mechanism, password, ca, topic, values):
+    import confluent_kafka
+    opts = {"bootstrap.servers": bootstrap, "security.protocol": protocol}
+    if "SSL" in protocol:
+        opts["ssl.ca.location"] = str(ca)
+    if "SASL" in protocol:
+        opts.update({"sasl.mechanisms": mechanism, "sasl.username": "alice", "sasl.password": password})
+    errors = []
+    p = confluent_kafka.Producer({**opts, "error_cb": errors.append})
+    for v in values:
+        p.produce(topic, v)
+    left = p.flush(20)
+    if left or not values:
+        raise RuntimeError(f"confluent-kafka: {left} records not delivered: {errors}")
+    c = confluent_kafka.Consumer({**opts, "group.id": "g-" + uuid.uuid4().hex, "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        got = []
+        for _ in range(40):
+            for m in c.consume(len(values), 0.5):
+                if m.error() is None:
+                    got.append(m.value())
+            if len(got) >= len(values):
+                break
+        return got
+    finally:
+        c.close()
+
+
+def _aiokafka(bootstrap, protocol, mechanism, password, ca, topic, values):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    async def run():
+        opts = {"bootstrap_servers": bootstrap, "security_protocol": protocol}
+        if "SSL" in protocol:
+            opts["ssl_context"] = create_ssl_context(cafile=str(ca))
+        if "SASL" in protocol:
+            opts.update(sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=password)
+        p = AIOKafkaProducer(**opts)
+        await p.start()
+        try:
+            for v in values:
+                await p.send_and_wait(topic, v)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **opts)
+        await c.start()
+        try:
+            got = []
+            while len(got) < len(values):
+                batch = await asyncio.wait_for(c.getmany(timeout_ms=1000), 20)
+                got += [r.value for rs in batch.values() for r in rs]
+            return got
+        finally:
+            await c.stop()
+    return asyncio.run(run())
+
+
+def _kcat(bootstrap, protocol, mechanism, password, ca, topic, values):
+    opts = ["-b", bootstrap, "-X", f"security.protocol={protocol}"]
+    if "SSL" in protocol:
+        opts += ["-X", f"ssl.ca.location={ca}"]
+    if "SASL" in protocol:
+        opts += ["-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=alice", "-X", f"sasl.password={password}"]
+    subprocess.run(["kcat", *opts, "-P", "-t", topic], input=b"\n".join(values) + b"\n", check=True, timeout=60,
+                   capture_output=True)
+    out = subprocess.run(["kcat", *opts, "-C", "-t", topic, "-o", "beginning", "-e", "-c", str(len(values))],
+                         check=True, timeout=60, capture_output=True).stdout
+    return out.splitlines()
+
+
+CLIENTS = {"kafka-python": _kafka_python, "confluent-kafka": _confluent, "aiokafka": _aiokafka, "kcat": _kcat}
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory, certs):
+    """One broker per protocol, for the whole module: SSL, SASL_PLAINTEXT and SASL_SSL."""
+    ssl_settings = {"ssl.keystore.location": str(certs.server.keystore)}
+    running = {}
+    try:
+        running["SSL"] = seglog.serve(tmp_path_factory.mktemp("ssl"), ssl=ssl_settings)
+        running["SASL_PLAINTEXT"] = seglog.serve(tmp_path_factory.mktemp("sasl"), sasl_users=USERS)
+        running["SASL_SSL"] = seglog.serve(tmp_path_factory.mktemp("sasl-ssl"), ssl=ssl_settings, sasl_users=USERS)
+        yield running
+    finally:
+        for b in running.values():
+            b.stop()
+
+
+CASES = ([("SSL", None)] + [("SASL_PLAINTEXT", m) for m in MECHANISMS] + [("SASL_SSL", m) for m in MECHANISMS])
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol, mechanism", CASES, ids=[f"{p}-{m}" if m else p for p, m in CASES])
+def test_client_produces_and_consumes(brokers, certs, client, protocol, mechanism):
+    broker = brokers[protocol]
+    bootstrap = f"localhost:{broker.port}"          # the certificate names localhost: host names are checked
+    topic = f"t-{client}-{protocol}-{mechanism or 'x'}".replace("_", "-")
+    values = [f"{client} {protocol} {i}".encode() for i in range(20)]
+    got = CLIENTS[client](bootstrap, protocol, mechanism, USERS["alice"], certs.ca, topic, values)
+    assert got == values
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka", "kcat"])
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_wrong_password_is_refused(brokers, certs, client, mechanism, caplog):
+    broker = brokers["SASL_PLAINTEXT"]
+    broker.broker.failed_logins = FailedLogins()       # a fresh allowance of logged failures (10 a minute)
+    with pytest.raises(Exception) as failure:
+        if client == "kcat":
+            subprocess.run(["kcat", "-b", broker.bootstrap_servers, "-X", "security.protocol=SASL_PLAINTEXT",
+                            "-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=alice",
+                            "-X", "sasl.password=wrong", "-L", "-m", "5"], check=True, timeout=60,
+                           capture_output=True)
+        elif client == "confluent-kafka":
+            import confluent_kafka.admin
+            a = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap_servers,
+                                                   "security.protocol": "SASL_PLAINTEXT",
+                                                   "sasl.mechanisms": mechanism, "sasl.username": "alice",
+                                                   "sasl.password": "wrong"})
+            a.list_topics(timeout=5)
+        else:
+            from kafka import KafkaProducer
+            KafkaProducer(bootstrap_servers=broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password="wrong",
+                          max_block_ms=5000).close()
+    if client == "kcat":
+        assert "Authentication failed: Invalid" in failure.value.stderr.decode()
+    assert f"({mechanism}, user 'alice'): Authentication failed: Invalid" in caplog.text
+    assert "Failed authentication with 127.0.0.1:" in caplog.text
+    assert "wrong" not in caplog.text            # nothing secret in the broker's log
