@@ -23,7 +23,7 @@ from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, Inco
                       InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotCoordinatorError,
                       RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                       UnknownLeaderEpochError, UnknownTopicOrPartitionError)
-from ..node import offsets_topic_config
+from ..node import internal_topic_config, offsets_topic_config
 from ..offsets_format import OFFSETS_TOPIC
 from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
@@ -502,7 +502,7 @@ class ClusterView:
         """Make `overrides` the topic's config overrides in the cluster's metadata (every broker watching it
         applies them); InvalidConfigError before anything is stored."""
         self.topic_partitions(name)
-        overrides = {**(offsets_topic_config(self.m.config) if name == OFFSETS_TOPIC else {}), **overrides}
+        overrides = {**(internal_topic_config(name, self.m.config) or {}), **overrides}
         self.m.config.log_config().with_kafka(overrides)
         if validate_only:
             return
