@@ -262,6 +262,8 @@ class Node:
         self._take_lock()
         try:
             self._load()
+            if TRANSACTION_STATE_TOPIC in self._topics and not self.config.zookeeper_connect:
+                self.txn_coordinator                # finishes the transactions a crash left prepared
         except BaseException:
             self._close_partitions()
             self._release_lock()
@@ -775,7 +777,12 @@ class Node:
                 self._txn_led.pop(part.index, None)
             coord = self._txn_coordinator
         if coord is None:
-            return                                  # made later, it loads the partitions led by then
+            if leader:                              # prepared transactions there must be finished: start it
+                try:
+                    self.txn_coordinator
+                except (LogClosedError, UnknownTopicOrPartitionError) as e:
+                    log.info("transaction coordinator not started for %s: %s", part, e)
+            return                                  # made now or later, it loads the partitions led by then
         if leader:
             coord.elected(part.index, part.log.leader_epoch)
         else:

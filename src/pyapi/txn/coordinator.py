@@ -174,6 +174,9 @@ class TransactionCoordinator:
             e = UnknownTopicOrPartitionError(f"unknown partitions {', '.join(f'{t}-{p}' for t, p in unknown)}")
             e.partitions = unknown
             raise e
+        self._add(transactional_id, producer_id, producer_epoch, wanted)
+
+    def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, wanted: set) -> None:
         now = self._now_ms()
         with self._lock:
             cepoch, md = self._producer_txn(transactional_id, producer_id, producer_epoch)
@@ -190,9 +193,11 @@ class TransactionCoordinator:
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
         """AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction (its offset commits
-        then become visible only when the transaction commits)."""
-        self.add_partitions(transactional_id, producer_id, producer_epoch,
-                            [("__consumer_offsets", self._offsets_partition(group_id))])
+        then become visible only when the transaction commits). As Kafka's, it does not need the partition
+        to exist yet: the group's coordinator creates __consumer_offsets when TxnOffsetCommit finds it."""
+        _check_id(transactional_id)
+        self._add(transactional_id, producer_id, producer_epoch,
+                  {("__consumer_offsets", self._offsets_partition(group_id))})
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], SeglogError | None]:
