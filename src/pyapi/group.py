@@ -544,11 +544,6 @@ class GroupCoordinator:
         partitions are all unknown is answered without looking at the group. A group-managed commit counts
         as a heartbeat. Blocks until the store wrote the offsets.
         """
-        written: Future = Future()
-
-        def on_written(exc: BaseException | None) -> _Done:
-            return [(written, exc, True)] if exc is not None else [(written, None, False)]
-
         results: dict[TopicPartition, SeglogError | None] = {}
         known: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -580,13 +575,20 @@ class GroupCoordinator:
                     om = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, stamp, om.expire_timestamp)
                 accepted[tp] = om
                 results[tp] = None
-            if accepted:
-                self._writes.queue(lambda: self.store.start_commit(group_id, accepted), on_written)
-            else:
-                written.set_result(None)
+            written = self._queue_write((lambda: self.store.start_commit(group_id, accepted)) if accepted else None)
         self._finish([])
         written.result()
         return results
+
+    def _queue_write(self, start: Callable[[], Callable[[], None]] | None) -> Future:
+        """Queue a store write (lock held): a Future done once it is stored, failed with the store's error;
+        done at once when there is nothing to write (``start`` None). Wait for it after releasing the lock."""
+        written: Future = Future()
+        if start is None:
+            written.set_result(None)
+        else:
+            self._writes.queue(start, lambda exc: [(written, exc, exc is not None)])
+        return written
 
     def _check_commit(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> None:
         """OffsetCommit's group checks (lock held); a group-managed commit refreshes the member's session."""
@@ -678,11 +680,6 @@ class GroupCoordinator:
         for a group with members of another protocol type, CoordinatorNotAvailableError when closed. Blocks
         until the store wrote the deletion."""
         wanted = [TopicPartition(*tp) for tp in dict.fromkeys(partitions)]
-        written: Future = Future()
-
-        def on_written(exc: BaseException | None) -> _Done:
-            return [(written, exc, True)] if exc is not None else [(written, None, False)]
-
         with self._lock:
             self._check_open()
             _check_group_id(group_id, allow_empty=False)
@@ -700,10 +697,8 @@ class GroupCoordinator:
             else:
                 raise NonEmptyGroupError(f"group {group_id!r} has members ({group.state.value})")
             deleted = [tp for tp, e in results.items() if e is None]
-            if deleted:
-                self._writes.queue(lambda: self.store.start_delete_offsets(group_id, deleted), on_written)
-            else:
-                written.set_result(None)
+            written = self._queue_write((lambda: self.store.start_delete_offsets(group_id, deleted)) if deleted
+                                        else None)
         self._finish([])
         written.result()
         return results
