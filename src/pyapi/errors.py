@@ -628,6 +628,13 @@ class GroupAuthorizationFailedError(SeglogError):
     kafka_name = "GROUP_AUTHORIZATION_FAILED"
 
 
+class TransactionalIdAuthorizationFailedError(SeglogError):
+    """Not authorized to use the transactional id (Write on the TransactionalId resource)."""
+
+    code = 53
+    kafka_name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
 class UnsupportedSaslMechanismError(SeglogError):
     """The SASL mechanism asked for is not enabled on the listener."""
 

@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import errors
 from ..errors import SeglogError
 from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
+from ..security.acls import AclOperation as Op
+from ..security.acls import ResourceType as Res
 from .handler_support import GROUP_THREADS, CloseConnection, _err, _off_loop
 from .handlers_admin import AdminHandlers
 from .handlers_data import DataHandlers
@@ -59,10 +61,25 @@ class Handlers(DataHandlers, GroupHandlers, AdminHandlers):
             topics += [{"error_code": errors.UnknownTopicIdError.code, "name": None, "topic_id": t["topic_id"],
                         "partitions": []} for t in requested if t["name"] is None]
             requested = [t for t in requested if t["name"] is not None]
-        names = view.topic_names() if requested is None else [t["name"] for t in requested]
+        allowed = self.broker.allowed
+        if requested is None:                      # every topic: those the principal may not describe are left out
+            names = [n for n in view.topic_names() if allowed(Op.DESCRIBE, Res.TOPIC, n)]
+        else:
+            names = [t["name"] for t in requested]
         for name in names:
+            if requested is not None and not allowed(Op.DESCRIBE, Res.TOPIC, name):
+                topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "name": name,
+                               "partitions": []})
+                continue
             try:
-                if requested is not None and allow_create and self.config.auto_create_topics_enable:
+                create = requested is not None and allow_create and self.config.auto_create_topics_enable
+                if create and not self.may_create_topic(name):
+                    create = False                    # auto-creation needs Create: a missing topic is refused
+                    try:
+                        view.topic_partitions(name)
+                    except errors.UnknownTopicOrPartitionError:
+                        raise errors.TopicAuthorizationFailedError(f"Not authorized to create topic {name}") from None
+                if create:
                     count, internal = await _off_loop(view.ensure_topic, name)
                 else:
                     count, internal = view.topic_partitions(name)

@@ -10,7 +10,11 @@ from .. import errors
 from ..errors import SeglogError
 from .handler_support import (EARLIEST, LATEST, MAX_TIMESTAMP, TRANSACTIONS_UNSUPPORTED, CloseConnection, _err,
                               _off_loop)
+from ..security.acls import AclOperation as Op
+from ..security.acls import ResourceType as Res
 from .record_errors import record_errors
+
+TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
 
 class DataHandlers:
@@ -38,8 +42,9 @@ class DataHandlers:
         responses, appends = [], []
         for topic in body["topic_data"]:
             parts = []
+            topic_err = err or (0 if self.broker.allowed(Op.WRITE, Res.TOPIC, topic["name"]) else TOPIC_DENIED)
             for pd in topic["partition_data"]:
-                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err))
+                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, topic_err))
             responses.append({"name": topic["name"], "partition_responses": parts})
         # one partition after the other, on the disk threads: a request inflates one batch at a time
         done = [await append for append in appends]
@@ -120,10 +125,15 @@ class DataHandlers:
         min_bytes = body["min_bytes"]
         deadline = time.monotonic() + max_wait
         wanted = [(t["topic"], p) for t in body["topics"] for p in t["partitions"]]
+        # a follower needs ClusterAction on the cluster, a consumer Read on each topic (as Kafka)
+        if replica:
+            denied = set() if self.broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER) else {t for t, _ in wanted}
+        else:
+            denied = {t for t in {t for t, _ in wanted} if not self.broker.allowed(Op.READ, Res.TOPIC, t)}
         while True:
             version = self.broker.data_version()
             responses, total, failed, corrupt = await self.broker.on_disk(
-                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"])
+                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"], denied)
             for topic, index in corrupt:                    # the Log logged each (file, offset, position)
                 self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
@@ -133,9 +143,9 @@ class DataHandlers:
             await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
             self.broker.note_wait(time.monotonic() - started)
 
-    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int):
+    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int, denied: set):
         """(responses, bytes read, whether a partition failed, [(topic, partition) that met a corrupt batch]);
-        runs on a disk thread."""
+        the partitions of `denied` topics are answered TOPIC_AUTHORIZATION_FAILED; runs on a disk thread."""
         by_topic: dict[str, list] = {}
         order: list[str] = []
         total = 0
@@ -149,6 +159,10 @@ class DataHandlers:
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                      "records": b""}
             by_topic[topic].append(entry)
+            if topic in denied:
+                entry["error_code"] = TOPIC_DENIED
+                failed = True
+                continue
             try:
                 self.broker.view.check_fetch(topic, p["partition"], p["current_leader_epoch"], replica)
                 part = self.node.partition(topic, p["partition"])
@@ -196,6 +210,8 @@ class DataHandlers:
             for p in t["partitions"]:
                 out = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1, "offset": -1}
                 try:
+                    if not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, t["name"]):
+                        raise errors.TopicAuthorizationFailedError()
                     self.broker.view.check_fetch(t["name"], p["partition_index"], p["current_leader_epoch"], False)
                     part = self.node.partition(t["name"], p["partition_index"])
                     ts = p["timestamp"]
@@ -221,12 +237,20 @@ class DataHandlers:
         return {"topics": topics}
 
     async def handle_offset_for_leader_epoch(self, header, body):
+        """A follower's request needs ClusterAction on the cluster (else every partition is answered
+        CLUSTER_AUTHORIZATION_FAILED), a consumer's Describe on each topic."""
+        follower = body["replica_id"] >= 0
+        cluster_denied = follower and not self.broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER)
         topics = []
         for t in body["topics"]:
             parts = []
             for p in t["partitions"]:
                 out = {"partition": p["partition"], "error_code": 0, "leader_epoch": -1, "end_offset": -1}
                 try:
+                    if cluster_denied:
+                        raise errors.ClusterAuthorizationFailedError()
+                    if not follower and not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, t["topic"]):
+                        raise errors.TopicAuthorizationFailedError()
                     self.broker.view.check_fetch(t["topic"], p["partition"], p["current_leader_epoch"],
                                                  body["replica_id"] >= 0)
                     epoch, end = self.node.partition(t["topic"], p["partition"]).log.end_offset_for_epoch(
@@ -247,6 +271,8 @@ class DataHandlers:
             for p in t["partitions"]:
                 out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
                 try:
+                    if not self.broker.allowed(Op.DELETE, Res.TOPIC, t["name"]):
+                        raise errors.TopicAuthorizationFailedError()
                     if self.broker.view.topic_partitions(t["name"])[1]:
                         raise errors.InvalidTopicError(f"Cannot delete records of internal topic {t['name']}")
                     self.broker.view.check_produce(t["name"], p["partition_index"], 1)       # the leader's job
@@ -269,6 +295,8 @@ class DataHandlers:
             for p in t["partition_indexes"]:
                 out = {"partition_index": p, "error_code": 0, "error_message": None, "active_producers": []}
                 try:
+                    if not self.broker.allowed(Op.READ, Res.TOPIC, t["name"]):
+                        raise errors.TopicAuthorizationFailedError()
                     self.broker.view.check_produce(t["name"], p, 1)                  # the leader's answer
                     producers = self.node.partition(t["name"], p).log.active_producers()
                     out["active_producers"] = [
@@ -283,9 +311,15 @@ class DataHandlers:
         return {"topics": topics}
 
     async def handle_init_producer_id(self, header, body):
-        if body["transactional_id"] is not None:
-            return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}
+        """A transactional id needs Write on it; an idempotent producer IdempotentWrite on the cluster or Write
+        on some topic (Kafka's rules since KIP-679)."""
         try:
+            if body["transactional_id"] is not None:
+                self.broker.authorize_transactional_id(body["transactional_id"])
+                return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}
+            if not (self.broker.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER)
+                    or self.broker.allowed_any(Op.WRITE, Res.TOPIC)):
+                raise errors.ClusterAuthorizationFailedError("Cluster authorization failed (IdempotentWrite)")
             return {"error_code": 0, "producer_id": await _off_loop(self.broker.view.init_producer_id),
                     "producer_epoch": 0}
         except SeglogError as e:
