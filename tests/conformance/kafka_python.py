@@ -56,7 +56,6 @@ KNOWN_FAILURES = {
     "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs":
         "read_only: seglog's broker configs cannot change at run time, while Kafka 3.x reports advertised.listeners "
         "as dynamically updatable (read_only false)",
-    "test_admin_integration.py::test_elect_leaders": "no ElectLeaders API yet",
     "test_admin_integration.py::test_alter_replica_log_dirs": "no AlterReplicaLogDirs: one data dir per broker",
     "test_admin_integration.py::test_alter_partition_reassignments": "no AlterPartitionReassignments API yet",
     "test_admin_integration.py::test_list_partition_reassignments": "no ListPartitionReassignments API yet",
