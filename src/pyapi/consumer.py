@@ -43,7 +43,7 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from . import _engine
 from .assignors import Assignment, Subscription, assignor_for
@@ -52,13 +52,23 @@ from .errors import (IllegalGenerationError, IllegalStateError, InvalidArgumentE
                      RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 from .offsets_format import OffsetAndMetadata, TopicPartition
 
-__all__ = ["Consumer", "TopicPartition"]
+__all__ = ["Consumer", "ConsumerGroupMetadata", "TopicPartition"]
 
 log = logging.getLogger("seglog.consumer")
 _RESETS = ("earliest", "latest", "none")
 _UNJOINED, _PREPARING, _COMPLETING, _STABLE = "unjoined", "preparing_rebalance", "completing_rebalance", "stable"
 _TOPICS, _PATTERN, _ASSIGNED = "topics", "pattern", "assigned"     # Kafka's SubscriptionType (None: none yet)
 _SUBSCRIPTION_EXCLUSIVE = "Subscription to topics, partitions and pattern are mutually exclusive"
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """What a transactional producer passes to ``send_offsets_to_transaction`` (Kafka's ConsumerGroupMetadata):
+    the group and, for a member of it, its generation, member id and static instance id, which the group
+    coordinator checks so that a consumer fenced out of the group cannot commit."""
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 @dataclass
@@ -339,6 +349,14 @@ class Consumer:
                 for tp, ts in timestamps.items()}
 
     # -- offsets ----------------------------------------------------------------------------------------------
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The consumer's group, generation, member id and instance id, for a transactional producer's
+        ``send_offsets_to_transaction``. InvalidGroupIdError without a group_id, as Kafka's consumer."""
+        if self.group_id is None:
+            raise InvalidGroupIdError("group_metadata() needs a consumer with a group_id")
+        with self._lock:
+            return ConsumerGroupMetadata(self.group_id, self._generation, self._member_id, self.group_instance_id)
 
     def commit(self, offsets: dict | None = None) -> None:
         """Commit `offsets` ({tp: next offset to read}) or every assigned partition's position. A subscribed

@@ -30,6 +30,9 @@ What maps to what:
   what arrives for the next ``fetch`` at that offset. So a record produced while a consumer waits reaches
   it as soon as the broker has it, without polling every partition in turn.
 * ``init_producer_id()``: InitProducerId.
+* ``txn_coordinator``: :class:`RemoteTxnCoordinator`, the transaction coordinator calls of a transactional
+  Producer (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and of the CLI (DescribeTransactions,
+  ListTransactions), at the transactional id's coordinator (FindCoordinator key_type 1).
 * ``group_coordinator``: :class:`RemoteGroupCoordinator`, the part of seglog.group.GroupCoordinator the
   Consumer calls (join, sync, heartbeat, leave, commit and fetch offsets) and ``delete_groups``, by
   FindCoordinator and the group APIs; join/sync return already-resolved futures. Coordinator moves
@@ -60,10 +63,10 @@ from .errors import (InvalidConfigError, InvalidRequiredAcksError, InvalidTopicE
                      LogClosedError, NetworkError, OffsetOutOfRangeError, SeglogError, UnknownTopicOrPartitionError,
                      for_code)
 from .log import TimestampOffset
-from .node import FetchResult, offsets_topic_config
-from .offsets_format import OFFSETS_TOPIC
+from .node import FetchResult, internal_topic_config
 from .protocol import ApiKey, RequestHeader, encode_request
 from .remote_group import RemoteGroupCoordinator
+from .remote_txn import RemoteTxnCoordinator
 from .wire_fetch import NO_BATCHES, Fetched, Position
 
 __all__ = ["RemoteNode", "RemotePartition", "RemoteTopic", "RemoteGroupCoordinator"]
@@ -134,7 +137,7 @@ class RemotePartition:
         """The high watermark: the leader's log end offset is not visible to clients."""
         return self._offset(LATEST)
 
-    def append(self, batch, acks: int = -1) -> tuple[int, int, int]:
+    def append(self, batch, acks: int = -1, transactional_id: str | None = None) -> tuple[int, int, int]:
         """Produce one record batch (as seglog.Producer builds it) to the leader: (base offset, last offset,
         log append time or -1). acks=0 returns (-1, -1, -1): the broker does not answer."""
         if acks not in (-1, 0, 1):
@@ -145,7 +148,7 @@ class RemotePartition:
             raise error_for(87, f"a produce request carries one whole record batch, not {len(data)} bytes "
                                 f"holding {len(infos)}")
         last_delta = infos[0].last_offset - infos[0].base_offset
-        body = {"transactional_id": None, "acks": acks, "timeout_ms": self.node.request_timeout_ms,
+        body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": self.node.request_timeout_ms,
                 "topic_data": [{"name": self.topic, "partition_data": [{"index": self.index, "records": data}]}]}
         if acks == 0:
             self.node._send_one_way(self.topic, self.index, body)
@@ -194,6 +197,7 @@ class RemoteNode:
         self.request_timeout_ms = request_timeout_ms
         self._partitions: dict[tuple[str, int], RemotePartition] = {}
         self._coordinator: RemoteGroupCoordinator | None = None
+        self._txn_coordinator: RemoteTxnCoordinator | None = None
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._version = 0
@@ -277,7 +281,7 @@ class RemoteNode:
             raise error_for(res["error_code"], res["error_message"])
         if not validate_only:
             wanted = {k: _config_text(k, v) for k, v in set_.items()}
-            kept = set(offsets_topic_config(BrokerConfig())) if name == OFFSETS_TOPIC else set()
+            kept = set(internal_topic_config(name, BrokerConfig()) or ())
 
             def applied(overrides: dict[str, str]) -> bool:     # (the offsets topic keeps its creation configs)
                 return (all(overrides.get(k) == v for k, v in wanted.items())
@@ -486,6 +490,15 @@ class RemoteNode:
                 self._coordinator = RemoteGroupCoordinator(self.cluster, retry_timeout=self.retry_timeout)
             return self._coordinator
 
+    @property
+    def txn_coordinator(self) -> "RemoteTxnCoordinator":
+        """The transaction coordinator calls (seglog.remote_txn), at each transactional id's coordinator."""
+        self._check_open()
+        with self._lock:
+            if self._txn_coordinator is None:
+                self._txn_coordinator = RemoteTxnCoordinator(self.cluster, retry_timeout=self.retry_timeout)
+            return self._txn_coordinator
+
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -501,10 +514,10 @@ class RemoteNode:
         self._closed.set()
         with self._lock:
             socks, self._one_way = list(self._one_way.values()), {}
-            coord = self._coordinator
+            coords = [c for c in (self._coordinator, self._txn_coordinator) if c is not None]
         for s in socks:
             s.close()
-        if coord is not None:
+        for coord in coords:
             coord.close()
         self.cluster.close()
 

@@ -1,4 +1,4 @@
-"""Handlers of the data APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId."""
+"""Handlers of the data APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from typing import Any
 
 from .. import errors
 from ..errors import SeglogError
-from .handler_support import (EARLIEST, LATEST, MAX_TIMESTAMP, TRANSACTIONS_UNSUPPORTED, CloseConnection, _err,
-                              _off_loop)
+from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err
 from .record_errors import record_errors
 
 
 class DataHandlers:
-    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId: a part of
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers: a part of
     handlers.Handlers (``self.broker``, ``self.node``, ``self.config``)."""
 
     # -- Produce ----------------------------------------------------------------------------------------------
@@ -28,8 +27,6 @@ class DataHandlers:
         acks = body["acks"]
         if header.api_version < 3:              # message format v0/v1: advertised (as Kafka does), never served
             err = errors.UnsupportedVersionError.code
-        elif body["transactional_id"] is not None:
-            err = TRANSACTIONS_UNSUPPORTED
         elif acks not in (-1, 0, 1):
             err = errors.InvalidRequiredAcksError.code
         else:
@@ -39,7 +36,8 @@ class DataHandlers:
         for topic in body["topic_data"]:
             parts = []
             for pd in topic["partition_data"]:
-                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err))
+                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err,
+                                                body["transactional_id"]))
             responses.append({"name": topic["name"], "partition_responses": parts})
         # one partition after the other, on the disk threads: a request inflates one batch at a time
         done = [await append for append in appends]
@@ -68,12 +66,11 @@ class DataHandlers:
             return None
         return {"responses": responses}
 
-    async def _append_one(self, topic: str, index: int, records, acks: int, err: int):
+    async def _append_one(self, topic: str, index: int, records, acks: int, err: int, transactional_id):
         """(the partition's response entry, (partition, last offset, start time) to wait for, or None)."""
         out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
         if err:
-            out["error_message"] = {TRANSACTIONS_UNSUPPORTED: "transactions are not supported",
-                                    errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
+            out["error_message"] = {errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
                                                                          "v1) is not supported",
                                     errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
                                     }.get(err)
@@ -85,7 +82,8 @@ class DataHandlers:
             self.broker.view.check_produce(topic, index, acks)
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
-            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks)
+            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks,
+                                                                       transactional_id)
             out.update(base_offset=base, log_append_time_ms=append_time)
             return out, (part, last, t0)
         except SeglogError as e:
@@ -281,12 +279,3 @@ class DataHandlers:
                 parts.append(out)
             topics.append({"name": t["name"], "partitions": parts})
         return {"topics": topics}
-
-    async def handle_init_producer_id(self, header, body):
-        if body["transactional_id"] is not None:
-            return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}
-        try:
-            return {"error_code": 0, "producer_id": await _off_loop(self.broker.view.init_producer_id),
-                    "producer_epoch": 0}
-        except SeglogError as e:
-            return {"error_code": _err(e), "producer_id": -1, "producer_epoch": -1}

@@ -23,6 +23,7 @@ from ..consumer import Consumer
 from ..errors import GroupIdNotFoundError, InvalidConfigError, SeglogError
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..producer import Producer
+from ..txn.coordinator import TransactionDescription, TransactionListing
 
 __all__ = ["Admin", "PartitionInfo", "TopicDescription", "GroupListing", "MemberInfo", "GroupInfo",
            "ProducerClient", "ConsumerClient", "RecordLike", "PRODUCER_PROPERTIES", "CONSUMER_PROPERTIES",
@@ -299,6 +300,16 @@ class Admin(ABC):
         if coord is None:
             raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
         return coord.delete_offsets(group_id, partitions)
+
+    # -- transactions (ListTransactions, DescribeTransactions) --------------------------------------------------
+
+    @abstractmethod
+    def list_transactions(self) -> list[tuple[int, TransactionListing]]:
+        """(coordinator broker id, listing) of every transactional id, sorted by id."""
+
+    @abstractmethod
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """The id's state (``coordinator_id`` set); TransactionalIdNotFoundError for an unknown one."""
 
     # -- clients -------------------------------------------------------------------------------------------
 
