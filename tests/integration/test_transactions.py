@@ -371,3 +371,60 @@ def test_seglog_zombie_is_fenced(door, broker, topic_name):
     zombie.close()
     wait_for(lambda: describe(broker, f"zs-{topic}").state == "CompleteCommit", what="successor committed")
     assert seglog_read(door, topic, 1, "read_committed") == [b"successor"]
+
+
+# -- exactly once through kill -9 ----------------------------------------------------------------------------------
+
+KILLS = 8
+
+
+def test_consume_transform_produce_killed_at_random_points_is_exactly_once(broker, topic_name, tmp_path):
+    """The worker (tests/helpers/eos_worker.py) is SIGKILLed KILLS times at random moments (inside a
+    transaction, while committing, between transactions) and started again, until the group's committed
+    offsets reach the end of the input; then the output, read_committed, holds every input exactly once."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    from cluster_harness import seglog_env
+
+    src, dst = topic_name(), topic_name()
+    broker.node.create_topic(src, 2)
+    broker.node.create_topic(dst, 2)
+    values = [b"record-%05d" % i for i in range(3000)]
+    with seglog.Producer(broker.node) as feed:
+        for i, v in enumerate(values):
+            feed.send(src, v, key=v, partition=i % 2)
+    ends = {(src, 0): 1500, (src, 1): 1500}
+    group, tid = f"eos-{src}", f"eos-{src}"
+    worker = os.path.join(os.path.dirname(os.path.dirname(__file__)), "helpers", "eos_worker.py")
+    rng = random.Random(14)
+    log = open(tmp_path / "worker.log", "w")
+
+    def committed():
+        return {tuple(tp): om.offset for tp, om in broker.node.group_coordinator.fetch_offsets(group).items()}
+
+    def start():
+        return subprocess.Popen([sys.executable, worker, broker.bootstrap_servers, src, dst, group, tid],
+                                stdout=log, stderr=subprocess.STDOUT, env=seglog_env())
+
+    kills = 0
+    proc = start()
+    try:
+        while kills < KILLS and committed() != ends:
+            time.sleep(rng.uniform(0.3, 2.5))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            kills += 1
+            proc = start()
+        wait_for(lambda: committed() == ends, timeout=120, what="every input processed")
+    finally:
+        proc.kill()
+        proc.wait(10)
+        log.close()
+    out = seglog_read(broker.node, dst, 2, "read_committed")
+    assert len(out) == len(values) and sorted(out) == sorted(v.upper() for v in values), \
+        (len(out), len(set(out)), (tmp_path / "worker.log").read_text()[-2000:])
+    assert kills == KILLS, f"the input was processed before {KILLS} kills ({kills}): make it longer"
