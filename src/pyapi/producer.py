@@ -214,8 +214,8 @@ class Producer:
         if self._txn_state == _FATAL:
             raise self._txn_fatal
         if self._txn_state not in states:
-            if self._txn_state == _ABORTABLE:
-                raise IllegalStateError(f"{what}: the transaction failed ({self._txn_error}); abort it")
+            if self._txn_state == _ABORTABLE:               # as Kafka's: the error, until abort_transaction()
+                raise self._txn_error
             raise IllegalStateError(f"{what} is not allowed in state {self._txn_state}")
 
     # Every transaction call takes `timeout` (seconds; default max_block_ms): how long it retries a busy or

@@ -120,7 +120,7 @@ def test_a_zombie_producer_never_commits(broker, topic_name):
     successor.produce(topic, b"successor", partition=1)
     successor.commit_transaction(30)
     assert ck_consume_all(broker.bootstrap_servers, topic, "read_committed", 1) == [b"successor"]
-    assert describe(broker, f"z-{topic}").producer_epoch == 1
+    assert describe(broker, f"z-{topic}").producer_epoch == 2      # 1 aborted the zombie's transaction
 
 
 def test_a_transaction_past_its_timeout_is_aborted(broker, topic_name):
