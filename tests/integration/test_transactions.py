@@ -428,3 +428,37 @@ def test_consume_transform_produce_killed_at_random_points_is_exactly_once(broke
     assert len(out) == len(values) and sorted(out) == sorted(v.upper() for v in values), \
         (len(out), len(set(out)), (tmp_path / "worker.log").read_text()[-2000:])
     assert kills == KILLS, f"the input was processed before {KILLS} kills ({kills}): make it longer"
+
+
+def test_a_faust_exactly_once_app(broker, tmp_path):
+    """faust-streaming with processing_guarantee="exactly_once" (its producers are aiokafka's transactional
+    ones, one per partition): every word is upper-cased into the output exactly once, read_committed."""
+    pytest.importorskip("faust", reason="faust-streaming is not installed")
+    import os
+    import subprocess
+    import sys
+
+    from cluster_harness import seglog_env
+
+    broker.node.create_topic("words", 2)
+    broker.node.create_topic("upper", 2)
+    words = [b"word-%04d" % i for i in range(400)]
+    with seglog.Producer(broker.node) as feed:
+        for w in words:
+            feed.send("words", w, key=w)
+    app = os.path.join(os.path.dirname(os.path.dirname(__file__)), "helpers", "faust_eos.py")
+    with open(tmp_path / "faust.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, app, broker.bootstrap_servers, str(tmp_path / "faust")],
+                                stdout=log, stderr=subprocess.STDOUT, env=seglog_env())
+        try:
+            def done():
+                committed = broker.node.group_coordinator.fetch_offsets("eosupper")
+                return sum(om.offset for tp, om in committed.items() if tp.topic == "words") == len(words)
+            wait_for(done, timeout=90, what="faust consumed every word")
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    listed = broker.node.txn_coordinator.list()[1]
+    assert listed and all(t.transactional_id.startswith("eosupper-") for t in listed)
+    got = seglog_read(broker.node, "upper", 2, "read_committed")
+    assert sorted(got) == sorted(w.upper() for w in words), (len(got), (tmp_path / "faust.log").read_text()[-2000:])
