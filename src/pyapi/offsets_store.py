@@ -259,18 +259,6 @@ def _control_commit(batch) -> bool:
     return int.from_bytes(data[pos + 2:pos + 4], "big", signed=True) == 1
 
 
-def _batches(log):
-    """(BatchInfo, its bytes) of every batch of a log, in order (about 1 MiB read at a time)."""
-    offset, end = log.start_offset, log.end_offset
-    while offset < end:
-        view, next_offset = log.read_next(offset, 1 << 20)
-        if next_offset < 0:
-            return
-        for b in _engine.batches(view, False):
-            yield b, view[b.position:b.position + b.size]
-        offset = next_offset
-
-
 def _next_sequence(log, producer_id: int, producer_epoch: int) -> int:
     """The sequence the producer's next batch in this log takes (0 for a new producer or epoch)."""
     for p in log.active_producers():
@@ -312,13 +300,28 @@ class LogOffsetStore(InMemoryOffsetStore):
                 self._replay(part)
 
     def _replay(self, part) -> None:
-        for b, data in _batches(part.log):
-            if b.is_control:
-                self._complete_txn(part.index, b.producer_id, _control_commit(data))
-                continue
-            producer_id = b.producer_id if b.is_transactional else -1
-            for r in _engine.decode_records(data, verify_crc=False):
-                self._apply(r.key, r.value, producer_id)
+        """Apply every record of the partition, batch by batch (about 1 MiB read and decoded at a time): a
+        transactional batch's offsets go pending under its producer, a control batch ends that producer's
+        transaction."""
+        log = part.log
+        offset, end = log.start_offset, log.end_offset
+        while offset < end:
+            view, next_offset = log.read_next(offset, 1 << 20)
+            if next_offset < 0:
+                return
+            records = iter(_engine.decode_records(view, offset, verify_crc=False))   # control batches skipped
+            r = next(records, None)
+            for b in _engine.batches(view, False):
+                if b.last_offset < offset:
+                    continue
+                if b.is_control:
+                    self._complete_txn(part.index, b.producer_id, _control_commit(view[b.position:]))
+                    continue
+                producer_id = b.producer_id if b.is_transactional else -1
+                while r is not None and r.offset <= b.last_offset:
+                    self._apply(r.key, r.value, producer_id)
+                    r = next(records, None)
+            offset = next_offset
 
     def _in_partition(self, group: str, partition: int | None) -> bool:
         return partition_for_group(group, self._partitions) == partition

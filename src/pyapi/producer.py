@@ -113,7 +113,8 @@ class Producer:
         self._txn_error: BaseException | None = None     # the first failed batch of the transaction
         self._txn_partitions: set[tuple[str, int]] = set()
         self._txn_started = False                        # partitions or offsets were added: EndTxn is due
-        self._txn_lock = threading.RLock()
+        self._txn_lock = threading.RLock()             # one transaction call at a time
+        self._txn_error_lock = threading.Lock()         # the state a failed call changes (see _txn_failed)
         transactional = transactional_id is not None
         producer_id = node.init_producer_id() if enable_idempotence and not transactional else -1
         self._acc = _engine.RecordAccumulator(
@@ -179,25 +180,27 @@ class Producer:
 
     # -- transactions ---------------------------------------------------------------------------------------------
 
-    def _coordinator_call(self, fn, *args):
+    def _coordinator_call(self, fn, *args, timeout: float | None = None, **kwargs):
         """Call the transaction (or group) coordinator, retrying CONCURRENT_TRANSACTIONS and coordinator moves
-        until max_block_ms, as Kafka's producer does; RequestTimedOutError after that."""
-        deadline = time.monotonic() + self.max_block_ms / 1000
+        for `timeout` seconds (default max_block_ms), as Kafka's producer does; RequestTimedOutError after
+        that."""
+        deadline = time.monotonic() + (self.max_block_ms / 1000 if timeout is None else timeout)
         wait = _RETRY_BACKOFF_S[0]
         while True:
             try:
-                return fn(*args)
+                return fn(*args, **kwargs)
             except _RETRIED as e:
                 if time.monotonic() + wait > deadline:
-                    raise RequestTimedOutError(f"transactional id {self.transactional_id!r}: gave up after "
-                                               f"max_block_ms={self.max_block_ms} ({e})") from e
+                    raise RequestTimedOutError(f"transactional id {self.transactional_id!r}: gave up retrying "
+                                               f"({e})") from e
                 time.sleep(wait)
                 wait = min(wait * 2, _RETRY_BACKOFF_S[1])
 
     def _txn_failed(self, e: BaseException) -> None:
         """A call of the transaction failed: fatal errors end the producer, others make the transaction
-        abortable."""
-        with self._txn_lock:
+        abortable. Called from _append too, with the accumulator's lock held: it never takes _txn_lock (whose
+        holder may be waiting for the accumulator in flush), only _txn_error_lock."""
+        with self._txn_error_lock:
             if isinstance(e, _FATAL_ERRORS):
                 self._txn_state, self._txn_fatal = _FATAL, e
             elif self._txn_state == _IN_TRANSACTION:
@@ -211,25 +214,27 @@ class Producer:
         if self._txn_state == _FATAL:
             raise self._txn_fatal
         if self._txn_state not in states:
-            if self._txn_state == _ABORTABLE:
-                raise IllegalStateError(f"{what}: the transaction failed ({self._txn_error}); abort it")
+            if self._txn_state == _ABORTABLE:               # as Kafka's: the error, until abort_transaction()
+                raise self._txn_error
             raise IllegalStateError(f"{what} is not allowed in state {self._txn_state}")
+
+    # Every transaction call takes `timeout` (seconds; default max_block_ms): how long it retries a busy or
+    # moving coordinator before RequestTimedOutError.
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Get the producer id and epoch of the transactional id (fencing older producers of it; an open
         transaction of theirs is aborted first). Must come before the first transaction."""
         with self._txn_lock:
             self._require(_UNINITIALIZED, what="init_transactions")
-            self._init_producer_id(-1, -1)
+            self._init_producer_id(-1, -1, timeout)
             self._txn_state = _READY
 
-    def _init_producer_id(self, producer_id: int, epoch: int) -> None:
+    def _init_producer_id(self, producer_id: int, epoch: int, timeout: float | None) -> None:
         try:
             pid, epoch = self._coordinator_call(self.node.txn_coordinator.init_producer_id, self.transactional_id,
-                                                self.transaction_timeout_ms, producer_id, epoch)
+                                                self.transaction_timeout_ms, producer_id, epoch, timeout=timeout)
         except BaseException as e:
-            if isinstance(e, _FATAL_ERRORS):
-                self._txn_state, self._txn_fatal = _FATAL, e
+            self._txn_failed(e)
             raise
         self._acc.set_producer(pid, epoch)
 
@@ -254,14 +259,15 @@ class Producer:
             self._require(_IN_TRANSACTION, what="send_offsets_to_transaction")
             try:
                 self._coordinator_call(self.node.txn_coordinator.add_offsets, self.transactional_id,
-                                       self.producer_id, self.producer_epoch, group_metadata.group_id)
+                                       self.producer_id, self.producer_epoch, group_metadata.group_id,
+                                       timeout=timeout)
                 self._txn_started = True
                 committed = {tp: om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om))
                              for tp, om in offsets.items()}
                 errs = self._coordinator_call(
                     self.node.group_coordinator.txn_commit_offsets, group_metadata.group_id, self.transactional_id,
                     self.producer_id, self.producer_epoch, committed, group_metadata.generation_id,
-                    group_metadata.member_id, group_instance_id=group_metadata.group_instance_id)
+                    group_metadata.member_id, group_instance_id=group_metadata.group_instance_id, timeout=timeout)
                 failed = [e for e in errs.values() if e is not None]
                 if failed:
                     raise failed[0]
@@ -275,10 +281,9 @@ class Producer:
         with self._txn_lock:
             self._require(_IN_TRANSACTION, what="commit_transaction")
             self._acc.flush()
-            if self._txn_error is not None:
-                self._txn_state = _ABORTABLE if self._txn_state != _FATAL else _FATAL
+            if self._txn_error is not None:             # _txn_failed made the transaction abortable (or fatal)
                 raise self._txn_error
-            self._end(True)
+            self._end(True, timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort: records not yet appended fail with IllegalStateError, the appended ones are aborted by the
@@ -288,16 +293,16 @@ class Producer:
             self._require(_IN_TRANSACTION, _ABORTABLE, what="abort_transaction")
             self._acc.txn_open = False
             self._acc.discard(IllegalStateError("the transaction was aborted before this record was sent"))
-            self._end(False)
+            self._end(False, timeout)
             if self._txn_error is not None:
-                self._init_producer_id(self.producer_id, self.producer_epoch)
+                self._init_producer_id(self.producer_id, self.producer_epoch, timeout)
 
-    def _end(self, commit: bool) -> None:
+    def _end(self, commit: bool, timeout: float | None) -> None:
         self._acc.txn_open = False
         if self._txn_started:
             try:
                 self._coordinator_call(self.node.txn_coordinator.end_txn, self.transactional_id, self.producer_id,
-                                       self.producer_epoch, commit)
+                                       self.producer_epoch, commit, timeout=timeout)
             except BaseException as e:
                 self._txn_failed(e)
                 raise
