@@ -103,7 +103,7 @@ logger = logging.getLogger("seglog.cleaner")
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 WORK_DIR = ".cleaner"                  # per-partition scratch directory; each pass writes in its own subdirectory
-SWAP_FILE_RE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
+SWAP_FILE_RE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)\.swap$")
 CLEANER_BACKOFF_MS = 15_000            # Kafka's log.cleaner.backoff.ms: between checks of one log
 MAX_MAP_KEYS = 1_000_000               # keys in one pass's offset map (~120 MB with 30-byte keys)
 MAX_DIRTY_BYTES = 256 << 20            # dirty bytes mapped by one pass

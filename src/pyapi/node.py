@@ -132,6 +132,8 @@ class FetchResult:
     log_end_offset: int
     next_offset: int = -1          # last returned offset + 1 (-1 when nothing was returned)
     crc_checked: bool = True       # the local log verified the batches; data from the network was not
+    last_stable_offset: int = -1   # the partition's LSO (read_committed fetches stop there)
+    aborted_transactions: list | None = None   # read_committed: the aborted transactions the records overlap
 
 
 class Partition:
@@ -210,20 +212,31 @@ class Partition:
         """A marker ended the producer's transaction here: its next transaction is verified again."""
         self._verified.pop(producer_id, None)
 
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
     def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,
-              min_one: bool = True) -> FetchResult:
+              min_one: bool = True, isolation_level: int = 0) -> FetchResult:
         """Whole batches from `offset` (the batch holding it first), at most `max_bytes` (but at least one
         batch when min_one); for consumers (committed_only) none at or above the high watermark, for replicas
-        up to the log end. As in Kafka, an offset between the high watermark and the log end reads nothing,
-        and one outside [log start, log end] raises OffsetOutOfRangeError."""
+        up to the log end; with isolation_level 1 (read_committed) none at or above the last stable offset, and
+        the aborted transactions overlapping what is returned (Kafka's FetchResponse). As in Kafka, an offset
+        between that limit and the log end reads nothing, and one outside [log start, log end] raises
+        OffsetOutOfRangeError."""
         lg = self.log
         hw, end, start = lg.high_watermark, lg.end_offset, lg.start_offset
+        lso = lg.last_stable_offset
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset=offset, start=start, end=end)
-        if offset >= (hw if committed_only else end):
-            return FetchResult(memoryview(b""), hw, start, end)
-        view, next_offset = lg.read_next(offset, max_bytes, hw if committed_only else None, min_one)
-        return FetchResult(view, hw, start, end, next_offset)
+        limit = end if not committed_only else lso if isolation_level == 1 else hw
+        aborted = [] if isolation_level == 1 else None
+        if offset >= limit:
+            return FetchResult(memoryview(b""), hw, start, end, last_stable_offset=lso, aborted_transactions=aborted)
+        view, next_offset = lg.read_next(offset, max_bytes, limit if committed_only else None, min_one)
+        if isolation_level == 1 and next_offset > offset:
+            aborted = lg.aborted_transactions(offset, next_offset)
+        return FetchResult(view, hw, start, end, next_offset, last_stable_offset=lso, aborted_transactions=aborted)
 
 
 class Node:
@@ -690,6 +703,16 @@ class Node:
             pid = self._pid_next
             self._pid_next += 1
             return pid
+
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int) -> int:
+        """Append a transaction's COMMIT / ABORT marker to a partition (this node leads it); returns its offset.
+        Waiting for the replicas is the caller's (markers go with acks=all). Raises UnknownTopicOrPartitionError,
+        InvalidProducerEpochError, TransactionCoordinatorFencedError, StorageError."""
+        part = self.partition(topic, partition)
+        offset = part.log.append_control(producer_id, producer_epoch, commit, coordinator_epoch)
+        self._data_arrived(part)       # the LSO moved: read_committed fetchers waiting may read on
+        return offset
 
     # -- waiting for data --------------------------------------------------------------------------------------
 

@@ -238,27 +238,6 @@ def partition_for_group(group: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-def _control_commit(batch) -> bool:
-    """Whether a control batch is a COMMIT marker: its one record's key is (version int16, type int16), type
-    1 = COMMIT, 0 = ABORT. The record starts after the 61-byte header: length, attributes int8, timestamp
-    delta, offset delta, key length (varints), then the key."""
-    data = memoryview(batch)
-    pos = 61
-    for field in range(5):
-        if field == 1:
-            pos += 1                                    # attributes
-            continue
-        shift = value = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7f) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-    return int.from_bytes(data[pos + 2:pos + 4], "big", signed=True) == 1
-
-
 def _next_sequence(log, producer_id: int, producer_epoch: int) -> int:
     """The sequence the producer's next batch in this log takes (0 for a new producer or epoch)."""
     for p in log.active_producers():
@@ -315,7 +294,7 @@ class LogOffsetStore(InMemoryOffsetStore):
                 if b.last_offset < offset:
                     continue
                 if b.is_control:
-                    self._complete_txn(part.index, b.producer_id, _control_commit(view[b.position:]))
+                    self._complete_txn(part.index, b.producer_id, _engine.control_marker(view, b.position)[0] is True)
                     continue
                 producer_id = b.producer_id if b.is_transactional else -1
                 while r is not None and r.offset <= b.last_offset:

@@ -176,11 +176,21 @@ class RemotePartition:
                 cluster.forget(self.topic)                   # no broker answered: try again next round
 
     def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,
-              min_one: bool = True) -> FetchResult:
-        """Whole batches from `offset` (below the high watermark: a client fetch is a consumer fetch), at
-        most about `max_bytes` (at least one batch). Does not wait. OffsetOutOfRangeError outside the log;
-        an empty result while the leader is moving (the metadata is refreshed for the next try)."""
-        return self.node._fetch(self, offset, max_bytes)
+              min_one: bool = True, isolation_level: int = 0) -> FetchResult:
+        """Whole batches from `offset` (below the high watermark, or the last stable offset with isolation_level
+        1: a client fetch is a consumer fetch), at most about `max_bytes` (at least one batch). Does not wait.
+        OffsetOutOfRangeError outside the log; an empty result while the leader is moving (the metadata is
+        refreshed for the next try)."""
+        return self.node._fetch(self, offset, max_bytes, isolation_level)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset read_committed consumers read up to (ListOffsets LATEST with isolation 1)."""
+        found = self.node.cluster.list_offsets([(self.topic, self.index)], LATEST, isolation_level=1)
+        if found[(self.topic, self.index)] is None:
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: "
+                                               f"{self.topic}-{self.index}")
+        return found[(self.topic, self.index)].offset
 
 
 class RemoteNode:
@@ -389,10 +399,10 @@ class RemoteNode:
 
     # -- fetching -------------------------------------------------------------------------------------------
 
-    def _fetch(self, part: RemotePartition, offset: int, max_bytes: int) -> FetchResult:
+    def _fetch(self, part: RemotePartition, offset: int, max_bytes: int, isolation: int = 0) -> FetchResult:
         key = (part.topic, part.index)
         cached = self._prefetched.pop(key, None)
-        if cached is not None and cached[0] == offset:
+        if cached is not None and cached[0] == (offset, isolation):
             self._idle.pop(key, None)
             self._version += 1
             return cached[1]
@@ -403,7 +413,8 @@ class RemoteNode:
             self._idle.pop(key, None)
             return FetchResult(NO_BATCHES, -1, -1, -1)
         try:
-            answer = wire_fetch.fetch(conn, {key: Position(offset, max_bytes)}, max_bytes=max_bytes)
+            answer = wire_fetch.fetch(conn, {key: Position(offset, max_bytes)}, max_bytes=max_bytes,
+                                      isolation_level=isolation)
         except NetworkError:
             self.cluster.forget(part.topic)
             self._idle.pop(key, None)
@@ -417,7 +428,7 @@ class RemoteNode:
             self._idle.pop(key, None)
             return FetchResult(NO_BATCHES, -1, -1, -1)
         if result.next_offset < 0:
-            self._idle[key] = (offset, max_bytes)
+            self._idle[key] = (offset, max_bytes, isolation)
         else:
             self._idle.pop(key, None)
             self._version += 1
@@ -449,20 +460,20 @@ class RemoteNode:
         if not idle or self._closed.is_set():
             self._closed.wait(max(0.0, timeout))
             return self._version != since_version
-        by_leader: dict[int, dict] = {}
+        by_leader: dict[tuple[int, int], dict] = {}       # (leader, isolation level) -> key -> want
         try:
             for key, want in idle.items():
-                by_leader.setdefault(self.cluster.leader_id(*key), {})[key] = want
+                by_leader.setdefault((self.cluster.leader_id(*key), want[2]), {})[key] = want
         except SeglogError:
             return True                           # let the next fetch meet (and handle) the moved leader
         share = max(0.0, timeout) / len(by_leader)
         got = False
-        for leader, wanted in by_leader.items():
+        for (leader, isolation), wanted in by_leader.items():
             try:
                 answer = wire_fetch.fetch(self.cluster.broker(leader),
-                                          {key: Position(*want) for key, want in wanted.items()},
+                                          {key: Position(o, m) for key, (o, m, _) in wanted.items()},
                                           max_wait_ms=int(share * 1000), min_bytes=1,
-                                          max_bytes=max(m for _, m in wanted.values()))
+                                          max_bytes=max(m for _, m, _ in wanted.values()), isolation_level=isolation)
             except SeglogError:
                 return True
             for key, f in answer.items():
@@ -472,7 +483,7 @@ class RemoteNode:
                     got = True                    # the next fetch raises or retries it
                     continue
                 if f.next_offset >= 0:
-                    self._prefetched[key] = (wanted[key][0], _fetch_result(f))
+                    self._prefetched[key] = ((wanted[key][0], isolation), _fetch_result(f))
                     got = True
             if got:
                 break
@@ -541,7 +552,8 @@ def _config_text(name: str, value: str) -> str:
 def _fetch_result(f: Fetched) -> FetchResult:
     """A partition's fetch answer (no error) as the FetchResult a Node's fetch returns (CRCs not checked)."""
     return FetchResult(f.records, f.high_watermark, f.log_start_offset, f.high_watermark, f.next_offset,
-                       crc_checked=False)
+                       crc_checked=False, last_stable_offset=f.last_stable_offset,
+                       aborted_transactions=f.aborted_transactions)
 
 
 class _OneWaySocket:

@@ -121,7 +121,8 @@ class DataHandlers:
         while True:
             version = self.broker.data_version()
             responses, total, failed, corrupt = await self.broker.on_disk(
-                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"])
+                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"],
+                body.get("isolation_level", 0))
             for topic, index in corrupt:                    # the Log logged each (file, offset, position)
                 self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
@@ -131,7 +132,7 @@ class DataHandlers:
             await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
             self.broker.note_wait(time.monotonic() - started)
 
-    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int):
+    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int, isolation: int):
         """(responses, bytes read, whether a partition failed, [(topic, partition) that met a corrupt batch]);
         runs on a disk thread."""
         by_topic: dict[str, list] = {}
@@ -155,12 +156,16 @@ class DataHandlers:
                     continue
                 budget = min(p["partition_max_bytes"], max_bytes - total)
                 # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
-                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0)
+                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0,
+                                 isolation_level=0 if replica else isolation)
                 if replica:
                     self.broker.view.follower_fetched(part, replica_id, p["fetch_offset"], p["log_start_offset"])
                     res.high_watermark = part.high_watermark
-                entry.update(high_watermark=res.high_watermark, last_stable_offset=res.high_watermark,
+                aborted = res.aborted_transactions
+                entry.update(high_watermark=res.high_watermark, last_stable_offset=res.last_stable_offset,
                              log_start_offset=res.log_start_offset,
+                             aborted_transactions=None if aborted is None else
+                             [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in aborted],
                              records=self.broker.records_chunk(res.records))
                 total += len(res.records)
             except errors.OffsetOutOfRangeError as e:
@@ -181,7 +186,7 @@ class DataHandlers:
         epoch, end = part.log.end_offset_for_epoch(p["last_fetched_epoch"])
         if epoch == p["last_fetched_epoch"] and end >= p["fetch_offset"]:
             return False
-        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.high_watermark,
+        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
                      log_start_offset=part.log_start_offset, diverging_epoch={"epoch": epoch, "end_offset": end})
         return True
 
@@ -197,19 +202,21 @@ class DataHandlers:
                     self.broker.view.check_fetch(t["name"], p["partition_index"], p["current_leader_epoch"], False)
                     part = self.node.partition(t["name"], p["partition_index"])
                     ts = p["timestamp"]
+                    # as Kafka: read_committed (isolation 1) clients may not see past the last stable offset
+                    fetchable = part.last_stable_offset if body.get("isolation_level", 0) == 1 else part.high_watermark
                     if ts == LATEST:
-                        out["offset"] = part.high_watermark
+                        out["offset"] = fetchable
                     elif ts == EARLIEST:
                         out["offset"] = part.log_start_offset
                     elif ts == MAX_TIMESTAMP and header.api_version >= 7:
                         found = part.log.offset_of_max_timestamp()
-                        if found is not None and found.offset < part.high_watermark:
+                        if found is not None and found.offset < fetchable:
                             out.update(offset=found.offset, timestamp=found.timestamp)
                     elif ts < 0:
                         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
                     else:
                         found = await self.broker.on_disk(part.log.offset_for_timestamp, ts)   # index reads
-                        if found is not None and found.offset < part.high_watermark:
+                        if found is not None and found.offset < fetchable:
                             out.update(offset=found.offset, timestamp=found.timestamp)
                     out["leader_epoch"] = part.log.leader_epoch
                 except SeglogError as e:

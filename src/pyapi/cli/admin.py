@@ -122,6 +122,8 @@ class ConsumerClient(Protocol):
 
     def seek_to_end(self, *tps: tuple[str, int]) -> None: ...
 
+    def end_offsets(self, tps: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]: ...
+
     def position(self, tp: tuple[str, int]) -> int: ...
 
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list: ...
@@ -157,6 +159,7 @@ CONSUMER_PROPERTIES = {
     "session.timeout.ms": ("session_timeout_ms", _int), "heartbeat.interval.ms": ("heartbeat_interval_ms", _int),
     "max.poll.interval.ms": ("max_poll_interval_ms", _int), "group.instance.id": ("group_instance_id", str),
     "partition.assignment.strategy": ("partition_assignment_strategy", _strs),
+    "isolation.level": ("isolation_level", str),
 }
 
 
