@@ -204,6 +204,7 @@ cdef class Segment:
     cdef object _frame_error(self, int64_t pos, const unsigned char *p)
     cdef int64_t _walk_batch(self, int64_t pos, int64_t *prev_last, int64_t limit,
                              const unsigned char **header) except -1
+    cdef int64_t _find_position(self, int64_t offset) except -2
     cdef bytes _pread(self, int64_t position, int64_t n)
     cdef int64_t _read_extent(self, const unsigned char *base, int64_t position, int64_t avail, int64_t max_bytes,
                               int64_t max_offset, bint min_one, int64_t *next_offset) except -1

@@ -8,7 +8,7 @@ other part of seglog except the leaf module `seglog.errors`, so every error it r
 cimport cython
 from cpython.buffer cimport (PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
                              PyObject_GetBuffer)
-from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_Check, PyBytes_CheckExact, PyBytes_FromStringAndSize,
                             PyBytes_GET_SIZE)
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
@@ -98,4 +98,5 @@ include "hash.pxi"
 include "producer.pxi"
 include "arrow.pxi"
 include "compact.pxi"
+include "point.pxi"
 include "control.pxi"

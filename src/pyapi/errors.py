@@ -11,6 +11,8 @@ alone (as a client does from a wire error); classes with data fields take them a
 
 from __future__ import annotations
 
+import errno as _errno
+
 _BY_CODE: dict[int, type["SeglogError"]] = {}
 
 
@@ -92,6 +94,9 @@ class LogClosedError(SeglogError):
     kafka_name = "UNKNOWN_SERVER_ERROR"
 
 
+_DISK_FAILURES = frozenset({_errno.ENOSPC, _errno.EDQUOT, _errno.EROFS, _errno.EIO})
+
+
 class StorageError(SeglogError):
     """An I/O error from the file system (disk full, permission, missing directory). Nothing was acknowledged."""
 
@@ -103,6 +108,12 @@ class StorageError(SeglogError):
         super().__init__(message + (f" ({path})" if path else ""))
         self.path = path
         self.errno = errno
+
+    @property
+    def disk_failure(self) -> bool:
+        """The file system failed the write itself (full, over quota, read-only, I/O error), not a missing or
+        locked directory: Kafka takes the log directory offline for such an error."""
+        return self.errno in _DISK_FAILURES
 
 
 class NoOffsetForPartitionError(SeglogError):

@@ -31,6 +31,7 @@ recovery_point, leader_epoch) read it without the lock (an atomic read of one at
 
 from __future__ import annotations
 
+import bisect
 import logging
 import operator
 import os
@@ -101,6 +102,7 @@ class Log:
         self._journal = None               # append()'s journal (writable logs, opened at the first append)
         self._tail = None                  # read-only logs: (base offset, bytes) of the batches read from the journal
         self._batch_writers: dict = {}
+        self._points = _engine.BatchCache()   # get()'s recently read batches; cleared when bytes under them change
         self._task = None                  # the periodic maintain() (writable logs), run every _task_interval s
         self._task_interval = None
         self._retention_check_s = retention_check_interval_ms / 1000
@@ -842,6 +844,57 @@ class Log:
                     yield from decode(run, offset, stop, topic, partition, False, path)
             offset = next_offset
 
+    def get(self, offset: int) -> Record | None:
+        """The record at `offset`, or None when the log holds no record there: offset == end_offset (as a fetch
+        at the log end returns nothing), an offset compaction removed, or a control record (a transaction
+        marker). Unlike records(offset), which goes on with the next record as a Kafka fetch does, get() never
+        answers with another offset. Reads up to end_offset, as records() does (not only below the high
+        watermark). Only the record's own batch is touched: found through the offset index, CRC-checked (once:
+        the log remembers the batches it checked), its records skipped by length up to the one wanted; a
+        compressed batch is decompressed once into a small cache of recently read batches (16 batches, 8 MiB
+        at most). Takes the lock for the whole read. Raises OffsetOutOfRangeError outside [start_offset,
+        end_offset], InvalidArgumentError for an offset that is not a non-negative int, CorruptRecordError for
+        a damaged batch holding or preceding it in its index interval (see read()), LogClosedError."""
+        offset = _int_arg(offset, "get offset")
+        with self._lock:
+            return self._get_locked(offset)
+
+    def get_many(self, offsets: Sequence[int]) -> list[Record | None]:
+        """get() of each offset, in the order given, under one acquisition of the lock: a list of Records and
+        Nones. Every offset is checked before any is read (the same errors as get())."""
+        offsets = [_int_arg(o, "get offset") for o in offsets]
+        with self._lock:
+            if offsets:
+                self._get_locked(max(offsets), check_only=True)
+                self._get_locked(min(offsets), check_only=True)
+            return [self._get_locked(o) for o in offsets]
+
+    def _get_locked(self, offset: int, check_only: bool = False) -> Record | None:
+        if self._closed:
+            raise LogClosedError(f"log {self.path} is closed")
+        w = self._writer
+        if w is not None and (w.count or w.finished):
+            self._seal_pending()
+        end = self.end_offset
+        if not self._start_offset <= offset <= end:
+            raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=end)
+        if check_only or offset == end:
+            return None
+        if self._tail is not None and offset >= self._tail[0]:
+            for r in _engine.decode_records(_read_batches(self._tail[1], offset, 0, _INT64_MAX, True)[0],
+                                            offset, offset + 1, self.topic, self.partition, True, self.path):
+                return r
+            return None
+        local = self._local
+        seg = local.active
+        if offset < seg.base_offset:
+            seg = local.segment(local.bases[bisect.bisect_right(local.bases, offset) - 1])
+        try:
+            return _engine.point_record(seg, offset, self._points, self.topic, self.partition)
+        except CorruptRecordError as e:
+            self._report_corrupt(offset, seg, e)
+            raise
+
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none.
         Raises TypeError for a timestamp that is not an int (as append() does), InvalidTimestampError for one
@@ -921,6 +974,7 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self, keep_writer: bool = False) -> None:
+        self._points.clear()
         end = self._local.active.next_offset
         if end < self._start_offset:         # the batch holding the start offset went whole: start = end
             self._start_offset = end
@@ -990,6 +1044,7 @@ class Log:
         if doomed[-1] == self._local.active.base_offset:
             self._roll()
         self._local.delete_segments(doomed)
+        self._points.clear()
         self._start_offset = max(self._start_offset, self._local.bases[0])
         self._epochs.truncate_from_start(self._start_offset)
         self._producers.delete_snapshots(below=self._local.bases[0])
@@ -1081,6 +1136,7 @@ class Log:
             old = list(old_bases)
             if not old or (new_base is not None and new_base != old[0]):
                 raise InvalidArgumentError("replace_segments: new_base must be the first old base offset or None")
+            self._points.clear()
             return self._local.replace_segments(old, new_base, precondition)
 
     # ------------------------------------------------------------------------------- end of log compaction
@@ -1103,6 +1159,7 @@ class Log:
             self._start_offset = max(state.get("log-start-offset", 0), bases[0])
             self._hw = state.get("high-watermark")
             self._local.reload(bases)
+            self._points.clear()
             self._set_tail(journal)
 
     def close(self) -> None:
