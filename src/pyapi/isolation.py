@@ -52,11 +52,12 @@ class AbortedFilter:
             self._aborting.add(heapq.heappop(pending)[1])
         return not (b.is_transactional and b.producer_id in self._aborting)
 
-    def runs(self, view) -> Iterator[memoryview]:
-        """The consecutive stretches of batches of `view` to keep."""
+    def runs(self, view, keep_control: bool = False) -> Iterator[memoryview]:
+        """The consecutive stretches of batches of `view` to keep (with keep_control, control batches too: the
+        cleaner drops aborted data and keeps the markers)."""
         start = end = -1
         for b in _engine.batches(view, False):
-            if self.keep(view, b):
+            if self.keep(view, b) or (keep_control and b.is_control):
                 if start < 0:
                     start = b.position
                 end = b.position + b.size

@@ -670,10 +670,13 @@ class Log:
         watermark. Read-committed readers stop there. Takes the lock. A read-only log rebuilds the producer
         state for it at each call (the newest snapshot, then the batches after it)."""
         with self._lock:
-            hw = self.high_watermark
-            producers = self._readonly_producers() if self.readonly else self._producers
-            first = producers.first_unstable_offset(hw)
-            return hw if first is None or first > hw else max(first, self._start_offset)
+            return self._last_stable_offset_locked()
+
+    def _last_stable_offset_locked(self) -> int:
+        hw = self.high_watermark
+        producers = self._readonly_producers() if self.readonly else self._producers
+        first = producers.first_unstable_offset(hw)
+        return hw if first is None or first > hw else max(first, self._start_offset)
 
     def _readonly_producers(self) -> ProducerStateManager:
         """The writer's producer state as its files show it, changing nothing on disk (lock held)."""

@@ -289,3 +289,37 @@ def test_consumer_read_committed_over_a_data_dir(tmp_path):
             assert [r.value for r in c.poll(1.0)] == [b"a", b"committed", b"b"]
         with pytest.raises(InvalidArgumentError):
             seglog.Consumer(node, isolation_level="committed")
+
+
+# -- compaction -------------------------------------------------------------------------------------------------
+
+def _keyed_txn(pid, seq, pairs):
+    w = _engine.BatchWriter(producer_id=pid, producer_epoch=0, next_sequence=seq, transactional=True)
+    for k, v in pairs:
+        w.add(v, k)
+    w.finish()
+    return w.take()
+
+
+def test_compaction_drops_aborted_data_and_keeps_markers(tmp_path):
+    cfg = LogConfig(segment_bytes=400, cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.0)
+    with Log(tmp_path / "c-0", cfg) as lg:
+        lg.append_raw(_keyed_txn(1, 0, [(b"k", b"committed")]))
+        lg.append_control(1, 0, True, 0)
+        lg.append_raw(_keyed_txn(2, 0, [(b"k", b"aborted"), (b"j", b"aborted-j")]))
+        lg.append_control(2, 0, False, 0)
+        lg.append_raw(_keyed_txn(3, 0, [(b"open", b"undecided")]))     # open: the cleaner stops before it
+        for i in range(30):
+            lg.append(b"filler %d" % i, key=b"f%d" % (i % 3))
+        lg.roll()
+        before_lso = lg.last_stable_offset
+        res = lg.compact()
+        assert res.aborted is None and res.groups >= 1
+        batches = [b for view in lg._local.views(0, lg.end_offset) for b in _engine.batches(view)]
+        markers = [b.base_offset for b in batches if b.is_control]
+        assert markers == [1, 4]                                  # both markers stay
+        assert [(r.key, r.value) for r in lg.records(0, 5)] == [(b"k", b"committed")]   # aborted k never won
+        assert [r.value for r in lg.records(isolation="read_committed") if r.key in (b"k", b"j")] == \
+            [b"committed"]
+        assert lg.last_stable_offset == before_lso == 5
+        assert [r.value for r in lg.records(5, 6)] == [b"undecided"]
