@@ -305,7 +305,7 @@ class Log:
         end = self._local.active.next_offset
         pm = self._producers
         pm.delete_snapshots(above=end)
-        pm.entries = {}
+        pm.clear()
         start = self._start_offset
         for off in reversed(pm.snapshot_offsets()):
             try:

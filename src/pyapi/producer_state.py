@@ -29,11 +29,10 @@ import re
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from . import _engine
 from .checkpoints import replace_file, storage_errors
-from typing import NamedTuple
-
 from .errors import (CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError,
                      TransactionCoordinatorFencedError)
 
@@ -104,7 +103,12 @@ class ProducerStateManager:
     def __init__(self, directory: str):
         self.directory = directory
         self.entries: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}               # producer id -> first offset of its open transaction
         self.unreplicated: list[CompletedTxn] = []      # completed, marker not yet below the high watermark
+
+    def clear(self) -> None:
+        """Forget every producer (before a snapshot is loaded and the log replayed)."""
+        self.entries, self.ongoing, self.unreplicated = {}, {}, []
 
     def check(self, producer_id: int, epoch: int, first_seq: int, count: int) -> BatchMeta | None:
         """Validate a client batch; returns the kept batch it duplicates (do not append it) or None."""
@@ -148,7 +152,7 @@ class ProducerStateManager:
                                        timestamp))
         entry.last_timestamp = timestamp
         if transactional and entry.txn_first_offset < 0:
-            entry.txn_first_offset = first_offset
+            entry.txn_first_offset = self.ongoing[producer_id] = first_offset
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
         """Refuse a marker from a fenced producer epoch (InvalidProducerEpochError) or an older coordinator
@@ -174,8 +178,8 @@ class ProducerStateManager:
         first, entry.txn_first_offset = entry.txn_first_offset, -1
         if first < 0:
             return None
-        others = [e.txn_first_offset for e in self.entries.values() if e.txn_first_offset >= 0]
-        done = CompletedTxn(producer_id, first, offset, not commit, min(others, default=offset + 1))
+        del self.ongoing[producer_id]
+        done = CompletedTxn(producer_id, first, offset, not commit, min(self.ongoing.values(), default=offset + 1))
         self.unreplicated.append(done)
         return done
 
@@ -184,13 +188,11 @@ class ProducerStateManager:
         completed with its marker at or above the high watermark; None when there is none."""
         if self.unreplicated:
             self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
-        firsts = [e.txn_first_offset for e in self.entries.values() if e.txn_first_offset >= 0]
-        firsts.extend(t.first_offset for t in self.unreplicated)
-        return min(firsts) if firsts else None
+        return min([*self.ongoing.values(), *(t.first_offset for t in self.unreplicated)], default=None)
 
     def open_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction here."""
-        return {pid: e.txn_first_offset for pid, e in self.entries.items() if e.txn_first_offset >= 0}
+        return dict(self.ongoing)
 
     def active(self) -> list[ActiveProducer]:
         """Every producer with state here, by producer id: its epoch, last sequence, the timestamp of its
@@ -226,6 +228,7 @@ class ProducerStateManager:
             kept = [b for b in entry.batches if b.last_offset < end_offset]
             if not kept:
                 del self.entries[pid]
+                self.ongoing.pop(pid, None)
             elif len(kept) != len(entry.batches):
                 entry.batches = deque(kept, maxlen=MAX_BATCHES_PER_PRODUCER)
 
@@ -287,6 +290,7 @@ class ProducerStateManager:
         except (struct.error, ValueError) as e:
             raise CorruptRecordError(f"producer snapshot does not parse ({e})", path=path) from None
         self.entries = entries
+        self.ongoing = {pid: e.txn_first_offset for pid, e in entries.items() if e.txn_first_offset >= 0}
         self.unreplicated = []
 
     def delete_snapshots(self, below: int | None = None, above: int | None = None) -> None:
