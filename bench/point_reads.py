@@ -22,6 +22,7 @@ TITLE = "Point reads by offset (issue 17)"
 LIBRARIES = ["lmdb"]
 KEYS = 20_000
 GET_TARGET = 0.5                    # issue 17: Log.get >= 0.5x lmdb's get, uncompressed
+GET_FLOOR = 0.4                     # the regression guard: the level reached here (0.54-0.64x) less the noise
 
 
 class SeglogGetMany(stores.SeglogBatch):
@@ -68,7 +69,8 @@ def measure(root: str, records: int, n_keys: int, runs: int) -> dict:
     return {label: ts[1:] for label, ts in times.items()}
 
 
-def rows(times: dict, n_keys: int) -> list[dict]:
+def rows(times: dict, n_keys: int, guards: bool = True) -> list[dict]:
+    """The table; Log.get's row carries the target and (unless `guards` is false: --quick) the guard."""
     lmdb, plain = times["lmdb"], times["plain file + positions array"]
     out = []
     for label, _data, _reader, how in READERS:
@@ -83,7 +85,8 @@ def rows(times: dict, n_keys: int) -> list[dict]:
             row["summary"] = {"figure": "random Log.get(offset), 100 B records, uncompressed",
                               "target": f">= {GET_TARGET}x lmdb get", "met": "yes" if r >= GET_TARGET else "no",
                               "measured": f"{n_keys / statistics.median(ts) / 1e3:.0f} k reads/s; {r:.2f}x lmdb"}
-            row["guard"] = {"figure": "Log.get vs lmdb get", "value": round(r, 3), "floor": GET_TARGET}
+            if guards:
+                row["guard"] = {"figure": "Log.get vs lmdb get", "value": round(r, 3), "floor": GET_FLOOR}
         out.append(row)
     return out
 
@@ -98,7 +101,7 @@ def run(ctx: suite.Context) -> list[dict]:
              "read of a batch checks its CRC and walks it once into a skip table (a compressed one is also "
              "decompressed into the log's cache of 16 recent batches): that cost is inside the figures.")
     times = measure(ctx.dir, records, n_keys, runs)
-    return rows(times, n_keys)
+    return rows(times, n_keys, guards=not ctx.quick)
 
 
 def main(argv=None) -> int:

@@ -30,6 +30,13 @@ from posix.unistd cimport close, fdatasync, fsync, ftruncate, pread, pwrite
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    # borrowed references, for loops that only read a list's items (no reference count traffic)
+    ctypedef struct PyObject
+    PyObject *list_item_borrowed "PyList_GET_ITEM"(object lst, Py_ssize_t i)
+    bint bytes_check_borrowed "PyBytes_CheckExact"(PyObject *o)
+    char *bytes_data_borrowed "PyBytes_AS_STRING"(PyObject *o)
+    Py_ssize_t bytes_size_borrowed "PyBytes_GET_SIZE"(PyObject *o)
+    PyObject *none_borrowed "Py_None"
 
 cdef extern from "<fcntl.h>":
     int O_CLOEXEC
