@@ -92,6 +92,12 @@ class LocalView:
     def coordinator_for(self, group_id: str) -> tuple[int, str, int]:
         return self.broker_id, self.host, self.port
 
+    def txn_coordinator_for(self, transactional_id: str) -> tuple[int, str, int]:
+        """A lone broker coordinates every transactional id (its transaction coordinator, with
+        __transaction_state, starts on this first request, as Kafka creates the topic then)."""
+        self.node.txn_coordinator
+        return self.broker_id, self.host, self.port
+
     def check_coordinator(self, group_id: str) -> None:
         """Raise NotCoordinatorError unless this broker coordinates the group (a lone broker does all)."""
 
