@@ -37,11 +37,12 @@ from . import _engine
 from .checkpoints import fsync_dir, lock_directory, read_checkpoint, storage_errors, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
 from .errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
-                     InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError, InvalidProducerEpochError,
-                     InvalidReplicationFactorError, InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError,
-                     LogClosedError, NetworkError, NotCoordinatorError, NotEnoughReplicasError, OffsetOutOfRangeError,
-                     ProducerFencedError, StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
-                     TransactionalIdAuthorizationFailedError, UnknownTopicOrPartitionError)
+                     ElectionNotNeededError, InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
+                     InvalidProducerEpochError, InvalidReplicationFactorError, InvalidRequestError,
+                     InvalidRequiredAcksError, InvalidTopicError, LogClosedError, NetworkError, NotCoordinatorError,
+                     NotEnoughReplicasError, OffsetOutOfRangeError, ProducerFencedError, SeglogError, StorageError,
+                     TopicAlreadyExistsError, TopicDeletionDisabledError, TransactionalIdAuthorizationFailedError,
+                     UnknownTopicOrPartitionError)
 from .group import GroupConfig, GroupCoordinator
 from .log import Log
 from .offsets_format import OFFSETS_TOPIC
@@ -526,6 +527,23 @@ class Node:
         checkpoint vouched for (Log.recovery.lost_offsets)."""
         return {f"{t}-{p}": part.log.recovery.lost_offsets for (t, p), part in list(self._partitions.items())
                 if getattr(part.log, "recovery", None) is not None and part.log.recovery.lost_offsets}
+
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool = False
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """Kafka's ElectLeaders (preferred, or `unclean`) on a lone node: its one replica leads every partition,
+        so each partition asked for (None: all) answers ElectionNotNeededError, or UnknownTopicOrPartitionError.
+        A cluster member's elections are the controller's (seglog.cluster.member.ClusterView)."""
+        self._check_standalone()
+        if partitions is None:
+            partitions = [(t, p) for t in self.topics(include_internal=True) for p in range(self.topic(t).partitions)]
+        out: dict[tuple[str, int], SeglogError | None] = {}
+        for topic, p in partitions:
+            try:
+                self.partition(topic, p)
+                out[(topic, p)] = ElectionNotNeededError("Leader election not needed for topic partition")
+            except UnknownTopicOrPartitionError as e:
+                out[(topic, p)] = e
+        return out
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to `total` partitions (Kafka cannot shrink: InvalidPartitionsError). All or nothing:

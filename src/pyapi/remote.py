@@ -60,8 +60,8 @@ from . import _engine, wire_fetch
 from .client import EARLIEST, LATEST, LEADER_MOVED, ClusterClient, RetryDeadline, error_for
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
 from .errors import (InvalidConfigError, InvalidRequiredAcksError, InvalidTopicError, LeaderNotAvailableError,
-                     LogClosedError, NetworkError, OffsetOutOfRangeError, SeglogError, UnknownTopicOrPartitionError,
-                     for_code)
+                     LogClosedError, NetworkError, NotControllerError, OffsetOutOfRangeError, SeglogError,
+                     UnknownTopicOrPartitionError, for_code)
 from .log import TimestampOffset
 from .node import FetchResult, internal_topic_config
 from .protocol import ApiKey, RequestHeader, encode_request
@@ -271,6 +271,31 @@ class RemoteNode:
         self._await_everywhere(name, lambda t: t is not None and len(t["partitions"]) >= total and
                                all(p["leader_id"] >= 0 for p in t["partitions"]))
         return self.topic(name)
+
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool = False
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """ElectLeaders at the controller (preferred, or `unclean`; None: every partition): per partition None
+        (elected) or its error, as Node.elect_leaders."""
+        self._check_open()
+        asked = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in partitions:
+                by_topic.setdefault(topic, []).append(p)
+            asked = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+        body = {"election_type": 1 if unclean else 0, "topic_partitions": asked,
+                "timeout_ms": self.request_timeout_ms}
+
+        def code(r: dict) -> int:            # NOT_CONTROLLER comes per partition (or, from Kafka, at the top)
+            codes = [r["error_code"]] + [p["error_code"] for t in r["replica_election_results"]
+                                         for p in t["partition_result"]]
+            return NotControllerError.code if NotControllerError.code in codes else r["error_code"]
+        r = self.cluster.controller_request(ApiKey.ELECT_LEADERS, body, code)
+        if r["error_code"]:
+            raise error_for(r["error_code"], "ElectLeaders failed")
+        return {(t["topic"], p["partition_id"]): None if p["error_code"] == 0 else
+                error_for(p["error_code"], p["error_message"])
+                for t in r["replica_election_results"] for p in t["partition_result"]}
 
     def alter_topic_config(self, name: str, set_: Mapping[str, object] | None = None,
                            delete: Sequence[str] = (), *, validate_only: bool = False) -> RemoteTopic:

@@ -250,3 +250,24 @@ def test_transactions(cli_door):
     fails(1, "Failed to describe transaction state of transactional-id `nope`:", "transactions", *d, "--describe",
           "--transactional-id", "nope")
     fails(2, "--describe needs --transactional-id", "transactions", *d, "--describe")
+
+
+def test_leader_election_on_one_replica(cli_door, tmp_path):
+    """kafka-leader-election.sh on one broker: its one replica leads every partition, so no election is ever
+    needed; an unknown partition is an error line and exit status 1; the options go as Kafka's tool wants."""
+    d = cli_door.args
+    ok("topics", *d, "--create", "--topic", "e", "--partitions", "2")
+    assert ok("leader-election", *d, "--election-type", "PREFERRED", "--topic", "e", "--partition", "1") == \
+        "Valid replica already elected for partitions e-1\n"
+    assert ok("leader-election", *d, "--election-type", "unclean", "--all-topic-partitions") == ""
+    (tmp_path / "p.json").write_text('{"partitions": [{"topic": "e", "partition": 0}, {"topic": "x", "partition": 0}]}')
+    r = run("leader-election", *d, "--election-type", "PREFERRED", "--path-to-json-file", tmp_path / "p.json")
+    assert (r.returncode, r.stderr) == (1, "seglog leader-election: error: 1 replica(s) could not be elected\n")
+    assert r.stdout.splitlines() == [
+        "Valid replica already elected for partitions e-0",
+        "Error completing leader election (PREFERRED) for partition: x-0: UnknownTopicOrPartitionError: This "
+        "server does not host this topic-partition: x-0"]
+    fails(2, "One and only one of the following options is required", "leader-election", *d, "--election-type",
+          "PREFERRED", "--all-topic-partitions", "--topic", "e", "--partition", "0")
+    fails(2, "--topic and --partition go together", "leader-election", *d, "--election-type", "PREFERRED",
+          "--topic", "e")

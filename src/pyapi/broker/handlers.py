@@ -114,6 +114,7 @@ HANDLERS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handlers.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
     ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
+    ApiKey.ELECT_LEADERS: Handlers.handle_elect_leaders,
 }
 HANDLERS.update(SECURITY_HANDLERS)
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

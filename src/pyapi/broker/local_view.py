@@ -131,6 +131,10 @@ class LocalView:
         self.node.alter_topic_config(name, overrides, [k for k in old if k not in overrides],
                                      validate_only=validate_only)
 
+    def elect_leaders(self, partitions, unclean: bool):
+        """ElectLeaders: never needed on a lone broker (Node.elect_leaders)."""
+        return self.node.elect_leaders(partitions, unclean)
+
     def create_partitions(self, name: str, count: int, validate_only: bool = False, timeout_ms: int = 0,
                           assignments: list[list[int]] | None = None) -> None:
         """Grow the topic to `count` partitions. Manual ``assignments`` (one replica list per new partition) can

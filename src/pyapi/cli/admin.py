@@ -223,6 +223,13 @@ class Admin(ABC):
         """Grow to ``total`` partitions; InvalidPartitionsError when that is not an increase."""
         self.node.create_partitions(name, total)
 
+    def elect_leaders(self, partitions: Sequence[tuple[str, int]] | None, unclean: bool
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """ElectLeaders (preferred, or `unclean`; None: every partition): per partition None (elected) or the
+        error (ElectionNotNeededError, PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError,
+        UnknownTopicOrPartitionError)."""
+        return self.node.elect_leaders(None if partitions is None else list(partitions), unclean)
+
     def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Sequence[str]) -> None:
         """Set and remove overrides in one step; UnknownTopicOrPartitionError first, then InvalidConfigError for
         unknown names or bad values (nothing changed then)."""

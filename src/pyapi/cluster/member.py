@@ -20,9 +20,9 @@ import threading
 import time
 
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
-                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotCoordinatorError,
-                      RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
-                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotControllerError,
+                      NotCoordinatorError, RequestTimedOutError, SeglogError, TopicAlreadyExistsError,
+                      TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
 from ..node import internal_topic_config
 from ..offsets_format import OFFSETS_TOPIC
 from ..topic_names import validate_topic_name
@@ -530,6 +530,18 @@ class ClusterView:
         if validate_only:
             return
         self.m.store.set_topic_config(name, {k: str(v) for k, v in overrides.items()})
+
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """ElectLeaders, done by the controller (Controller.elect_leaders); on another broker every partition
+        answers NotControllerError (Kafka's clients send it to the controller and look again on that error)."""
+        controller = self.m.controller
+        if controller is None or not controller.active:
+            if partitions is None:
+                partitions = [(t, p) for t, a in list(self.m.assignments.items()) for p in a.partitions]
+            return {tp: NotControllerError("This is not the correct controller for this cluster.")
+                    for tp in partitions}
+        return controller.elect_leaders(partitions, unclean)
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False,
                           timeout_ms: int = CREATE_TIMEOUT_MS, assignments: list[list[int]] | None = None) -> None:
