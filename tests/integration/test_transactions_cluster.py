@@ -43,8 +43,8 @@ def cluster(zookeeper_server, tmp_path, request):
 
 
 def create_topic(c: Cluster, name: str, partitions: int) -> None:
-    AdminClient({"bootstrap.servers": c.bootstrap}).create_topics(
-        [NewTopic(name, partitions, 3)])[name].result(30)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})   # kept alive until the result: a destroyed
+    admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)   # handle fails it with _DESTROY
 
 
 def read_committed(bootstrap: str, topic: str, expected_min: int, idle_s: float = 3.0) -> list[bytes]:
