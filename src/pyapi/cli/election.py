@@ -12,10 +12,8 @@ partition any live replica. Exit status 1 when a partition could not be elected.
 
 from __future__ import annotations
 
-import json
-
 from ..errors import ElectionNotNeededError
-from .common import CliError, UsageError, add_target, out
+from .common import CliError, UsageError, add_target, json_partitions, out
 from .connect import connect
 
 _TYPES = ("PREFERRED", "UNCLEAN")
@@ -39,22 +37,7 @@ def register(sub) -> None:
 
 def read_partitions(path: str) -> list[tuple[str, int]]:
     """The partitions of a kafka-leader-election.sh JSON file; CliError for anything else."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except ValueError as e:
-        raise CliError(f"{path} is not JSON: {e}") from None
-    entries = doc.get("partitions") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise CliError(f'{path}: expected {{"partitions": [{{"topic": ..., "partition": ...}}]}}')
-    partitions: list[tuple[str, int]] = []
-    for e in entries:
-        if not (isinstance(e, dict) and isinstance(e.get("topic"), str) and type(e.get("partition")) is int):
-            raise CliError(f"{path}: each partition needs a string topic and an integer partition: {e!r}")
-        if (e["topic"], e["partition"]) in partitions:
-            raise CliError(f"Replica election data contains duplicate partitions: {e['topic']}-{e['partition']}")
-        partitions.append((e["topic"], e["partition"]))
-    return partitions
+    return json_partitions(path, ("partition",))
 
 
 def _asked(args) -> list[tuple[str, int]] | None:
