@@ -110,6 +110,14 @@ def test_create_topics_with_a_manual_replica_assignment(zookeeper_server, tmp_pa
             admin.create_topics([NewTopic("nowhere", num_partitions=-1, replication_factor=-1,
                                           replica_assignments={0: [0, 9]})])
         assert "nowhere" not in admin.list_topics()
+        # CreatePartitions' assignments: one replica list per new partition, the topic's replication factor
+        from kafka.admin import NewPartitions
+        admin.create_partitions({"placed": NewPartitions(5, [[1, 0], [0, 2]])})
+        assert c.assignment("placed") == {0: [2, 0], 1: [1, 2], 2: [0, 1], 3: [1, 0], 4: [0, 2]}
+        assert c.wait_leader("placed", 3)["leader"] == 1
+        with pytest.raises(InvalidReplicationAssignmentError, match="partition 0 has 2 while partitions \\[5\\]"):
+            admin.create_partitions({"placed": NewPartitions(6, [[1]])})
+        assert len(c.assignment("placed")) == 5
     finally:
         admin.close()
         c.close()

@@ -12,7 +12,7 @@ from ..errors import SeglogError
 from ..topic_names import validate_topic_name
 from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC, EXCESSIVE_BATCH,
                               LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
-                              RESOURCE_BROKER, RESOURCE_TOPIC, _err, _off_loop)
+                              RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err, _off_loop, config_type)
 
 
 class AdminHandlers:
@@ -89,10 +89,10 @@ class AdminHandlers:
         out = []
         for t in body["topics"]:
             try:
-                if t["assignments"]:
-                    raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
+                assignments = None if t["assignments"] is None else [a["broker_ids"] for a in t["assignments"]]
                 await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
-                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"],
+                                assignments=assignments)
                 out.append({"name": t["name"], "error_code": 0, "error_message": None})
             except SeglogError as e:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})
@@ -244,7 +244,7 @@ class AdminHandlers:
             out.append({"name": k, "value": values[k], "read_only": False,
                         "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
                         "is_default": not overridden and values[k] == default[k], "is_sensitive": False,
-                        "synonyms": [], "config_type": 0, "documentation": None})
+                        "synonyms": [], "config_type": config_type(TOPIC_KEYS[k]), "documentation": None})
         return out
 
     def _broker_configs(self, name: str, keys):
@@ -262,6 +262,7 @@ class AdminHandlers:
             text = ",".join(v) if isinstance(v, tuple) else ("" if v is None else str(v).lower()
                                                               if isinstance(v, bool) else str(v))
             out.append({"name": k, "value": None if key.secret else text, "read_only": True,   # passwords: null
-                        "config_source": CONFIG_SOURCE_STATIC_BROKER, "is_default": v == f.default,
-                        "is_sensitive": key.secret, "synonyms": [], "config_type": 0, "documentation": None})
+                        "config_source": CONFIG_SOURCE_DEFAULT if v == f.default else CONFIG_SOURCE_STATIC_BROKER,
+                        "is_default": v == f.default, "is_sensitive": key.secret, "synonyms": [],
+                        "config_type": config_type(key), "documentation": None})
         return out

@@ -8,7 +8,7 @@ administration. Swapping the view is all that turns a single broker into a clust
 
 from __future__ import annotations
 
-from ..cluster.placement import validate_assignment
+from ..cluster.placement import validate_assignment, validate_new_partitions
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
                       NotEnoughReplicasError, NotLeaderOrFollowerError, TopicAlreadyExistsError,
                       UnknownLeaderEpochError)
@@ -125,11 +125,16 @@ class LocalView:
         self.node.alter_topic_config(name, overrides, [k for k in old if k not in overrides],
                                      validate_only=validate_only)
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False, timeout_ms: int = 0) -> None:
+    def create_partitions(self, name: str, count: int, validate_only: bool = False, timeout_ms: int = 0,
+                          assignments: list[list[int]] | None = None) -> None:
+        """Grow the topic to `count` partitions. Manual ``assignments`` (one replica list per new partition) can
+        only name this broker, once per partition."""
         info = self.node.topic(name)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(f"Topic currently has {info.partitions} partitions, which is higher "
+                                         f"than or equal to the requested {count}.")
+        if assignments is not None:
+            validate_new_partitions(assignments, info.partitions, count, 1, [self.broker_id])
         if validate_only:
-            if count <= info.partitions:
-                raise InvalidPartitionsError(f"Topic currently has {info.partitions} partitions, which is higher "
-                                             f"than or equal to the requested {count}.")
             return
         self.node.create_partitions(name, count)

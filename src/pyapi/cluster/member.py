@@ -30,7 +30,7 @@ from ..offsets_store import partition_for_group
 from ..replication.manager import ReplicaManager
 from .controller import Controller
 from .metastore import NO_LEADER, BrokerInfo, PartitionState, SessionEvent, TopicAssignment, new_cluster_id
-from .placement import assign_replicas, validate_assignment
+from .placement import assign_replicas, validate_assignment, validate_new_partitions
 
 log = logging.getLogger("seglog.cluster")
 
@@ -509,14 +509,20 @@ class ClusterView:
         self.m.store.set_topic_config(name, {k: str(v) for k, v in overrides.items()})
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False,
-                          timeout_ms: int = CREATE_TIMEOUT_MS) -> None:
+                          timeout_ms: int = CREATE_TIMEOUT_MS, assignments: list[list[int]] | None = None) -> None:
+        """Grow the topic to `count` partitions, placed by ``assignments`` (one replica list per new partition,
+        checked as Kafka checks them) or else as Kafka places them; then wait as create_topic does."""
         current, _ = self.topic_partitions(name)
         if count <= current:
             raise InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than or "
                                          f"equal to the requested {count}.")
         a = self.m.assignments[name]
         rf = len(next(iter(a.partitions.values())))
-        placement = assign_replicas(list(self.m.store.list_brokers()), count - current, rf, first_partition=current)
+        brokers = list(self.m.store.list_brokers())
+        if assignments is not None:
+            placement = validate_new_partitions(assignments, current, count, rf, brokers)
+        else:
+            placement = assign_replicas(brokers, count - current, rf, first_partition=current)
         if validate_only:
             return
         self.m.store.add_partitions(name, placement)
