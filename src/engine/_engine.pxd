@@ -95,6 +95,7 @@ cdef class BatchWriter:
     cdef public int64_t producer_id
     cdef public int16_t producer_epoch
     cdef public int32_t next_sequence
+    cdef public bint transactional           # batches carry the transactional attribute (bit 4)
     cdef readonly bint full
     cdef readonly int batches               # finished batches not yet cleared
     cdef size_t keep_from                   # add_many: where the batch it found open starts (SIZE_MAX: none) ...
@@ -259,6 +260,8 @@ cdef class RecordAccumulator:
     cdef dict round_robin
     cdef dict sequences
     cdef bint closed
+    cdef readonly bint transactional
+    cdef public bint txn_open                # a transactional accumulator accepts send() only while set
 
     cdef void _acquire(self)
     cdef void _release(self)

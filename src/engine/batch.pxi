@@ -71,7 +71,8 @@ cdef class BatchWriter:
     refuses records without a key (InvalidRecordError), as a compacted topic must. Record timestamps given to
     add() are checked by check_timestamps' rules: ``timestamp_before_max_ms`` / ``timestamp_after_max_ms``
     bound them around now unless ``log_append_time`` (the batch then carries the append time instead);
-    ``accept_no_timestamp`` lets -1 (NO_TIMESTAMP) through, for re-encoding records of a client batch. Not
+    ``accept_no_timestamp`` lets -1 (NO_TIMESTAMP) through, for re-encoding records of a client batch.
+    ``transactional`` sets the transactional attribute of the batches (a transactional producer's). Not
     thread-safe: its owner serializes use.
     """
 
@@ -80,7 +81,7 @@ cdef class BatchWriter:
                   Py_ssize_t max_record_bytes=1048576, int32_t leader_epoch=0, int64_t producer_id=-1,
                   int16_t producer_epoch=-1, int32_t next_sequence=-1, bint require_keys=False,
                   int64_t timestamp_before_max_ms=INT64_MAX, int64_t timestamp_after_max_ms=INT64_MAX,
-                  bint accept_no_timestamp=False):
+                  bint accept_no_timestamp=False, bint transactional=False):
         if batch_bytes < 1 or batch_records < 1:
             raise _errors.InvalidArgumentError("batch_bytes and batch_records must be positive")
         _check_next_offset(next_offset)
@@ -104,6 +105,7 @@ cdef class BatchWriter:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.next_sequence = next_sequence
+        self.transactional = transactional
         self.limit_name = "max.message.bytes"
         self.require_keys = require_keys
         self.full = False
@@ -393,6 +395,8 @@ cdef class BatchWriter:
         if self.log_append_time:
             attributes |= ATTR_LOG_APPEND_TIME
             self.max_ts = now_ms()
+        if self.transactional:
+            attributes |= ATTR_TRANSACTIONAL
         p = self.buf + start
         put_be64(p + OFF_BASE_OFFSET, <uint64_t>(self.next_offset - self.count))
         put_be32(p + OFF_LENGTH, <uint32_t>(self.pos - start - LOG_OVERHEAD))

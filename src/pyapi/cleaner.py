@@ -6,7 +6,7 @@ What a pass does
    ``[first dirty offset, first uncleanable offset)``. The first dirty offset comes from the cleaner checkpoint
    (the log start offset when there is none, or when it lies outside ``[start_offset, end_offset]``). The first
    uncleanable offset is the smallest of: the active segment's base (never cleaned), the base of the first
-   segment that reaches past the high watermark (only data below it is ever read or rewritten), and the base
+   segment that reaches past the last stable offset (only data below it is ever read or rewritten), and the base
    of the first dirty segment whose largest timestamp is newer than ``now - min.compaction.lag.ms``. Only
    whole sealed segments are cleaned.
 2. **Offset map.** The dirty section is read in offset order into a dict ``key -> latest offset`` (records
@@ -30,8 +30,12 @@ What a pass does
    - a record without a key below ``map_end`` is dropped (counted in ``keyless_dropped``), as Kafka's cleaner
      discards it as invalid. A compacted Log refuses such records (InvalidRecordError, as Kafka's produce
      path does), so they only come from before the topic turned compacted or from replicas of such data;
-   - control batches are copied as they are (seglog has no transactions; a replica of a Kafka log may carry
-     markers, which are not interpreted). Transactional data batches are filtered like any other;
+   - transactions (Kafka's CleanedTransactionMetadata): the records of aborted transactions (the .txnindex
+     entries of the range, isolation.AbortedFilter) never enter the key map and are dropped whole; control
+     batches (COMMIT / ABORT markers) are copied as they are, so a marker always outlives its transaction's
+     data (Kafka also removes a marker once its data is gone and its delete horizon has passed; seglog keeps
+     it). Committed transactional batches are filtered like any other. The cleanable range ends at the last
+     stable offset, so no undecided transaction is ever cleaned;
    - a batch whose records all stay, and that needs no new delete horizon, is copied byte for byte. One that
      loses records is re-encoded with the *original* base offset, lastOffsetDelta (Kafka preserves the last
      offset so the producer's last sequence survives), partition leader epoch, producer id/epoch, base
@@ -95,6 +99,7 @@ import weakref
 from . import _engine
 from .checkpoints import CorruptCheckpointError, read_checkpoint, write_checkpoint
 from .errors import InvalidArgumentError, LogClosedError, ReadOnlyLogError, StorageError
+from .isolation import AbortedFilter
 
 __all__ = ["clean", "maybe_clean", "cleanable", "CleanResult", "LogToClean", "CHECKPOINT_FILE", "WORK_DIR",
            "CLEANER_BACKOFF_MS", "SWAP_FILE_RE"]
@@ -103,7 +108,7 @@ logger = logging.getLogger("seglog.cleaner")
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 WORK_DIR = ".cleaner"                  # per-partition scratch directory; each pass writes in its own subdirectory
-SWAP_FILE_RE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
+SWAP_FILE_RE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)\.swap$")
 CLEANER_BACKOFF_MS = 15_000            # Kafka's log.cleaner.backoff.ms: between checks of one log
 MAX_MAP_KEYS = 1_000_000               # keys in one pass's offset map (~120 MB with 30-byte keys)
 MAX_DIRTY_BYTES = 256 << 20            # dirty bytes mapped by one pass
@@ -276,7 +281,7 @@ def cleanable(log, now_ms: int | None = None) -> LogToClean | None:
         _check_open(log)
         bases = list(log._local.bases)
         active = log._local.active.base_offset
-        hw = log.high_watermark
+        hw = log._last_stable_offset_locked()      # never past an undecided transaction (Kafka: firstUnstableOffset)
         start, end = log.start_offset, log.end_offset
         producers = {pid: e.last_offset for pid, e in log._producers.entries.items() if e.batches}
     first_dirty = read_first_dirty(log)
@@ -457,6 +462,7 @@ def _build_offset_map(log, ltc: LogToClean, max_keys: int, max_bytes: int, res: 
     last_mapped = None
     read = 0
     first = ltc.first_dirty
+    aborted = AbortedFilter(log.aborted_transactions(first, ltc.first_uncleanable))
     for seg in ltc.segments:
         if seg.upper <= first:
             continue
@@ -468,7 +474,8 @@ def _build_offset_map(log, ltc: LogToClean, max_keys: int, max_bytes: int, res: 
             if len(offset_map) >= max_keys or read >= max_bytes:
                 res.capped = True
                 return offset_map, map_end, last_mapped
-            _engine.compaction_map_keys(view, first, offset_map, log.path)
+            for run in aborted.runs(view):       # records of aborted transactions never supersede a key
+                _engine.compaction_map_keys(run, first, offset_map, log.path)
             read += len(view)
             map_end, last_mapped = next_offset, seg
         map_end, last_mapped = seg.upper, seg
@@ -506,11 +513,13 @@ def _clean_group(log, work: str, group: list, offset_map: dict, map_end: int, la
                               max_index_bytes=cfg.segment_index_bytes, create=True)
     try:
         filt = _BatchFilter(offset_map, map_end, now, cfg.delete_retention_ms, ltc.producers, res)
+        aborted = AbortedFilter(log.aborted_transactions(base, group[-1].upper))
         out = bytearray()
         for seg in group:
             res.bytes_in += seg.size
             for view, _ in _chunks(log, seg):
-                filt.filter_into(view, out, log.path)
+                for run in aborted.runs(view, keep_control=True):     # aborted data goes, markers stay
+                    filt.filter_into(run, out, log.path)
                 if len(out) >= WRITE_CHUNK_BYTES:
                     out_seg.append(out)
                     del out[:]

@@ -405,6 +405,59 @@ class ProducerFencedError(SeglogError):
     kafka_name = "PRODUCER_FENCED"
 
 
+# --- transactions (KIP-98) -------------------------------------------------------------------------------------
+class InvalidTxnStateError(SeglogError):
+    """The request does not fit the transaction's state: committing an aborted transaction, ending one that
+    never began, or (KIP-890) producing transactionally to a partition not added to the transaction."""
+
+    code = 48
+    kafka_name = "INVALID_TXN_STATE"
+
+
+class InvalidProducerIdMappingError(SeglogError):
+    """The producer id is not the one the transaction coordinator holds for the transactional id."""
+
+    code = 49
+    kafka_name = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(SeglogError):
+    """transaction.timeout.ms is not positive or above the broker's transaction.max.timeout.ms."""
+
+    code = 50
+    kafka_name = "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(SeglogError):
+    """The previous transaction of the transactional id is still completing (markers being written): retry."""
+
+    code = 51
+    kafka_name = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+
+
+class TransactionCoordinatorFencedError(SeglogError):
+    """A transaction marker came from a coordinator older than the one the partition already heard from."""
+
+    code = 52
+    kafka_name = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class TransactionalIdAuthorizationFailedError(SeglogError):
+    """A produce request carries transactional record batches without a transactional id (Kafka answers this
+    code, as it does for a transactional id the client may not use)."""
+
+    code = 53
+    kafka_name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class TransactionalIdNotFoundError(SeglogError):
+    """The transaction coordinator has no state for the transactional id."""
+
+    code = 105
+    kafka_name = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
 class FencedLeaderEpochError(SeglogError):
     """The request's leader epoch is older than the broker's."""
 

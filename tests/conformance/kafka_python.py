@@ -47,7 +47,6 @@ BROKER_SETTINGS = {
     "allow.everyone.if.no.acl.found": "true",
 }
 
-_TXN = "transactions are not supported yet (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"
 _SSL_FIXTURE = ("needs the suite's own TLS fixture (JKS keystores generated for a Kafka it starts), "
                 "not an external broker")
 #: test id (file::name) -> why seglog does not pass it yet.
@@ -56,14 +55,11 @@ KNOWN_FAILURES = {
     "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs":
         "read_only: seglog's broker configs cannot change at run time, while Kafka 3.x reports advertised.listeners "
         "as dynamically updatable (read_only false)",
-    "test_admin_integration.py::test_elect_leaders": "no ElectLeaders API yet",
     "test_admin_integration.py::test_alter_replica_log_dirs": "no AlterReplicaLogDirs: one data dir per broker",
     "test_admin_integration.py::test_alter_partition_reassignments": "no AlterPartitionReassignments API yet",
     "test_admin_integration.py::test_list_partition_reassignments": "no ListPartitionReassignments API yet",
     "test_consumer_integration.py::test_kafka_version_infer":
-        "ApiVersions infers Kafka 3.2, not 3.7: Fetch stops at v12 (v13+ fetch by topic id)",
-    "test_producer_integration.py::test_transactional_producer_messages": _TXN,
-    "test_producer_integration.py::test_transactional_producer_offsets": _TXN,
+        "ApiVersions infers Kafka 3.6, not 3.7: Fetch stops at v12 (v13+ fetch by topic id)",
     "test_ssl_integration.py::TestSSLConnection::test_ssl_handshake": _SSL_FIXTURE,
     "test_ssl_integration.py::TestSSLConnection::test_legacy_kafka_client_ssl": _SSL_FIXTURE,
 }

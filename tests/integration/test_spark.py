@@ -51,15 +51,8 @@ def _records(rnd: random.Random, n: int, first_ts: int):
 
 
 def _control_batch(offset: int) -> bytes:
-    """A transaction marker (control batch) at `offset`, as a transactional producer's commit leaves one."""
-    w = _engine.BatchWriter(next_offset=offset, producer_id=7, producer_epoch=0, next_sequence=0)
-    w.add(b"\x00\x00\x00\x00\x00\x00", b"\x00\x00\x00\x00", None, T0)
-    w.finish()
-    batch = bytearray(w.take())
-    attrs = int.from_bytes(batch[21:23], "big") | 0x30          # transactional + control
-    batch[21:23] = attrs.to_bytes(2, "big")
-    batch[17:21] = _engine.crc32c(bytes(batch[21:])).to_bytes(4, "big")
-    return bytes(batch)
+    """A transaction marker (control batch) at `offset`, as a transactional producer's abort leaves one."""
+    return _engine.control_batch(7, 0, False, 0, T0, base_offset=offset)
 
 
 @pytest.fixture(scope="module")

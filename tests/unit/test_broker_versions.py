@@ -141,8 +141,12 @@ def test_find_coordinator_v4_answers_every_key(broker):
     r = call(broker, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
     assert [(c["key"], c["error_code"], c["node_id"], c["port"]) for c in r["coordinators"]] == \
         [("a", 0, 0, 9092), ("b", 0, 0, 9092)]
-    txn = call(broker, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
-    assert txn["coordinators"][0]["error_code"] != 0 and txn["coordinators"][0]["error_message"]
+    txn = call(broker, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx", "ty"]})
+    assert [(c["key"], c["error_code"], c["node_id"], c["port"]) for c in txn["coordinators"]] == \
+        [("tx", 0, 0, 9092), ("ty", 0, 0, 9092)]
+    bad = call(broker, ApiKey.FIND_COORDINATOR, 4, {"key_type": 2, "coordinator_keys": ["x"]})
+    assert bad["coordinators"][0]["error_code"] == 42 and "Unknown coordinator type 2" in \
+        bad["coordinators"][0]["error_message"]
 
 
 def test_offset_fetch_v8_answers_several_groups(broker):

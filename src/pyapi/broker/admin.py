@@ -31,6 +31,7 @@ from ..errors import SeglogError
 from ..offsets_format import TopicPartition
 from ..protocol import ApiKey
 from ..remote import RemoteNode
+from ..txn.coordinator import TransactionDescription, TransactionListing
 
 __all__ = ["BrokerAdmin"]
 
@@ -168,6 +169,15 @@ class BrokerAdmin(Admin):
                          members, f"{host}:{port} ({node_id})")
 
     # -- clients --------------------------------------------------------------------------------------------
+
+    def list_transactions(self) -> list[tuple[int, TransactionListing]]:
+        return self.node.txn_coordinator.list()[1]
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        [d] = self.node.txn_coordinator.describe([transactional_id])
+        if isinstance(d, SeglogError):
+            raise d
+        return d
 
     def _client_node(self, client_id: str | None) -> RemoteNode:
         """A RemoteNode of the client's own (own connections: a consumer's long poll never holds up the admin),

@@ -10,7 +10,6 @@ from ..config import LogConfig
 from ..errors import code_of
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3          # ListOffsets' special timestamps
-TRANSACTIONS_UNSUPPORTED = 53         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, clear message
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 # Kafka's controller refuses an admin request that would write more metadata records than this (a record per
 # topic and per partition; QuorumController.MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION for every topic of

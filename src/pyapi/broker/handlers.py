@@ -7,7 +7,8 @@ acks=0 produce requests). Errors of one partition become that partition's error 
 lets a SeglogError escape for something the client did wrong.
 
 Handlers (here: ApiVersions, Metadata, the call table) is made of one class per API family: handlers_data
-(produce, fetch, offsets), handlers_groups (the group coordinator's APIs) and handlers_admin (topics, configs,
+(produce, fetch, offsets), handlers_groups (the group coordinator's APIs), handlers_txn (the transaction
+coordinator's) and handlers_admin (topics, configs,
 log dirs, cluster), with what they share in handler_support.
 """
 
@@ -22,13 +23,14 @@ from .handler_support import GROUP_THREADS, CloseConnection, _err, _off_loop
 from .handlers_admin import AdminHandlers
 from .handlers_data import DataHandlers
 from .handlers_groups import GroupHandlers
+from .handlers_txn import TxnHandlers
 from .security_handlers import SECURITY_HANDLERS
 
 
 __all__ = ["Handlers", "HANDLERS", "CloseConnection"]
 
 
-class Handlers(DataHandlers, GroupHandlers, AdminHandlers):
+class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
     """The API implementations of one broker. `broker` gives node, view (cluster metadata), config, and the
     fetch waiting and metrics machinery of the server."""
 
@@ -97,6 +99,13 @@ HANDLERS = {
     ApiKey.DELETE_GROUPS: Handlers.handle_delete_groups,
     ApiKey.OFFSET_DELETE: Handlers.handle_offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Handlers.handle_consumer_group_heartbeat,
+    ApiKey.ADD_PARTITIONS_TO_TXN: Handlers.handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: Handlers.handle_add_offsets_to_txn,
+    ApiKey.END_TXN: Handlers.handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: Handlers.handle_write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: Handlers.handle_txn_offset_commit,
+    ApiKey.DESCRIBE_TRANSACTIONS: Handlers.handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: Handlers.handle_list_transactions,
     ApiKey.CREATE_TOPICS: Handlers.handle_create_topics,
     ApiKey.DELETE_TOPICS: Handlers.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: Handlers.handle_create_partitions,
@@ -105,6 +114,7 @@ HANDLERS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handlers.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
     ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
+    ApiKey.ELECT_LEADERS: Handlers.handle_elect_leaders,
 }
 HANDLERS.update(SECURITY_HANDLERS)
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

@@ -1,5 +1,5 @@
-"""Handlers of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster, DescribeLogDirs,
-DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
+"""Handlers of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, DescribeCluster,
+DescribeLogDirs, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
@@ -97,6 +97,22 @@ class AdminHandlers:
             except SeglogError as e:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})
         return {"results": out}
+
+    async def handle_elect_leaders(self, header, body):
+        """ElectLeaders (v0 preferred; v1+ election_type 0 preferred, 1 unclean) through the view: the controller
+        elects in a cluster, a lone broker never needs to. Results per topic, per partition asked (null: all)."""
+        election_type = body["election_type"] if header.api_version >= 1 else 0
+        if election_type not in (0, 1):
+            return {"error_code": errors.InvalidRequestError.code, "replica_election_results": []}
+        asked = None if body["topic_partitions"] is None else [
+            (t["topic"], p) for t in body["topic_partitions"] for p in dict.fromkeys(t["partitions"])]
+        results = await _off_loop(self.broker.view.elect_leaders, asked, election_type == 1)
+        by_topic: dict[str, list] = {}
+        for (topic, p), e in results.items():
+            by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": 0 if e is None else _err(e),
+                                                   "error_message": None if e is None else str(e)})
+        return {"error_code": 0, "replica_election_results": [{"topic": t, "partition_result": parts}
+                                                              for t, parts in by_topic.items()]}
 
     async def handle_describe_cluster(self, header, body):
         view = self.broker.view

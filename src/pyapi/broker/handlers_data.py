@@ -1,4 +1,4 @@
-"""Handlers of the data APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId."""
+"""Handlers of the data APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from typing import Any
 
 from .. import errors
 from ..errors import SeglogError
-from .handler_support import (EARLIEST, LATEST, MAX_TIMESTAMP, TRANSACTIONS_UNSUPPORTED, CloseConnection, _err,
-                              _off_loop)
+from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err
 from .record_errors import record_errors
 
 
 class DataHandlers:
-    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId: a part of
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers: a part of
     handlers.Handlers (``self.broker``, ``self.node``, ``self.config``)."""
 
     # -- Produce ----------------------------------------------------------------------------------------------
@@ -28,8 +27,6 @@ class DataHandlers:
         acks = body["acks"]
         if header.api_version < 3:              # message format v0/v1: advertised (as Kafka does), never served
             err = errors.UnsupportedVersionError.code
-        elif body["transactional_id"] is not None:
-            err = TRANSACTIONS_UNSUPPORTED
         elif acks not in (-1, 0, 1):
             err = errors.InvalidRequiredAcksError.code
         else:
@@ -39,7 +36,8 @@ class DataHandlers:
         for topic in body["topic_data"]:
             parts = []
             for pd in topic["partition_data"]:
-                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err))
+                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err,
+                                                body["transactional_id"]))
             responses.append({"name": topic["name"], "partition_responses": parts})
         # one partition after the other, on the disk threads: a request inflates one batch at a time
         done = [await append for append in appends]
@@ -68,12 +66,11 @@ class DataHandlers:
             return None
         return {"responses": responses}
 
-    async def _append_one(self, topic: str, index: int, records, acks: int, err: int):
+    async def _append_one(self, topic: str, index: int, records, acks: int, err: int, transactional_id):
         """(the partition's response entry, (partition, last offset, start time) to wait for, or None)."""
         out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
         if err:
-            out["error_message"] = {TRANSACTIONS_UNSUPPORTED: "transactions are not supported",
-                                    errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
+            out["error_message"] = {errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
                                                                          "v1) is not supported",
                                     errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
                                     }.get(err)
@@ -85,7 +82,8 @@ class DataHandlers:
             self.broker.view.check_produce(topic, index, acks)
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
-            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks)
+            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks,
+                                                                       transactional_id)
             out.update(base_offset=base, log_append_time_ms=append_time)
             return out, (part, last, t0)
         except SeglogError as e:
@@ -123,7 +121,8 @@ class DataHandlers:
         while True:
             version = self.broker.data_version()
             responses, total, failed, corrupt = await self.broker.on_disk(
-                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"])
+                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"],
+                body.get("isolation_level", 0))
             for topic, index in corrupt:                    # the Log logged each (file, offset, position)
                 self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
@@ -133,7 +132,7 @@ class DataHandlers:
             await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
             self.broker.note_wait(time.monotonic() - started)
 
-    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int):
+    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int, isolation: int):
         """(responses, bytes read, whether a partition failed, [(topic, partition) that met a corrupt batch]);
         runs on a disk thread."""
         by_topic: dict[str, list] = {}
@@ -157,12 +156,16 @@ class DataHandlers:
                     continue
                 budget = min(p["partition_max_bytes"], max_bytes - total)
                 # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
-                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0)
+                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0,
+                                 isolation_level=0 if replica else isolation)
                 if replica:
                     self.broker.view.follower_fetched(part, replica_id, p["fetch_offset"], p["log_start_offset"])
                     res.high_watermark = part.high_watermark
-                entry.update(high_watermark=res.high_watermark, last_stable_offset=res.high_watermark,
+                aborted = res.aborted_transactions
+                entry.update(high_watermark=res.high_watermark, last_stable_offset=res.last_stable_offset,
                              log_start_offset=res.log_start_offset,
+                             aborted_transactions=None if aborted is None else
+                             [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in aborted],
                              records=self.broker.records_chunk(res.records))
                 total += len(res.records)
             except errors.OffsetOutOfRangeError as e:
@@ -183,7 +186,7 @@ class DataHandlers:
         epoch, end = part.log.end_offset_for_epoch(p["last_fetched_epoch"])
         if epoch == p["last_fetched_epoch"] and end >= p["fetch_offset"]:
             return False
-        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.high_watermark,
+        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
                      log_start_offset=part.log_start_offset, diverging_epoch={"epoch": epoch, "end_offset": end})
         return True
 
@@ -199,19 +202,21 @@ class DataHandlers:
                     self.broker.view.check_fetch(t["name"], p["partition_index"], p["current_leader_epoch"], False)
                     part = self.node.partition(t["name"], p["partition_index"])
                     ts = p["timestamp"]
+                    # as Kafka: read_committed (isolation 1) clients may not see past the last stable offset
+                    fetchable = part.last_stable_offset if body.get("isolation_level", 0) == 1 else part.high_watermark
                     if ts == LATEST:
-                        out["offset"] = part.high_watermark
+                        out["offset"] = fetchable
                     elif ts == EARLIEST:
                         out["offset"] = part.log_start_offset
                     elif ts == MAX_TIMESTAMP and header.api_version >= 7:
                         found = part.log.offset_of_max_timestamp()
-                        if found is not None and found.offset < part.high_watermark:
+                        if found is not None and found.offset < fetchable:
                             out.update(offset=found.offset, timestamp=found.timestamp)
                     elif ts < 0:
                         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
                     else:
                         found = await self.broker.on_disk(part.log.offset_for_timestamp, ts)   # index reads
-                        if found is not None and found.offset < part.high_watermark:
+                        if found is not None and found.offset < fetchable:
                             out.update(offset=found.offset, timestamp=found.timestamp)
                     out["leader_epoch"] = part.log.leader_epoch
                 except SeglogError as e:
@@ -281,12 +286,3 @@ class DataHandlers:
                 parts.append(out)
             topics.append({"name": t["name"], "partitions": parts})
         return {"topics": topics}
-
-    async def handle_init_producer_id(self, header, body):
-        if body["transactional_id"] is not None:
-            return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}
-        try:
-            return {"error_code": 0, "producer_id": await _off_loop(self.broker.view.init_producer_id),
-                    "producer_epoch": 0}
-        except SeglogError as e:
-            return {"error_code": _err(e), "producer_id": -1, "producer_epoch": -1}

@@ -92,6 +92,12 @@ class LocalView:
     def coordinator_for(self, group_id: str) -> tuple[int, str, int]:
         return self.broker_id, self.host, self.port
 
+    def txn_coordinator_for(self, transactional_id: str) -> tuple[int, str, int]:
+        """A lone broker coordinates every transactional id (its transaction coordinator, with
+        __transaction_state, starts on this first request, as Kafka creates the topic then)."""
+        self.node.txn_coordinator
+        return self.broker_id, self.host, self.port
+
     def check_coordinator(self, group_id: str) -> None:
         """Raise NotCoordinatorError unless this broker coordinates the group (a lone broker does all)."""
 
@@ -124,6 +130,10 @@ class LocalView:
         old = self.node.topic(name).overrides
         self.node.alter_topic_config(name, overrides, [k for k in old if k not in overrides],
                                      validate_only=validate_only)
+
+    def elect_leaders(self, partitions, unclean: bool):
+        """ElectLeaders: never needed on a lone broker (Node.elect_leaders)."""
+        return self.node.elect_leaders(partitions, unclean)
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False, timeout_ms: int = 0,
                           assignments: list[list[int]] | None = None) -> None:
