@@ -3,39 +3,48 @@
 # producer's id and epoch, base sequence -1 and one record:
 #   key   = version int16 (0) + type int16 (0 ABORT, 1 COMMIT)
 #   value = version int16 (0) + coordinatorEpoch int32
-# The record has no headers, attributes 0 and timestamp/offset deltas 0: 17 bytes after the 61-byte header.
+# The record has no headers, attributes 0 and timestamp/offset deltas 0 (17 bytes after the 61-byte header),
+# unless compaction gave the batch a delete horizon (KIP-534: the base timestamp, the delta relative to it).
 
 cdef enum:
     CONTROL_ABORT = 0
     CONTROL_COMMIT = 1
-    CONTROL_RECORD_SIZE = 17          # length varint (1 byte) + 16 bytes of record body
-    CONTROL_BATCH_SIZE = BATCH_HEADER_SIZE + CONTROL_RECORD_SIZE
 
 
 def control_batch(int64_t producer_id, int16_t producer_epoch, bint commit, int32_t coordinator_epoch,
-                  int64_t timestamp, int64_t base_offset=0, int32_t leader_epoch=0):
-    """One COMMIT (commit true) or ABORT marker batch of a producer's transaction, as bytes (78 of them)."""
+                  int64_t timestamp, int64_t base_offset=0, int32_t leader_epoch=0, int64_t delete_horizon=-1):
+    """One COMMIT (commit true) or ABORT marker batch of a producer's transaction, as bytes (78 of them without
+    a delete horizon). ``delete_horizon`` >= 0 sets the delete-horizon attribute with it as the base timestamp
+    (the cleaner's KIP-534 horizon, the record's timestamp delta then relative to it), as compaction rewrites
+    a marker it may later remove."""
     if producer_id < 0 or producer_epoch < 0:
         raise _errors.InvalidArgumentError(
             f"a transaction marker needs a producer id and epoch, not {producer_id}/{producer_epoch}")
-    out = PyBytes_FromStringAndSize(NULL, CONTROL_BATCH_SIZE)
+    cdef int64_t base_ts = delete_horizon if delete_horizon >= 0 else timestamp
+    cdef int64_t ts_delta = timestamp - base_ts
+    cdef int64_t body = 15 + varint_size(ts_delta)          # attributes .. headers count
+    cdef int64_t size = BATCH_HEADER_SIZE + varint_size(body) + body
+    cdef int16_t attributes = ATTR_TRANSACTIONAL | ATTR_CONTROL
+    if delete_horizon >= 0:
+        attributes |= ATTR_DELETE_HORIZON
+    out = PyBytes_FromStringAndSize(NULL, size)
     cdef unsigned char *p = <unsigned char *>PyBytes_AS_STRING(out)
     cdef unsigned char *r = p + BATCH_HEADER_SIZE
     put_be64(p + OFF_BASE_OFFSET, <uint64_t>base_offset)
-    put_be32(p + OFF_LENGTH, <uint32_t>(CONTROL_BATCH_SIZE - LOG_OVERHEAD))
+    put_be32(p + OFF_LENGTH, <uint32_t>(size - LOG_OVERHEAD))
     put_be32(p + OFF_LEADER_EPOCH, <uint32_t>leader_epoch)
     p[OFF_MAGIC] = 2
-    put_be16(p + OFF_ATTRIBUTES, <uint16_t>(ATTR_TRANSACTIONAL | ATTR_CONTROL))
+    put_be16(p + OFF_ATTRIBUTES, <uint16_t>attributes)
     put_be32(p + OFF_LAST_OFFSET_DELTA, 0)
-    put_be64(p + OFF_BASE_TIMESTAMP, <uint64_t>timestamp)
+    put_be64(p + OFF_BASE_TIMESTAMP, <uint64_t>base_ts)
     put_be64(p + OFF_MAX_TIMESTAMP, <uint64_t>timestamp)
     put_be64(p + OFF_PRODUCER_ID, <uint64_t>producer_id)
     put_be16(p + OFF_PRODUCER_EPOCH, <uint16_t>producer_epoch)
     put_be32(p + OFF_BASE_SEQUENCE, <uint32_t>0xffffffff)
     put_be32(p + OFF_RECORDS_COUNT, 1)
-    r = put_varint(r, CONTROL_RECORD_SIZE - 1)
+    r = put_varint(r, body)
     r[0] = 0                                  # record attributes
-    r = put_varint(r + 1, 0)                  # timestamp delta
+    r = put_varint(r + 1, ts_delta)           # timestamp delta
     r = put_varint(r, 0)                      # offset delta
     r = put_varint(r, 4)                      # key: version, type
     put_be16(r, 0)
@@ -44,7 +53,7 @@ def control_batch(int64_t producer_id, int16_t producer_epoch, bint commit, int3
     put_be16(r, 0)
     put_be32(r + 2, <uint32_t>coordinator_epoch)
     r = put_varint(r + 6, 0)                  # no headers
-    put_be32(p + OFF_CRC, crc32c_buf(p + CRC_START, CONTROL_BATCH_SIZE - CRC_START))
+    put_be32(p + OFF_CRC, crc32c_buf(p + CRC_START, size - CRC_START))
     return out
 
 

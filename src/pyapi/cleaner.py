@@ -31,10 +31,11 @@ What a pass does
      discards it as invalid. A compacted Log refuses such records (InvalidRecordError, as Kafka's produce
      path does), so they only come from before the topic turned compacted or from replicas of such data;
    - transactions (Kafka's CleanedTransactionMetadata): the records of aborted transactions (the .txnindex
-     entries of the range, isolation.AbortedFilter) never enter the key map and are dropped whole; control
-     batches (COMMIT / ABORT markers) are copied as they are, so a marker always outlives its transaction's
-     data (Kafka also removes a marker once its data is gone and its delete horizon has passed; seglog keeps
-     it). Committed transactional batches are filtered like any other. The cleanable range ends at the last
+     entries of the range, isolation.AbortedFilter) never enter the key map and are dropped whole; committed
+     transactional batches are filtered like any other. A COMMIT / ABORT marker stays as it is while any batch
+     of its transaction stays before it (a marker always outlives its data); once none does, the pass gives it
+     a delete horizon (now + delete.retention.ms, re-encoded as KIP-534 does) and the first pass after that
+     horizon removes it, so consumers have delete.retention.ms to read it. The cleanable range ends at the last
      stable offset, so no undecided transaction is ever cleaned;
    - a batch whose records all stay, and that needs no new delete horizon, is copied byte for byte. One that
      loses records is re-encoded with the *original* base offset, lastOffsetDelta (Kafka preserves the last
@@ -136,6 +137,8 @@ class CleanResult:
     tombstones_dropped: int = 0
     keyless_dropped: int = 0
     empty_batches_kept: int = 0
+    aborted_dropped: int = 0          # records of aborted transactions removed
+    markers_removed: int = 0          # transaction markers removed past their delete horizon
     keys_mapped: int = 0
     capped: bool = False
     aborted: str | None = None
@@ -430,8 +433,9 @@ def _run_pass(log, ltc: LogToClean, now: int, max_keys: int, max_bytes: int) -> 
         upto = map_end if last_mapped is not None else ltc.first_uncleanable
         to_clean = [s for s in ltc.segments if s.base < upto]
         groups = _group_segments(to_clean, log.config)
+        txns = _Transactions(now, log.config.delete_retention_ms, res)     # in offset order across the groups
         for group in groups:
-            _clean_group(log, work, group, offset_map, map_end, last_mapped, ltc, now, res)
+            _clean_group(log, work, group, offset_map, map_end, last_mapped, ltc, now, res, txns)
             res.groups += 1
         if last_mapped is not None:
             with log._lock:
@@ -504,7 +508,7 @@ def _group_segments(segs: list, cfg) -> list[list]:
 
 
 def _clean_group(log, work: str, group: list, offset_map: dict, map_end: int, last_mapped, ltc: LogToClean,
-                 now: int, res: CleanResult) -> None:
+                 now: int, res: CleanResult, txns: "_Transactions") -> None:
     cfg = log.config
     base = group[0].base
     shutil.rmtree(work, ignore_errors=True)
@@ -518,13 +522,14 @@ def _clean_group(log, work: str, group: list, offset_map: dict, map_end: int, la
         for seg in group:
             res.bytes_in += seg.size
             for view, _ in _chunks(log, seg):
-                for run in aborted.runs(view, keep_control=True):     # aborted data goes, markers stay
-                    filt.filter_into(run, out, log.path)
+                for run in aborted.runs(view, keep_control=True):     # aborted data goes
+                    txns.filter_into(run, out, filt, log.path)
                 if len(out) >= WRITE_CHUNK_BYTES:
                     out_seg.append(out)
                     del out[:]
         if out:
             out_seg.append(out)
+        res.aborted_dropped += aborted.dropped_records
         out_seg.seal()
         size = out_seg.size
     finally:
@@ -594,6 +599,57 @@ class _BatchFilter:
         res.keyless_dropped += keyless
         res.tombstones_dropped += tombstones
         res.empty_batches_kept += empties
+
+
+class _Transactions:
+    """One pass's view of transactions, fed every kept batch in offset order (Kafka's
+    CleanedTransactionMetadata): the producers whose current transaction still has a batch in the cleaned
+    output, and what becomes of each marker (see the module docstring, step 4)."""
+
+    def __init__(self, now: int, delete_retention_ms: int, res: CleanResult):
+        self.now = now
+        self.new_horizon = now + delete_retention_ms
+        self.res = res
+        self.with_data: set[int] = set()
+
+    def filter_into(self, view, out: bytearray, filt: _BatchFilter, path: str) -> None:
+        """Data batches of `view` through `filt`, markers by the rules, into `out`."""
+        start = None
+        transactional = False
+        for b in _engine.batches(view, False):
+            if not b.is_control:
+                if start is None:
+                    start = b.position
+                transactional |= b.is_transactional
+                continue
+            if start is not None:
+                self._data(view[start:b.position], out, filt, path, transactional)
+                start, transactional = None, False
+            self._marker(view, b, out)
+        if start is not None:
+            self._data(view[start:], out, filt, path, transactional)
+
+    def _data(self, view, out: bytearray, filt: _BatchFilter, path: str, transactional: bool) -> None:
+        before = len(out)
+        filt.filter_into(view, out, path)
+        if transactional:       # which transactions keep a batch (an emptied one kept for its sequence counts)
+            self.with_data.update(b.producer_id for b in _engine.batches(bytes(out[before:]), False)
+                                  if b.is_transactional)
+
+    def _marker(self, view, b, out: bytearray) -> None:
+        commit, coordinator_epoch = _engine.control_marker(view, b.position)
+        had_data = b.producer_id in self.with_data
+        self.with_data.discard(b.producer_id)
+        if had_data or commit is None:
+            out += view[b.position:b.position + b.size]
+        elif b.attributes & 0x40:                  # its delete horizon is set: removed once it has passed
+            if self.now >= b.base_timestamp:
+                self.res.markers_removed += 1
+            else:
+                out += view[b.position:b.position + b.size]
+        else:
+            out += _engine.control_batch(b.producer_id, b.producer_epoch, commit, coordinator_epoch, b.max_timestamp,
+                                         b.base_offset, b.leader_epoch, self.new_horizon)
 
 
 # ------------------------------------------------------------------------------------------- swap recovery

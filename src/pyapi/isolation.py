@@ -35,6 +35,7 @@ class AbortedFilter:
         self._pending = [(t.first_offset, t.producer_id) for t in aborted]
         heapq.heapify(self._pending)
         self._aborting: set[int] = set()
+        self.dropped_records = 0          # records of the aborted data batches runs() left out
 
     def add(self, aborted: Iterable) -> None:
         """More aborted transactions (the next fetch's)."""
@@ -61,7 +62,10 @@ class AbortedFilter:
                 if start < 0:
                     start = b.position
                 end = b.position + b.size
-            elif start >= 0:
+                continue
+            if not b.is_control:
+                self.dropped_records += b.records_count
+            if start >= 0:
                 yield view[start:end]
                 start = -1
         if start >= 0:

@@ -59,6 +59,10 @@ def whole_batches(records) -> tuple[memoryview, int]:
     return view[:last.position + last.size], last.next_offset
 
 
+FETCH_BY_NAME_MAX_VERSION = 12
+"""The last Fetch version that names topics (v13+ name them by topic id): callers here know names only."""
+
+
 def fetch(conn: BrokerConnection, wanted: Mapping[tuple[str, int], Position], *, max_bytes: int,
           max_wait_ms: int = 0, min_bytes: int = 0, replica_id: int = -1, what: str = "fetch",
           isolation_level: int = 0) -> dict[tuple[str, int], Fetched]:
@@ -78,7 +82,8 @@ def fetch(conn: BrokerConnection, wanted: Mapping[tuple[str, int], Position], *,
             "max_bytes": max(max_bytes, 1), "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()], "forgotten_topics_data": [],
             "rack_id": ""}
-    response = conn.request(ApiKey.FETCH, body, extra_timeout=max_wait_ms / 1000)
+    version = min(conn.version(ApiKey.FETCH), FETCH_BY_NAME_MAX_VERSION)
+    response = conn.request(ApiKey.FETCH, body, version=version, extra_timeout=max_wait_ms / 1000)
     if response.get("error_code"):
         raise error_for(response["error_code"], f"{what} refused")
     out = {}

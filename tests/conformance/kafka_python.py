@@ -58,8 +58,6 @@ KNOWN_FAILURES = {
     "test_admin_integration.py::test_alter_replica_log_dirs": "no AlterReplicaLogDirs: one data dir per broker",
     "test_admin_integration.py::test_alter_partition_reassignments": "no AlterPartitionReassignments API yet",
     "test_admin_integration.py::test_list_partition_reassignments": "no ListPartitionReassignments API yet",
-    "test_consumer_integration.py::test_kafka_version_infer":
-        "ApiVersions infers Kafka 3.6, not 3.7: Fetch stops at v12 (v13+ fetch by topic id)",
     "test_ssl_integration.py::TestSSLConnection::test_ssl_handshake": _SSL_FIXTURE,
     "test_ssl_integration.py::TestSSLConnection::test_legacy_kafka_client_ssl": _SSL_FIXTURE,
 }

@@ -23,6 +23,8 @@ def test_a_session_like_the_seeds(cli_door):
     lines = ok("topics", *d, "--describe", "--topic", "pet").splitlines()
     assert re.fullmatch(r"Topic: pet\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\tReplicationFactor: 1\t"
                         r"Configs: retention\.ms=604800000", lines[0]), lines[0]
+    assert "TopicId: AAAAAAAAAAAAAAAAAAAAAA" not in lines[0]              # a real id, through either door
+    assert lines[0] == ok("topics", *d, "--describe", "--topic", "pet").splitlines()[0]    # and a lasting one
     assert lines[1:] == [f"\tTopic: pet\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(3)]
     assert ok("topics", *d, "--list") == "pet\n"
 

@@ -142,6 +142,16 @@ def test_leader_elections_preferred_and_unclean_from_the_clients_and_the_cli(zoo
     c.start()
     try:
         c.create_topic("e", partitions=2, rf=3)
+        from helpers.kafka_wire import RawConnection
+        from seglog.cluster.zklayout import decode_topic_id
+        from seglog.protocol import ApiKey
+        import json
+        stored = decode_topic_id(json.loads(c.zk.get("/brokers/topics/e")[0])["topic_id"])
+        for b in c.brokers.values():                    # the topic's one id, from ZooKeeper, on every broker
+            with RawConnection(("127.0.0.1", b.port)) as conn:
+                [t] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "e"}],
+                                                         "allow_auto_topic_creation": False})["topics"]
+            assert t["topic_id"] == stored and stored.int
         preferred = c.assignment("e")[0][0]
         c.brokers[preferred].stop()
         c.brokers[preferred].start()

@@ -115,7 +115,7 @@ def request_frame(api_key, version, body, correlation_id=7, client_id="test-clie
 
 def test_supported_versions_are_the_advertised_table():
     assert dict(SUPPORTED_VERSIONS) == {
-        0: (0, 9), 1: (4, 12), 2: (1, 7), 3: (0, 12), 8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 9), 12: (0, 4),
+        0: (0, 9), 1: (4, 16), 2: (1, 7), 3: (0, 12), 8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 9), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 17: (0, 1), 18: (0, 3), 19: (2, 7), 20: (1, 5), 21: (0, 2),
         22: (0, 4), 23: (2, 4), 24: (0, 4), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 32: (0, 4), 33: (0, 2),
         35: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1), 47: (0, 0), 50: (0, 0), 51: (0, 0),
@@ -284,7 +284,7 @@ def test_truncated_header_is_invalid():
             assert info.value.header[:3] == (ApiKey.METADATA, 1, 77)
 
 
-@pytest.mark.parametrize("api_key,version", [(17, 2), (999, 0), (-1, 0), (0, 10), (1, 3), (1, 13), (2, 0), (3, 13),
+@pytest.mark.parametrize("api_key,version", [(17, 2), (999, 0), (-1, 0), (0, 10), (1, 3), (1, 17), (2, 0), (3, 13),
                                                      (18, 4)])
 def test_unsupported_api_or_version_still_gives_the_header(api_key, version):
     frame = struct.pack(">hhih", api_key, version, 123456, 3) + b"cli" + b"\x00garbage"

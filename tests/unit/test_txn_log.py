@@ -301,25 +301,48 @@ def _keyed_txn(pid, seq, pairs):
     return w.take()
 
 
-def test_compaction_drops_aborted_data_and_keeps_markers(tmp_path):
+def _batches(lg):
+    return [b for view in lg._local.views(lg.start_offset, lg.end_offset) for b in _engine.batches(view)]
+
+
+def test_compaction_drops_aborted_data_and_removes_markers_after_their_horizon(tmp_path):
     cfg = LogConfig(segment_bytes=400, cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.0)
+    now = 1_800_000_000_000
     with Log(tmp_path / "c-0", cfg) as lg:
         lg.append_raw(_keyed_txn(1, 0, [(b"k", b"committed")]))
         lg.append_control(1, 0, True, 0)
         lg.append_raw(_keyed_txn(2, 0, [(b"k", b"aborted"), (b"j", b"aborted-j")]))
         lg.append_control(2, 0, False, 0)
-        lg.append_raw(_keyed_txn(3, 0, [(b"open", b"undecided")]))     # open: the cleaner stops before it
         for i in range(30):
             lg.append(b"filler %d" % i, key=b"f%d" % (i % 3))
         lg.roll()
-        before_lso = lg.last_stable_offset
-        res = lg.compact()
-        assert res.aborted is None and res.groups >= 1
-        batches = [b for view in lg._local.views(0, lg.end_offset) for b in _engine.batches(view)]
-        markers = [b.base_offset for b in batches if b.is_control]
-        assert markers == [1, 4]                                  # both markers stay
+        res = lg.compact(now)
+        assert res.aborted is None and res.aborted_dropped == 2 and res.markers_removed == 0
+        markers = {b.base_offset: b for b in _batches(lg) if b.is_control}
+        assert sorted(markers) == [1, 4]
+        assert not markers[1].attributes & 0x40                 # its transaction's record stays: kept as it is
+        assert markers[4].attributes & 0x40 and markers[4].base_timestamp == now + cfg.delete_retention_ms
+        assert _engine.control_marker(_engine.control_batch(2, 0, False, 0, 5, 4, 0, now)) == (False, 0)
         assert [(r.key, r.value) for r in lg.records(0, 5)] == [(b"k", b"committed")]   # aborted k never won
-        assert [r.value for r in lg.records(isolation="read_committed") if r.key in (b"k", b"j")] == \
-            [b"committed"]
-        assert lg.last_stable_offset == before_lso == 5
-        assert [r.value for r in lg.records(5, 6)] == [b"undecided"]
+        assert lg.compact(now + cfg.delete_retention_ms - 1).markers_removed == 0
+        assert lg.compact(now + cfg.delete_retention_ms).markers_removed == 1
+        assert [b.base_offset for b in _batches(lg) if b.is_control] == [1]
+        assert [r.value for r in lg.records(isolation="read_committed") if r.key in (b"k", b"j")] == [b"committed"]
+        assert lg.last_stable_offset == lg.end_offset
+
+
+def test_compaction_stops_at_the_last_stable_offset(tmp_path):
+    cfg = LogConfig(segment_bytes=400, cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.0)
+    with Log(tmp_path / "c-0", cfg) as lg:
+        lg.append(b"committed", key=b"k")
+        lg.append_raw(_keyed_txn(3, 0, [(b"k", b"undecided")]))      # open: the cleaner stops before it
+        for i in range(30):
+            lg.append(b"filler %d" % i, key=b"f%d" % (i % 3))
+        lg.roll()
+        assert lg.last_stable_offset == 1
+        lg.compact()
+        assert [r.value for r in lg.records(0, 2)] == [b"committed", b"undecided"]
+        lg.append_control(3, 0, True, 0)
+        lg.roll()
+        lg.compact()
+        assert [r.value for r in lg.records() if r.key == b"k"] == [b"undecided"]

@@ -81,8 +81,9 @@ class BrokerAdmin(Admin):
                                     tuple(p["isr_nodes"]))
                       for p in sorted(entry["partitions"], key=lambda p: p["partition_index"]))
         overrides, effective = self.node.topic_config(name)
-        # Metadata v10+ carries topic ids; seglog's broker speaks up to v8, so the id is not known here.
-        return TopicDescription(name, None, parts, overrides, effective, bool(entry.get("is_internal")))
+        topic_id = entry.get("topic_id")          # Metadata v10+; a broker without topic ids answers zeros
+        return TopicDescription(name, topic_id if topic_id and topic_id.int else None, parts, overrides, effective,
+                                bool(entry.get("is_internal")))
 
     # -- offsets --------------------------------------------------------------------------------------------
 

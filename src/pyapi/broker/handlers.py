@@ -57,10 +57,17 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
         allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
         topics = []
         if requested is not None and any(t["name"] is None for t in requested):
-            # v10+ may name a topic by id only; topics have no ids here (all zero), so no id is known
-            topics += [{"error_code": errors.UnknownTopicIdError.code, "name": None, "topic_id": t["topic_id"],
-                        "partitions": []} for t in requested if t["name"] is None]
-            requested = [t for t in requested if t["name"] is not None]
+            named = []                                            # v10+ may name a topic by its id only
+            for t in requested:
+                if t["name"] is None:
+                    try:
+                        t = {**t, "name": view.topic_name(t["topic_id"])}
+                    except SeglogError as e:
+                        topics.append({"error_code": _err(e), "name": None, "topic_id": t["topic_id"],
+                                       "partitions": []})
+                        continue
+                named.append(t)
+            requested = named
         names = view.topic_names() if requested is None else [t["name"] for t in requested]
         for name in names:
             try:
@@ -69,10 +76,12 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
                 else:
                     count, internal = view.topic_partitions(name)
                 partitions = [view.partition_metadata(name, p) for p in range(count)]
+                topic_id = view.topic_id(name)
             except SeglogError as e:
                 topics.append({"error_code": _err(e), "name": name, "partitions": []})
                 continue
-            topics.append({"error_code": 0, "name": name, "is_internal": internal, "partitions": partitions})
+            topics.append({"error_code": 0, "name": name, "topic_id": topic_id, "is_internal": internal,
+                           "partitions": partitions})
         return {"brokers": view.brokers(), "cluster_id": self.node.cluster_id, "controller_id": view.controller_id(),
                 "topics": topics}
 

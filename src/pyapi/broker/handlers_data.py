@@ -113,21 +113,41 @@ class DataHandlers:
     async def handle_fetch(self, header, body):
         if body["session_id"] != 0 or body["session_epoch"] > 0:
             return {"error_code": errors.FetchSessionIdNotFoundError.code, "session_id": 0, "responses": []}
-        replica = body["replica_id"] >= 0
+        replica_id = body["replica_state"]["replica_id"] if header.api_version >= 15 else body["replica_id"]
+        replica = replica_id >= 0
         max_wait = max(0, body["max_wait_ms"]) / 1000
         min_bytes = body["min_bytes"]
         deadline = time.monotonic() + max_wait
-        wanted = [(t["topic"], p) for t in body["topics"] for p in t["partitions"]]
+        by_id = header.api_version >= 13                 # topics named by id (KIP-516), answered by id
+        ids: dict[str, object] = {}
+        unknown = []                                     # topic ids this broker does not know: answered at once
+        wanted = []
+        for t in body["topics"]:
+            name = t.get("topic")
+            if by_id:
+                try:
+                    name = self.broker.view.topic_name(t["topic_id"])
+                except SeglogError as e:
+                    unknown.append({"topic_id": t["topic_id"], "partitions": [
+                        {"partition_index": p["partition"], "error_code": _err(e), "high_watermark": -1,
+                         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                         "records": None} for p in t["partitions"]]})
+                    continue
+                ids[name] = t["topic_id"]
+            wanted += [(name, p) for p in t["partitions"]]
         while True:
             version = self.broker.data_version()
             responses, total, failed, corrupt = await self.broker.on_disk(
-                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"],
+                self._read_partitions, wanted, body["max_bytes"], replica, replica_id,
                 body.get("isolation_level", 0))
             for topic, index in corrupt:                    # the Log logged each (file, offset, position)
                 self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
-            if total >= min_bytes or failed or left <= 0:
-                return {"error_code": 0, "session_id": 0, "responses": responses}
+            if total >= min_bytes or failed or unknown or left <= 0:
+                if by_id:
+                    for r in responses:
+                        r["topic_id"] = ids[r["topic"]]
+                return {"error_code": 0, "session_id": 0, "responses": responses + unknown}
             started = time.monotonic()
             await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
             self.broker.note_wait(time.monotonic() - started)

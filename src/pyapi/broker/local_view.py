@@ -8,10 +8,13 @@ administration. Swapping the view is all that turns a single broker into a clust
 
 from __future__ import annotations
 
+import uuid
+
 from ..cluster.placement import validate_assignment, validate_new_partitions
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
                       NotEnoughReplicasError, NotLeaderOrFollowerError, TopicAlreadyExistsError,
-                      UnknownLeaderEpochError)
+                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
 
 
@@ -22,6 +25,7 @@ class LocalView:
         self.node = node
         self.broker_id = broker_id
         self._address = address or (lambda: (host, port))
+        self._ids = TopicIds(self.topic_names, self._id_of)
 
     @property
     def host(self) -> str:
@@ -45,6 +49,20 @@ class LocalView:
 
     def topic_names(self) -> list[str]:
         return self.node.topics(include_internal=True)
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """UnknownTopicOrPartitionError if there is no such topic."""
+        return self.node.topic(name).topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str:
+        """UnknownTopicIdError if no topic has that id."""
+        return self._ids.name(topic_id)
+
+    def _id_of(self, name: str) -> uuid.UUID | None:
+        try:
+            return self.node.topic(name).topic_id
+        except UnknownTopicOrPartitionError:
+            return None
 
     def topic_partitions(self, name: str) -> tuple[int, bool]:
         """(partition count, internal); UnknownTopicOrPartitionError if there is no such topic."""

@@ -18,6 +18,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+import uuid
 
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
                       InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotControllerError,
@@ -25,6 +26,7 @@ from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, Inco
                       TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
 from ..node import internal_topic_config
 from ..offsets_format import OFFSETS_TOPIC
+from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
 from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
@@ -329,6 +331,7 @@ class ClusterView:
 
     def __init__(self, member: ClusterMember):
         self.m = member
+        self._ids = TopicIds(self.topic_names, self._id_of)
         self._internal_warned_until: dict[str, float] = {}
 
     @property
@@ -345,6 +348,21 @@ class ClusterView:
 
     def topic_names(self) -> list[str]:
         return sorted(self.m.assignments)
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The cluster's id of the topic (the same on every broker); UnknownTopicOrPartitionError if none."""
+        a = self.m.assignments.get(name)
+        if a is None:
+            raise UnknownTopicOrPartitionError(f"Unknown topic: {name}")
+        return a.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str:
+        """UnknownTopicIdError if no topic has that id."""
+        return self._ids.name(topic_id)
+
+    def _id_of(self, name: str) -> uuid.UUID | None:
+        a = self.m.assignments.get(name)
+        return None if a is None else a.topic_id
 
     def topic_partitions(self, name: str) -> tuple[int, bool]:
         """(partition count, internal) of a cluster topic; UnknownTopicOrPartitionError if there is none."""
