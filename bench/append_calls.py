@@ -25,8 +25,10 @@ CHUNK = 1 << 20
 LEN = struct.Struct(">I")
 BUFFERED_TARGET = 2.5               # issue 17: append_batch >= 2.5x the bytearray writer at 10,000 per call
 LIMIT_TARGET = 0.8                  # ... and >= 80% of write + fdatasync at 1,000,000 per call
-# floors of the regression guards: the targets where met; else the level reached here less the noise
-FLOORS = {"buffered_10k": 2.0, "limit_1m": 0.6}
+# The regression guards compare CPU per record (the bytearray writer's over seglog's), which the disk's speed
+# on a shared machine does not move (the wall figures at 10,000 and 1,000,000 per call wait on the same fsync
+# and follow the disk: 1.4-2.4x and 60-110% in runs here); floor: the ~2.3-2.7x reached, less the noise.
+CPU_FLOOR = 1.8
 
 
 def seglog_writer(path: str):
@@ -145,17 +147,16 @@ def rows(m: dict, guards: bool = True) -> list[dict]:
                               "target": f">= {BUFFERED_TARGET}x the bytearray writer",
                               "measured": f"{row['seglog append_batch']}; {vs_buf:.2f}x the bytearray writer",
                               "met": "yes" if vs_buf >= BUFFERED_TARGET else "no"}
-        if per == 10_000 and guards:
-            row["guard"] = {"figure": "append_batch (10,000 per call) vs the bytearray writer",
-                            "value": round(vs_buf, 3), "floor": FLOORS["buffered_10k"]}
+        cpu_ratio = statistics.median(b / s for s, b in zip(m["cpu"][("seglog append_batch", per)],
+                                                             m["cpu"][("bytearray writer (1 MiB writes)", per)]))
+        if per in (10_000, 1_000_000) and guards:
+            row["guard"] = {"figure": f"append_batch ({per:,} per call) vs the bytearray writer, CPU per record",
+                            "value": round(cpu_ratio, 3), "floor": CPU_FLOOR}
         if per == 1_000_000:
             row["summary"] = {"figure": "append_batch + fsync, one call of 1,000,000 x 100 B",
                               "target": f">= {LIMIT_TARGET:.0%} of write + fdatasync",
                               "measured": f"{row['seglog append_batch']}; {of_limit:.0%} of write + fdatasync",
                               "met": "yes" if of_limit >= LIMIT_TARGET else "no"}
-        if per == 1_000_000 and guards:
-            row["guard"] = {"figure": "append_batch (1,000,000 per call) / write + fdatasync limit",
-                            "value": round(of_limit, 3), "floor": FLOORS["limit_1m"]}
         out.append(row)
     return out
 

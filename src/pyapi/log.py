@@ -852,7 +852,8 @@ class Log:
         at the log end returns nothing), an offset compaction removed, or a control record (a transaction
         marker). Unlike records(offset), which goes on with the next record as a Kafka fetch does, get() never
         answers with another offset. Reads up to end_offset, as records() does (not only below the high
-        watermark). Only the record's own batch is touched: found through the offset index, CRC-checked (once:
+        watermark), with its default isolation, read_uncommitted: a record of an open or aborted transaction
+        is returned. Only the record's own batch is touched: found through the offset index, CRC-checked (once:
         the log remembers the batches it checked), its records skipped by length up to the one wanted; a
         compressed batch is decompressed once into a small cache of recently read batches (16 batches, 8 MiB
         at most). Takes the lock for the whole read. Raises OffsetOutOfRangeError outside [start_offset,
