@@ -69,7 +69,7 @@ def test_librdkafka_speaks_flexible_versions(seglog_broker, topic_name, versions
     finally:
         consumer.close()
     admin.delete_topics([topic])[topic].result(10)
-    for api, flexible in {"PRODUCE": 9, "FETCH": 12, "METADATA": 12, "LIST_OFFSETS": 7, "OFFSET_COMMIT": 8,
+    for api, flexible in {"PRODUCE": 9, "FETCH": 16, "METADATA": 12, "LIST_OFFSETS": 7, "OFFSET_COMMIT": 8,
                           "OFFSET_FETCH": 8, "INIT_PRODUCER_ID": 4, "API_VERSIONS": 3}.items():
         assert max(versions[api]) == flexible, (api, versions[api])
 
@@ -127,7 +127,7 @@ def test_kafka_python_speaks_flexible_versions(seglog_broker, topic_name, versio
         assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [(topic, 0)]
     finally:
         admin.close()
-    for api, flexible in {"PRODUCE": 9, "FETCH": 12, "METADATA": 12, "CREATE_TOPICS": 7, "FIND_COORDINATOR": 4,
+    for api, flexible in {"PRODUCE": 9, "FETCH": 16, "METADATA": 12, "CREATE_TOPICS": 7, "FIND_COORDINATOR": 4,
                           "SYNC_GROUP": 5, "LEAVE_GROUP": 5, "OFFSET_FETCH": 8, "DELETE_TOPICS": 5,
                           "LIST_GROUPS": 4}.items():
         assert max(versions[api]) == flexible, (api, versions[api])
