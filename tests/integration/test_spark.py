@@ -1075,7 +1075,7 @@ def test_fetch_responses_decode_and_cut_short_batches(broker_data, monkeypatch):
                 "topics": [{"topic": B_CODECS, "partitions": [{"partition": 4, "current_leader_epoch": -1,
                                                                "fetch_offset": 0, "log_start_offset": -1,
                                                                "partition_max_bytes": 1 << 20}]}]}
-        records = bytes(conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["records"])
+        records = bytes(conn.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["records"])
     finally:
         conn.close()
     whole = _engine.arrow_columns(records, 0, 1 << 62, True, verify_crc=True)
@@ -1113,7 +1113,7 @@ def test_broker_split_follows_the_leader_when_its_hint_is_stale(broker_data, sta
                 "topics": [{"topic": B_PETS, "partitions": [{"partition": 2, "current_leader_epoch": -1,
                                                              "fetch_offset": 0, "log_start_offset": -1,
                                                              "partition_max_bytes": 1024}]}]}
-        assert conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["error_code"] == 3
+        assert conn.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["error_code"] == 3
     finally:
         conn.close()
     stale = dataclasses.replace(split, location=other.bootstrap_servers)
@@ -1203,7 +1203,7 @@ def test_broker_mode_on_a_cluster_reads_leaders_and_follows_moves(spark, zookeep
                     "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
                                                                 "fetch_offset": 0, "log_start_offset": -1,
                                                                 "partition_max_bytes": 1024}]}]}
-            assert conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["error_code"] == 6
+            assert conn.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["error_code"] == 6
         finally:
             conn.close()
         wanted0 = [o for o, _, _ in want[0]]
