@@ -127,7 +127,7 @@ def test_kafka_python_speaks_flexible_versions(seglog_broker, topic_name, versio
         assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [(topic, 0)]
     finally:
         admin.close()
-    for api, flexible in {"PRODUCE": 9, "FETCH": 16, "METADATA": 12, "CREATE_TOPICS": 7, "FIND_COORDINATOR": 4,
+    for api, flexible in {"PRODUCE": 9, "FETCH": 12, "METADATA": 12, "CREATE_TOPICS": 7, "FIND_COORDINATOR": 4,
                           "SYNC_GROUP": 5, "LEAVE_GROUP": 5, "OFFSET_FETCH": 8, "DELETE_TOPICS": 5,
                           "LIST_GROUPS": 4}.items():
         assert max(versions[api]) == flexible, (api, versions[api])
