@@ -581,6 +581,14 @@ def _fetch_result(f: Fetched) -> FetchResult:
                        aborted_transactions=f.aborted_transactions)
 
 
+def _readable(sock: socket.socket) -> bool:
+    """Whether `sock` has something to read (EOF included) right now. poll(), not select(): select() refuses
+    descriptors from FD_SETSIZE (1024) up, which a process with many connections and files open reaches."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class _OneWaySocket:
     """A connection for acks=0 Produce requests, which get no response: send and forget. A broker closes it
     after a failed acks=0 request (Kafka's way to tell the client); it is reopened before the next send."""
@@ -596,7 +604,7 @@ class _OneWaySocket:
             header = RequestHeader(ApiKey.PRODUCE, self.version, next(self._ids), self.client_id)
             data = b"".join(bytes(part) for part in encode_request(header, body))
             sock = self._sock
-            if sock is not None and select.select([sock], [], [], 0)[0]:
+            if sock is not None and _readable(sock):
                 self.close()                     # readable = closed by the broker: nothing else ever arrives
                 sock = None
             try:
