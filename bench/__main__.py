@@ -26,8 +26,8 @@ import time
 from bench import machine, report, suite
 
 # in running order; broker (issue 4), cluster (issue 5) and spark_source (issue 6) need their optional dependencies
-SECTIONS = ["limits", "storage", "stores", "messaging", "broker", "cluster", "spark_source", "scale_record_size",
-            "scale_partitions", "scale_log_size", "micro"]
+SECTIONS = ["limits", "storage", "stores", "point_reads", "append_calls", "messaging", "broker", "cluster",
+            "spark_source", "scale_record_size", "scale_partitions", "scale_log_size", "micro"]
 SECTION_TIMEOUT_S = 1800
 
 
@@ -85,8 +85,11 @@ def run_section(name: str, ctx: suite.Context, root: str) -> dict:
 
 def exit_status(results: list[dict]) -> int:
     """1 if a section did not give its figures: it failed (raised, had no run(ctx), returned no rows, crashed,
-    timed out) or was skipped (a missing optional dependency); else 0."""
-    return 1 if any(r.get("error") or r.get("skipped") for r in results) else 0
+    timed out) or was skipped (a missing optional dependency); or if a guarded figure fell below its floor (a
+    regression, report.guard_rows); else 0."""
+    if any(r.get("error") or r.get("skipped") for r in results):
+        return 1
+    return 1 if any(not g["held"] for g in report.guard_rows(results)) else 0
 
 
 def main(argv=None) -> int:
@@ -141,6 +144,8 @@ def main(argv=None) -> int:
         if not args.quick:
             os.rmdir(root)
     failed = [r["module"] for r in results if r.get("error")]
+    failed += [f"{g['section']} ({g['figure']}: {g['value']} below its floor {g['floor']})"
+               for g in report.guard_rows(results) if not g["held"]]
     skipped = [f"{r['module']} ({r['skipped']})" for r in results if r.get("skipped")]
     print(f"\nwrote {path} ({(time.perf_counter() - t0) / 60:.1f} min)"
           + (f"; NOT RUN (optional dependency missing): {'; '.join(skipped)}" if skipped else "")

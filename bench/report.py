@@ -10,7 +10,7 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-HIDDEN = ("table", "data", "summary")       # row keys that are not table columns
+HIDDEN = ("table", "data", "summary", "guard")   # row keys that are not table columns
 
 
 def tables(rows: list[dict]) -> list[str]:
@@ -55,6 +55,30 @@ def targets_table(results: list[dict]) -> list[str]:
             "Each row is repeated, with its same-run baseline, in its section below.", "", *lines, ""]
 
 
+def guard_rows(results: list[dict]) -> list[dict]:
+    """The figures sections guard against regressions (a "guard" dict on a row: figure, value, floor, a same-run
+    ratio and the lowest value it may take), each with whether it held (value >= floor). `python -m bench`
+    exits 1 when one did not."""
+    out = []
+    for r in results:
+        for row in r.get("rows", []):
+            g = row.get("guard")
+            if g:
+                out.append({"section": r["title"], **g, "held": g["value"] >= g["floor"]})
+    return out
+
+
+def guards_table(results: list[dict]) -> list[str]:
+    rows = guard_rows(results)
+    if not rows:
+        return []
+    lines = ["| section | figure (same-run ratio) | measured | floor | held |", "|---|---|---|---|---|"]
+    lines += [f"| {_cell(g['section'])} | {_cell(g['figure'])} | {g['value']:.2f}x | {g['floor']:.2f}x | "
+              f"{'yes' if g['held'] else '**no: regression**'} |" for g in rows]
+    return ["## Regression guards", "", "Same-run ratios that must not fall below a floor: `python -m bench` exits "
+            "with status 1 when one does.", "", *lines, ""]
+
+
 def _anchor(title: str) -> str:
     keep = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -_")
     return keep.replace(" ", "-")
@@ -89,6 +113,7 @@ def write(path: str, command: str, started: float, seconds: float, runs: int, ma
           + (f" — skipped: {r['skipped']}" if r.get("skipped") else "") for r in results],
         "",
         *targets_table(results),
+        *guards_table(results),
     ]
     for r in results:
         lines += [f"## {r['title']}", "", f"_`bench/{r['module']}.py`, {r['seconds']:.0f} s_", ""]

@@ -95,9 +95,9 @@ def checkpoint_reads(path: str, runs: int, scan_runs: int) -> dict:
 
     def random_records():
         with Log(path) as rlog:
-            records = rlog.records
+            get = rlog.get
             for k in keys:
-                assert next(records(k, k + 1)).offset == k
+                assert get(k).offset == k
 
     def random_batches():
         with Log(path) as rlog:
@@ -188,7 +188,7 @@ def run(ctx: suite.Context) -> list[dict]:
              f"{len(values):,} records per call, 1 GiB segments), each {unit_text} timed; the pass stops at "
              f"{', '.join(f'{s:g}' for s in fits)} GiB for flush(), a clean reopen, a CRC-checked scan of the whole "
              f"log (median of {ctx.runs} runs at the first stop, one run at the others), {RANDOM_READS:,} random "
-             "single-record reads on the freshly opened log (through the public records(o, o+1) and through "
+             "single-record reads on the freshly opened log (through the public get(o) and through "
              f"read(o, 1) + _engine.decode_records; medians of {ctx.runs} runs), and the process's anonymous memory. "
              "The raw baseline (8 MiB write() calls to one file, one fsync, a cached read) grows next to the log, "
              f"{unit_text} for {unit_text}, as far as the log. Both writers fill page-cache memory that is new to the process; on a VM the host may back such "
@@ -224,7 +224,7 @@ def run(ctx: suite.Context) -> list[dict]:
             "CRC-checked scan": f"{p['scan_gbs']:.2f} GB/s",
             "raw cached read": f"{p['raw_read_gbs']:.2f} GB/s" if "raw_read_gbs" in p else "-",
             "scan vs raw read": suite.ratio(p["scan_gbs"], p.get("raw_read_gbs")),
-            "random read: records(o, o+1)": f"{p['random_us']:.1f} us",
+            "random read: get(o)": f"{p['random_us']:.1f} us",
             "random read: read(o, 1) + decode": f"{p['random_batch_us']:.1f} us",
             "memory (anon)": suite.mb(max(p["anon"], 0)),
             "data": {"gib": p["gib"], "scan": p["scan_gbs"], "raw_read": p.get("raw_read_gbs"),
@@ -291,7 +291,7 @@ def chart(ctx: suite.Context, rows: list[dict]) -> None:
     a3.set_ylabel("GB/s")
     a3.set_ylim(bottom=0)
     a4 = a3.twinx()
-    a4.plot(sizes, [x["random_us"] for x in d], "s--", color="tab:green", label="random read, records() (us, right)")
+    a4.plot(sizes, [x["random_us"] for x in d], "s--", color="tab:green", label="random read, get() (us, right)")
     a4.plot(sizes, [x["random_batch_us"] for x in d], "^--", color="tab:olive",
             label="random read, read() + decode (us, right)")
     a4.set_ylabel("us per random read")

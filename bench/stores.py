@@ -70,9 +70,9 @@ class SeglogBatch(Store):
         from seglog import Log
         n = total = 0
         with Log(path) as log:
-            records = log.records
+            get = log.get
             for k in keys:
-                total += len(next(records(k, k + 1)).value)
+                total += len(get(k).value)
                 n += 1
         return n, total
 

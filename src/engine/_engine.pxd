@@ -95,6 +95,7 @@ cdef class BatchWriter:
     cdef public int64_t producer_id
     cdef public int16_t producer_epoch
     cdef public int32_t next_sequence
+    cdef public bint transactional           # batches carry the transactional attribute (bit 4)
     cdef readonly bint full
     cdef readonly int batches               # finished batches not yet cleared
     cdef size_t keep_from                   # add_many: where the batch it found open starts (SIZE_MAX: none) ...
@@ -203,6 +204,7 @@ cdef class Segment:
     cdef object _frame_error(self, int64_t pos, const unsigned char *p)
     cdef int64_t _walk_batch(self, int64_t pos, int64_t *prev_last, int64_t limit,
                              const unsigned char **header) except -1
+    cdef int64_t _find_position(self, int64_t offset) except -2
     cdef bytes _pread(self, int64_t position, int64_t n)
     cdef int64_t _read_extent(self, const unsigned char *base, int64_t position, int64_t avail, int64_t max_bytes,
                               int64_t max_offset, bint min_one, int64_t *next_offset) except -1
@@ -258,6 +260,8 @@ cdef class RecordAccumulator:
     cdef dict round_robin
     cdef dict sequences
     cdef bint closed
+    cdef readonly bint transactional
+    cdef public bint txn_open                # a transactional accumulator accepts send() only while set
 
     cdef void _acquire(self)
     cdef void _release(self)

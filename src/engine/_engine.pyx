@@ -8,7 +8,7 @@ other part of seglog except the leaf module `seglog.errors`, so every error it r
 cimport cython
 from cpython.buffer cimport (PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
                              PyObject_GetBuffer)
-from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_Check, PyBytes_CheckExact, PyBytes_FromStringAndSize,
                             PyBytes_GET_SIZE)
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
@@ -30,6 +30,13 @@ from posix.unistd cimport close, fdatasync, fsync, ftruncate, pread, pwrite
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    # borrowed references, for loops that only read a list's items (no reference count traffic)
+    ctypedef struct PyObject
+    PyObject *list_item_borrowed "PyList_GET_ITEM"(object lst, Py_ssize_t i)
+    bint bytes_check_borrowed "PyBytes_CheckExact"(PyObject *o)
+    char *bytes_data_borrowed "PyBytes_AS_STRING"(PyObject *o)
+    Py_ssize_t bytes_size_borrowed "PyBytes_GET_SIZE"(PyObject *o)
+    PyObject *none_borrowed "Py_None"
 
 cdef extern from "<fcntl.h>":
     int O_CLOEXEC
@@ -98,3 +105,5 @@ include "hash.pxi"
 include "producer.pxi"
 include "arrow.pxi"
 include "compact.pxi"
+include "point.pxi"
+include "control.pxi"

@@ -71,7 +71,8 @@ cdef class BatchWriter:
     refuses records without a key (InvalidRecordError), as a compacted topic must. Record timestamps given to
     add() are checked by check_timestamps' rules: ``timestamp_before_max_ms`` / ``timestamp_after_max_ms``
     bound them around now unless ``log_append_time`` (the batch then carries the append time instead);
-    ``accept_no_timestamp`` lets -1 (NO_TIMESTAMP) through, for re-encoding records of a client batch. Not
+    ``accept_no_timestamp`` lets -1 (NO_TIMESTAMP) through, for re-encoding records of a client batch.
+    ``transactional`` sets the transactional attribute of the batches (a transactional producer's). Not
     thread-safe: its owner serializes use.
     """
 
@@ -80,7 +81,7 @@ cdef class BatchWriter:
                   Py_ssize_t max_record_bytes=1048576, int32_t leader_epoch=0, int64_t producer_id=-1,
                   int16_t producer_epoch=-1, int32_t next_sequence=-1, bint require_keys=False,
                   int64_t timestamp_before_max_ms=INT64_MAX, int64_t timestamp_after_max_ms=INT64_MAX,
-                  bint accept_no_timestamp=False):
+                  bint accept_no_timestamp=False, bint transactional=False):
         if batch_bytes < 1 or batch_records < 1:
             raise _errors.InvalidArgumentError("batch_bytes and batch_records must be positive")
         _check_next_offset(next_offset)
@@ -104,6 +105,7 @@ cdef class BatchWriter:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.next_sequence = next_sequence
+        self.transactional = transactional
         self.limit_name = "max.message.bytes"
         self.require_keys = require_keys
         self.full = False
@@ -307,23 +309,58 @@ cdef class BatchWriter:
     cdef Py_ssize_t _add_values(self, list values, Py_ssize_t i, Py_ssize_t stop_bytes, int64_t ts) except -1:
         """add_many's loop for a list of values alone: bytes and None encoded without boxing or dispatch. Stops
         at the first other value (the generic loop takes it from there) or as add_many's stop_bytes says;
-        returns the index of the next record. The list is only read: no Python code runs in the loop."""
+        returns the index of the next record. The list is only read, and no Python code runs in the loop but a
+        codec's in add_record (which holds a reference to the value meanwhile). A record
+        that fits the open batch as it is (no key, no headers: its size is known at once) is written here; the
+        others (the first of a batch, one that must finish it, one too large) go through add_record."""
         cdef Py_ssize_t n = PyList_GET_SIZE(values)
-        cdef object v
+        cdef PyObject *v
+        cdef object held
         cdef RecordIn r
-        memset(&r, 0, sizeof(RecordIn))          # nothing is held: `v` keeps the value alive
+        cdef int64_t vlen, body, total
+        cdef unsigned char *w
+        memset(&r, 0, sizeof(RecordIn))          # nothing is held: the list keeps the values it holds alive
         r.key.n = -1
         while i < n:
-            v = <object>PyList_GET_ITEM(values, i)
-            if v is None:
+            v = list_item_borrowed(values, i)
+            if v == none_borrowed:
                 r.value.p = NULL
                 r.value.n = -1
-            elif PyBytes_CheckExact(v):
-                r.value.p = <const unsigned char *>PyBytes_AS_STRING(v)
-                r.value.n = PyBytes_GET_SIZE(v)
+            elif bytes_check_borrowed(v):
+                r.value.p = <const unsigned char *>bytes_data_borrowed(v)
+                r.value.n = bytes_size_borrowed(v)
             else:
                 return i
+            vlen = r.value.n
+            if self.count > 0 and not self.require_keys and self.count < self.batch_records:
+                # attributes, timestamp delta, offset delta, key length -1, value length, value, 0 headers
+                body = (3 + varint_size(ts - self.base_ts) + varint_size(self.count) + varint_size(vlen)
+                        + (vlen if vlen > 0 else 0))
+                total = varint_size(body) + body
+                if (total + BATCH_HEADER_SIZE <= self.max_record_bytes and self.pos + total <= self.cap
+                        and <Py_ssize_t>(self.pos - self.used) - BATCH_HEADER_SIZE + total <= self.batch_bytes):
+                    w = put_varint(self.buf + self.pos, body)
+                    w[0] = 0
+                    w = put_varint(put_varint(w + 1, ts - self.base_ts), self.count)
+                    w[0] = 1                     # zigzag(-1): no key
+                    w = put_varint(w + 1, vlen)
+                    if vlen > 0:
+                        memcpy(w, r.value.p, vlen)
+                        w += vlen
+                    w[0] = 0                     # no headers
+                    self.pos += total
+                    self.count += 1
+                    self.next_offset += 1
+                    if ts > self.max_ts:
+                        self.max_ts = ts
+                    if (self.count >= self.batch_records or self.used > 0
+                            or <Py_ssize_t>(self.pos - self.used) - BATCH_HEADER_SIZE >= self.batch_bytes):
+                        self.full = True
+                    i += 1
+                    continue
+            held = <object>v                     # add_record may run Python code (a codec): keep the value
             self.add_record(&r, ts)
+            held = None
             i += 1
             if stop_bytes and self.used >= <size_t>stop_bytes:
                 return i
@@ -358,6 +395,8 @@ cdef class BatchWriter:
         if self.log_append_time:
             attributes |= ATTR_LOG_APPEND_TIME
             self.max_ts = now_ms()
+        if self.transactional:
+            attributes |= ATTR_TRANSACTIONAL
         p = self.buf + start
         put_be64(p + OFF_BASE_OFFSET, <uint64_t>(self.next_offset - self.count))
         put_be32(p + OFF_LENGTH, <uint32_t>(self.pos - start - LOG_OVERHEAD))

@@ -133,11 +133,42 @@ cdef inline uint32_t get_le32(const unsigned char *p) noexcept nogil:
     return p[0] | (p[1] << 8) | (p[2] << 16) | (<uint32_t>p[3] << 24)
 
 
+cdef int64_t _lz4_bound(const unsigned char *p, Py_ssize_t n) noexcept:
+    """The most an LZ4 frame can inflate to, from its block headers: a compressed block at most the frame's
+    block maximum size, a stored one its own size (its content size when the frame states one); -1 when the
+    frame does not walk to its end mark."""
+    cdef int flg, bd
+    cdef int64_t pos = 7, block_max, total = 0, size
+    if n < 7 or get_le32(p) != 0x184D2204:
+        return -1
+    flg = p[4]
+    bd = p[5]
+    if flg & 0x08:                               # content size stated
+        return <int64_t>(get_le32(p + 6) | (<uint64_t>get_le32(p + 10) << 32)) if n >= 14 else -1
+    if flg & 0x01:                               # dictionary id
+        pos += 4
+    block_max = 1 << (8 + 2 * ((bd >> 4) & 7))   # 4: 64 KiB ... 7: 4 MiB
+    while pos + 4 <= n:
+        size = get_le32(p + pos)
+        pos += 4
+        if size == 0:
+            return total                         # end mark
+        if size & 0x80000000:
+            total += size & 0x7FFFFFFF
+        else:
+            total += block_max
+        pos += (size & 0x7FFFFFFF) + (4 if flg & 0x10 else 0)
+    return -1
+
+
 cdef int64_t _stated_size(int codec, const unsigned char *p, Py_ssize_t n) noexcept:
-    """The inflated size the data states (zstd frame content size, gzip ISIZE), -1 if none."""
+    """The inflated size the data states (zstd frame content size, gzip ISIZE), or an upper bound of it (LZ4
+    block headers, _lz4_bound); -1 if none."""
     cdef int d, fcs_flag, single, did, pos
     if codec == CODEC_GZIP:
         return get_le32(p + n - 4) if n >= 18 else -1
+    if codec == CODEC_LZ4:
+        return _lz4_bound(p, n)
     if codec != CODEC_ZSTD or n < 6 or get_le32(p) != 0xFD2FB528:
         return -1
     d = p[4]
@@ -186,7 +217,7 @@ cdef Inflated inflate(int codec, const unsigned char *p, Py_ssize_t n, Py_ssize_
             stated = -1                         # more than the input can hold in practice: a hint not to trust
         cap = stated + 1 if 0 <= stated <= limit else min(max(<int64_t>n * 16, 1 << 16), <int64_t>limit + 1)
         while True:
-            out = bytearray(cap)
+            out = PyByteArray_FromStringAndSize(NULL, cap)      # not zeroed: only what is written is used
             try:
                 written = into(data, out)
                 if written < cap:

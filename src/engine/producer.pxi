@@ -8,6 +8,11 @@
 # finished and handed to `append(topic, partition, bytes) -> base offset`; the futures of its records then
 # resolve to base + index. One lock serializes everything, including appends, so batches of a partition
 # reach the log in sequence order (idempotence). The lock is waited for with the GIL released.
+#
+# A transactional accumulator (transactional=True) marks its batches transactional, accepts send() only
+# while `txn_open` (between begin and the end of a transaction), keeps its producer id when an append fails
+# (the transaction must abort; its owner then bumps the epoch with set_producer()) and can discard() the
+# records not yet appended when a transaction aborts.
 
 from cpython.pythread cimport (PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_release_lock, PyThread_type_lock, NOWAIT_LOCK, WAIT_LOCK)
@@ -102,7 +107,7 @@ cdef class RecordAccumulator:
 
     def __cinit__(self, partitions, append, metadata, *, Py_ssize_t batch_size=16384, double linger_s=0.005,
                   compression=None, int64_t producer_id=-1, int16_t producer_epoch=-1, partitioner=None,
-                  Py_ssize_t max_request_size=1048576, new_producer_id=None):
+                  Py_ssize_t max_request_size=1048576, new_producer_id=None, bint transactional=False):
         self.lock = PyThread_allocate_lock()
         if self.lock == NULL:
             raise MemoryError()
@@ -117,6 +122,8 @@ cdef class RecordAccumulator:
         self.partitioner = partitioner
         self.max_request_size = max_request_size
         self.new_producer_id_fn = new_producer_id
+        self.transactional = transactional
+        self.txn_open = False
         self.open = {}
         self.counts = {}
         self.batch_limits = {}
@@ -202,6 +209,9 @@ cdef class RecordAccumulator:
         try:
             if self.closed:
                 raise _errors.LogClosedError("producer is closed")
+            if self.transactional and not self.txn_open:
+                raise _errors.IllegalStateError("a transactional producer sends records only inside a transaction: "
+                                                "call begin_transaction() first")
             slots = self.open.get(topic)
             o = slots[p] if slots is not None and p < len(slots) else None
             if o is None:
@@ -233,7 +243,8 @@ cdef class RecordAccumulator:
         o.partition = p
         o.writer = BatchWriter(next_offset=0, compression=self.codec, batch_bytes=1 << 62,
                                max_record_bytes=self.max_request_size, producer_id=self.producer_id,
-                               producer_epoch=self.producer_epoch, next_sequence=seq)
+                               producer_epoch=self.producer_epoch, next_sequence=seq,
+                               transactional=self.transactional)
         o.writer.limit_name = "max.request.size"
         o.batch = ProducerBatch.__new__(ProducerBatch)
         o.since = 0
@@ -257,7 +268,7 @@ cdef class RecordAccumulator:
                 self.sequences[(o.topic, o.partition)] = w.next_sequence
         except Exception as e:                    # every failure reaches the batch's futures, whatever its type
             batch.error = e
-            if self.producer_id >= 0:
+            if self.producer_id >= 0 and not self.transactional:
                 self._new_producer_id()           # the batch may or may not be in the log: never reuse its sequences
         w.reset(0)
         o.batch = ProducerBatch.__new__(ProducerBatch)
@@ -286,6 +297,50 @@ cdef class RecordAccumulator:
             o.writer.producer_epoch = 0
             o.writer.next_sequence = 0
         return 0
+
+    def set_producer(self, int64_t producer_id, int16_t producer_epoch):
+        """Continue under this producer id and epoch (a transactional producer's InitProducerId), every
+        partition's sequence restarting at 0. Nothing may be open (call flush() or discard() first)."""
+        cdef OpenBatch o
+        self._acquire()
+        try:
+            for o in self._all_open():
+                if o.writer.count:
+                    raise _errors.IllegalStateError("records are still open: flush or discard them first")
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.sequences.clear()
+            for o in self._all_open():
+                o.writer.producer_id = producer_id
+                o.writer.producer_epoch = producer_epoch
+                o.writer.next_sequence = 0
+        finally:
+            self._release()
+
+    def discard(self, error):
+        """Fail every record not yet appended with `error` (an aborted transaction's); their sequences are
+        given back, so the partition's next batch follows the last appended one."""
+        cdef OpenBatch o
+        cdef ProducerBatch batch
+        cdef list fired = []
+        self._acquire()
+        try:
+            for o in self._all_open():
+                if o.writer.count == 0:
+                    continue
+                batch = o.batch
+                o.writer.reset(0)
+                o.writer.next_sequence = self.sequences.get((o.topic, o.partition), 0) if self.producer_id >= 0 else -1
+                o.batch = ProducerBatch.__new__(ProducerBatch)
+                batch.error = error
+                batch.done = True
+                if batch.callbacks is not None:
+                    fired.extend(batch.callbacks)
+                    batch.callbacks = None
+        finally:
+            self._release()
+        for fn, fut in fired:
+            (<RecordFuture>fut)._fire(fn)
 
     def complete(self, topic, partition, ProducerBatch batch):
         """Send the open batch of (topic, partition) now if it is still `batch`."""

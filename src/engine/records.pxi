@@ -48,6 +48,61 @@ cdef inline object _bytes_or_none(const unsigned char *p, int64_t n):
     return PyBytes_FromStringAndSize(<const char *>p, <Py_ssize_t>n)
 
 
+cdef inline Record decode_record(const unsigned char *rp, const unsigned char *rec_end, BatchHeader *h, int64_t offset,
+                                 int64_t ts_delta, int ts_type, object topic, int partition, object path):
+    """The Record whose key length starts at rp (its length, attributes, timestamp and offset deltas read) and
+    which ends at rec_end. Raises CorruptRecordError when its fields do not fill it exactly."""
+    cdef int64_t klen, vlen, hcount, hklen, hvlen, j
+    cdef Record r
+    cdef object key, value, hkey
+    cdef tuple headers
+    cdef list hl
+    rp = get_varint(rp, rec_end, &klen)
+    if rp == NULL or klen < -1 or klen > rec_end - rp:
+        raise _corrupt_records(h, path, "bad key length")
+    key = _bytes_or_none(rp, klen)
+    if klen > 0:
+        rp += klen
+    rp = get_varint(rp, rec_end, &vlen)
+    if rp == NULL or vlen < -1 or vlen > rec_end - rp:
+        raise _corrupt_records(h, path, "bad value length")
+    value = _bytes_or_none(rp, vlen)
+    if vlen > 0:
+        rp += vlen
+    rp = get_varint(rp, rec_end, &hcount)
+    if rp == NULL or hcount < 0 or hcount > rec_end - rp:
+        raise _corrupt_records(h, path, "bad header count")
+    if hcount == 0:
+        headers = ()
+    else:
+        hl = []
+        for j in range(hcount):
+            rp = get_varint(rp, rec_end, &hklen)
+            if rp == NULL or hklen < 0 or hklen > rec_end - rp:
+                raise _corrupt_records(h, path, "bad header key")
+            hkey = PyUnicode_DecodeUTF8(<const char *>rp, <Py_ssize_t>hklen, "replace")
+            rp += hklen
+            rp = get_varint(rp, rec_end, &hvlen)
+            if rp == NULL or hvlen < -1 or hvlen > rec_end - rp:
+                raise _corrupt_records(h, path, "bad header value")
+            hl.append((hkey, _bytes_or_none(rp, hvlen)))
+            if hvlen > 0:
+                rp += hvlen
+        headers = tuple(hl)
+    if rp != rec_end:
+        raise _corrupt_records(h, path, "record length does not match its fields")
+    r = Record.__new__(Record)
+    r.topic = topic
+    r.partition = partition
+    r.offset = offset
+    r.timestamp = h.max_timestamp if ts_type else h.base_timestamp + ts_delta
+    r.timestamp_type = ts_type
+    r.key = key
+    r.value = value
+    r.headers = headers
+    return r
+
+
 cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t min_offset, int64_t max_offset,
                       object topic, int partition, object path, Py_ssize_t max_inflated) except -1:
     """Append the records of one structurally valid batch at p with offsets in [min_offset, max_offset) to out.
@@ -61,13 +116,9 @@ cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t 
     cdef const unsigned char *rp
     cdef const unsigned char *rend
     cdef const unsigned char *rec_end
-    cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hklen, hvlen, offset, j
+    cdef int64_t length, ts_delta, off_delta, offset
     cdef int32_t i
     cdef int ts_type = 1 if h.attributes & ATTR_LOG_APPEND_TIME else 0
-    cdef Record r
-    cdef object key, value, hkey
-    cdef tuple headers
-    cdef list hl
     if h.attributes & ATTR_CONTROL:
         return 0
     if h.base_offset + h.last_offset_delta < min_offset or h.base_offset >= max_offset:
@@ -94,50 +145,8 @@ cdef int decode_batch(const unsigned char *p, BatchHeader *h, list out, int64_t 
         if offset < min_offset or offset >= max_offset:
             rp = rec_end
             continue
-        rp = get_varint(rp, rec_end, &klen)
-        if rp == NULL or klen < -1 or klen > rec_end - rp:
-            raise _corrupt_records(h, path, "bad key length")
-        key = _bytes_or_none(rp, klen)
-        if klen > 0:
-            rp += klen
-        rp = get_varint(rp, rec_end, &vlen)
-        if rp == NULL or vlen < -1 or vlen > rec_end - rp:
-            raise _corrupt_records(h, path, "bad value length")
-        value = _bytes_or_none(rp, vlen)
-        if vlen > 0:
-            rp += vlen
-        rp = get_varint(rp, rec_end, &hcount)
-        if rp == NULL or hcount < 0 or hcount > rec_end - rp:
-            raise _corrupt_records(h, path, "bad header count")
-        if hcount == 0:
-            headers = ()
-        else:
-            hl = []
-            for j in range(hcount):
-                rp = get_varint(rp, rec_end, &hklen)
-                if rp == NULL or hklen < 0 or hklen > rec_end - rp:
-                    raise _corrupt_records(h, path, "bad header key")
-                hkey = PyUnicode_DecodeUTF8(<const char *>rp, <Py_ssize_t>hklen, "replace")
-                rp += hklen
-                rp = get_varint(rp, rec_end, &hvlen)
-                if rp == NULL or hvlen < -1 or hvlen > rec_end - rp:
-                    raise _corrupt_records(h, path, "bad header value")
-                hl.append((hkey, _bytes_or_none(rp, hvlen)))
-                if hvlen > 0:
-                    rp += hvlen
-            headers = tuple(hl)
-        if rp != rec_end:
-            raise _corrupt_records(h, path, "record length does not match its fields")
-        r = Record.__new__(Record)
-        r.topic = topic
-        r.partition = partition
-        r.offset = offset
-        r.timestamp = h.max_timestamp if ts_type else h.base_timestamp + ts_delta
-        r.timestamp_type = ts_type
-        r.key = key
-        r.value = value
-        r.headers = headers
-        out.append(r)
+        out.append(decode_record(rp, rec_end, h, offset, ts_delta, ts_type, topic, partition, path))
+        rp = rec_end
     if rp != rend:
         raise _corrupt_records(h, path, "bytes left after the last record")
     return 0

@@ -499,6 +499,10 @@ cdef class Segment:
         offset index entry below offset. Raises CorruptRecordError if the walk meets a batch whose length does
         not hold or whose offsets are out of order (from the walk's first batch on, which must start at or
         after base_offset)."""
+        return self._find_position(offset)
+
+    cdef int64_t _find_position(self, int64_t offset) except -2:
+        """find_position() for C callers."""
         cdef int64_t entry_offset, pos, bsize, prev_last = self.base_offset - 1, limit = self._limit()
         cdef const unsigned char *p
         self.open_indexes()

@@ -6,7 +6,7 @@ What a pass does
    ``[first dirty offset, first uncleanable offset)``. The first dirty offset comes from the cleaner checkpoint
    (the log start offset when there is none, or when it lies outside ``[start_offset, end_offset]``). The first
    uncleanable offset is the smallest of: the active segment's base (never cleaned), the base of the first
-   segment that reaches past the high watermark (only data below it is ever read or rewritten), and the base
+   segment that reaches past the last stable offset (only data below it is ever read or rewritten), and the base
    of the first dirty segment whose largest timestamp is newer than ``now - min.compaction.lag.ms``. Only
    whole sealed segments are cleaned.
 2. **Offset map.** The dirty section is read in offset order into a dict ``key -> latest offset`` (records
@@ -30,8 +30,13 @@ What a pass does
    - a record without a key below ``map_end`` is dropped (counted in ``keyless_dropped``), as Kafka's cleaner
      discards it as invalid. A compacted Log refuses such records (InvalidRecordError, as Kafka's produce
      path does), so they only come from before the topic turned compacted or from replicas of such data;
-   - control batches are copied as they are (seglog has no transactions; a replica of a Kafka log may carry
-     markers, which are not interpreted). Transactional data batches are filtered like any other;
+   - transactions (Kafka's CleanedTransactionMetadata): the records of aborted transactions (the .txnindex
+     entries of the range, isolation.AbortedFilter) never enter the key map and are dropped whole; committed
+     transactional batches are filtered like any other. A COMMIT / ABORT marker stays as it is while any batch
+     of its transaction stays before it (a marker always outlives its data); once none does, the pass gives it
+     a delete horizon (now + delete.retention.ms, re-encoded as KIP-534 does) and the first pass after that
+     horizon removes it, so consumers have delete.retention.ms to read it. The cleanable range ends at the last
+     stable offset, so no undecided transaction is ever cleaned;
    - a batch whose records all stay, and that needs no new delete horizon, is copied byte for byte. One that
      loses records is re-encoded with the *original* base offset, lastOffsetDelta (Kafka preserves the last
      offset so the producer's last sequence survives), partition leader epoch, producer id/epoch, base
@@ -95,6 +100,7 @@ import weakref
 from . import _engine
 from .checkpoints import CorruptCheckpointError, read_checkpoint, write_checkpoint
 from .errors import InvalidArgumentError, LogClosedError, ReadOnlyLogError, StorageError
+from .isolation import AbortedFilter
 
 __all__ = ["clean", "maybe_clean", "cleanable", "CleanResult", "LogToClean", "CHECKPOINT_FILE", "WORK_DIR",
            "CLEANER_BACKOFF_MS", "SWAP_FILE_RE"]
@@ -103,7 +109,7 @@ logger = logging.getLogger("seglog.cleaner")
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 WORK_DIR = ".cleaner"                  # per-partition scratch directory; each pass writes in its own subdirectory
-SWAP_FILE_RE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
+SWAP_FILE_RE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)\.swap$")
 CLEANER_BACKOFF_MS = 15_000            # Kafka's log.cleaner.backoff.ms: between checks of one log
 MAX_MAP_KEYS = 1_000_000               # keys in one pass's offset map (~120 MB with 30-byte keys)
 MAX_DIRTY_BYTES = 256 << 20            # dirty bytes mapped by one pass
@@ -131,6 +137,8 @@ class CleanResult:
     tombstones_dropped: int = 0
     keyless_dropped: int = 0
     empty_batches_kept: int = 0
+    aborted_dropped: int = 0          # records of aborted transactions removed
+    markers_removed: int = 0          # transaction markers removed past their delete horizon
     keys_mapped: int = 0
     capped: bool = False
     aborted: str | None = None
@@ -276,7 +284,7 @@ def cleanable(log, now_ms: int | None = None) -> LogToClean | None:
         _check_open(log)
         bases = list(log._local.bases)
         active = log._local.active.base_offset
-        hw = log.high_watermark
+        hw = log._last_stable_offset_locked()      # never past an undecided transaction (Kafka: firstUnstableOffset)
         start, end = log.start_offset, log.end_offset
         producers = {pid: e.last_offset for pid, e in log._producers.entries.items() if e.batches}
     first_dirty = read_first_dirty(log)
@@ -425,8 +433,9 @@ def _run_pass(log, ltc: LogToClean, now: int, max_keys: int, max_bytes: int) -> 
         upto = map_end if last_mapped is not None else ltc.first_uncleanable
         to_clean = [s for s in ltc.segments if s.base < upto]
         groups = _group_segments(to_clean, log.config)
+        txns = _Transactions(now, log.config.delete_retention_ms, res)     # in offset order across the groups
         for group in groups:
-            _clean_group(log, work, group, offset_map, map_end, last_mapped, ltc, now, res)
+            _clean_group(log, work, group, offset_map, map_end, last_mapped, ltc, now, res, txns)
             res.groups += 1
         if last_mapped is not None:
             with log._lock:
@@ -457,6 +466,7 @@ def _build_offset_map(log, ltc: LogToClean, max_keys: int, max_bytes: int, res: 
     last_mapped = None
     read = 0
     first = ltc.first_dirty
+    aborted = AbortedFilter(log.aborted_transactions(first, ltc.first_uncleanable))
     for seg in ltc.segments:
         if seg.upper <= first:
             continue
@@ -468,7 +478,8 @@ def _build_offset_map(log, ltc: LogToClean, max_keys: int, max_bytes: int, res: 
             if len(offset_map) >= max_keys or read >= max_bytes:
                 res.capped = True
                 return offset_map, map_end, last_mapped
-            _engine.compaction_map_keys(view, first, offset_map, log.path)
+            for run in aborted.runs(view):       # records of aborted transactions never supersede a key
+                _engine.compaction_map_keys(run, first, offset_map, log.path)
             read += len(view)
             map_end, last_mapped = next_offset, seg
         map_end, last_mapped = seg.upper, seg
@@ -497,7 +508,7 @@ def _group_segments(segs: list, cfg) -> list[list]:
 
 
 def _clean_group(log, work: str, group: list, offset_map: dict, map_end: int, last_mapped, ltc: LogToClean,
-                 now: int, res: CleanResult) -> None:
+                 now: int, res: CleanResult, txns: "_Transactions") -> None:
     cfg = log.config
     base = group[0].base
     shutil.rmtree(work, ignore_errors=True)
@@ -506,16 +517,19 @@ def _clean_group(log, work: str, group: list, offset_map: dict, map_end: int, la
                               max_index_bytes=cfg.segment_index_bytes, create=True)
     try:
         filt = _BatchFilter(offset_map, map_end, now, cfg.delete_retention_ms, ltc.producers, res)
+        aborted = AbortedFilter(log.aborted_transactions(base, group[-1].upper))
         out = bytearray()
         for seg in group:
             res.bytes_in += seg.size
             for view, _ in _chunks(log, seg):
-                filt.filter_into(view, out, log.path)
+                for run in aborted.runs(view, keep_control=True):     # aborted data goes
+                    txns.filter_into(run, out, filt, log.path)
                 if len(out) >= WRITE_CHUNK_BYTES:
                     out_seg.append(out)
                     del out[:]
         if out:
             out_seg.append(out)
+        res.aborted_dropped += aborted.dropped_records
         out_seg.seal()
         size = out_seg.size
     finally:
@@ -585,6 +599,57 @@ class _BatchFilter:
         res.keyless_dropped += keyless
         res.tombstones_dropped += tombstones
         res.empty_batches_kept += empties
+
+
+class _Transactions:
+    """One pass's view of transactions, fed every kept batch in offset order (Kafka's
+    CleanedTransactionMetadata): the producers whose current transaction still has a batch in the cleaned
+    output, and what becomes of each marker (see the module docstring, step 4)."""
+
+    def __init__(self, now: int, delete_retention_ms: int, res: CleanResult):
+        self.now = now
+        self.new_horizon = now + delete_retention_ms
+        self.res = res
+        self.with_data: set[int] = set()
+
+    def filter_into(self, view, out: bytearray, filt: _BatchFilter, path: str) -> None:
+        """Data batches of `view` through `filt`, markers by the rules, into `out`."""
+        start = None
+        transactional = False
+        for b in _engine.batches(view, False):
+            if not b.is_control:
+                if start is None:
+                    start = b.position
+                transactional |= b.is_transactional
+                continue
+            if start is not None:
+                self._data(view[start:b.position], out, filt, path, transactional)
+                start, transactional = None, False
+            self._marker(view, b, out)
+        if start is not None:
+            self._data(view[start:], out, filt, path, transactional)
+
+    def _data(self, view, out: bytearray, filt: _BatchFilter, path: str, transactional: bool) -> None:
+        before = len(out)
+        filt.filter_into(view, out, path)
+        if transactional:       # which transactions keep a batch (an emptied one kept for its sequence counts)
+            self.with_data.update(b.producer_id for b in _engine.batches(bytes(out[before:]), False)
+                                  if b.is_transactional)
+
+    def _marker(self, view, b, out: bytearray) -> None:
+        commit, coordinator_epoch = _engine.control_marker(view, b.position)
+        had_data = b.producer_id in self.with_data
+        self.with_data.discard(b.producer_id)
+        if had_data or commit is None:
+            out += view[b.position:b.position + b.size]
+        elif b.attributes & 0x40:                  # its delete horizon is set: removed once it has passed
+            if self.now >= b.base_timestamp:
+                self.res.markers_removed += 1
+            else:
+                out += view[b.position:b.position + b.size]
+        else:
+            out += _engine.control_batch(b.producer_id, b.producer_epoch, commit, coordinator_epoch, b.max_timestamp,
+                                         b.base_offset, b.leader_epoch, self.new_horizon)
 
 
 # ------------------------------------------------------------------------------------------- swap recovery

@@ -334,11 +334,12 @@ class ClusterClient:
 
     # -- offsets --------------------------------------------------------------------------------------------
 
-    def list_offsets(self, tps: Iterable[tuple[str, int]], timestamp: int
+    def list_offsets(self, tps: Iterable[tuple[str, int]], timestamp: int, isolation_level: int = 0
                      ) -> dict[TopicPartition, TimestampOffset | None]:
         """ListOffsets at each partition's leader: per partition (offset, timestamp) for `timestamp`
-        (LATEST: the high watermark, EARLIEST: the log start offset, else the first record at or after it),
-        or None for a partition that does not exist (or, for a timestamp, has no such record)."""
+        (LATEST: the high watermark, or the last stable offset with isolation_level 1; EARLIEST: the log start
+        offset, else the first record at or after it), or None for a partition that does not exist (or, for a
+        timestamp, has no such record)."""
         pending = list(dict.fromkeys(TopicPartition(*tp) for tp in tps))
         out: dict[TopicPartition, TimestampOffset | None] = {}
         deadline = RetryDeadline(self.retry_timeout)
@@ -359,7 +360,7 @@ class ClusterClient:
                 for tp in group:
                     topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": timestamp,
                                                             "current_leader_epoch": -1})
-                body = {"replica_id": -1, "isolation_level": 0,
+                body = {"replica_id": -1, "isolation_level": isolation_level,
                         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
                 try:
                     response = self.broker(leader).request(ApiKey.LIST_OFFSETS, body)

@@ -267,6 +267,19 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = _k("auto.leader.rebalance.enable", "bool", True)
     leader_imbalance_check_interval_seconds: int = _k("leader.imbalance.check.interval.seconds", "long", 300, low=1)
     producer_id_expiration_ms: int = _k("producer.id.expiration.ms", "int", 86_400_000, low=1)
+    # -- transactions (seglog.txn) ----------------------------------------------------------------------------------
+    transaction_state_log_num_partitions: int = _k("transaction.state.log.num.partitions", "int", 50, low=1)
+    transaction_state_log_replication_factor: int = _k("transaction.state.log.replication.factor", "int", 3, low=1)
+    transaction_state_log_min_isr: int = _k("transaction.state.log.min.isr", "int", 2, low=1)
+    transaction_state_log_segment_bytes: int = _k("transaction.state.log.segment.bytes", "int", 100 * 1024 * 1024,
+                                                  low=1)
+    transaction_max_timeout_ms: int = _k("transaction.max.timeout.ms", "int", 900_000, low=1)
+    transactional_id_expiration_ms: int = _k("transactional.id.expiration.ms", "int", 604_800_000, low=1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _k(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000, low=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _k(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3_600_000, low=1)
+    transaction_partition_verification_enable: bool = _k("transaction.partition.verification.enable", "bool", True)
     controlled_shutdown_enable: bool = _k("controlled.shutdown.enable", "bool", True)
     controlled_shutdown_max_retries: int = _k("controlled.shutdown.max.retries", "int", 3, low=0)
     controlled_shutdown_retry_backoff_ms: int = _k("controlled.shutdown.retry.backoff.ms", "long", 5000, low=0)

@@ -5,7 +5,9 @@ node's group coordinator (the same one the network broker uses, so in-process an
 a group): the leader member runs the assignor (range by default, roundrobin, cooperative-sticky) and each
 partition goes to exactly one member. ``assign(partitions)`` takes partitions by hand (no group membership;
 commits are "simple" commits). ``poll()`` returns records below each partition's high watermark, at most
-``max_records``, and advances the positions past them.
+``max_records``, and advances the positions past them. ``isolation_level="read_committed"`` (Kafka's
+isolation.level) reads only up to the last stable offset and drops the records of aborted transactions;
+transaction markers never reach the application at either level.
 
 Offsets: ``commit()`` stores the positions (or the given offsets) in ``__consumer_offsets``; with
 ``enable_auto_commit`` the positions are committed every ``auto_commit_interval_ms`` from poll(), before a
@@ -43,22 +45,33 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from . import _engine
+from .isolation import AbortedFilter, isolation_level as isolation_level_code
 from .assignors import Assignment, Subscription, assignor_for
 from .errors import (IllegalGenerationError, IllegalStateError, InvalidArgumentError, InvalidGroupIdError,
                      LogClosedError, MemberIdRequiredError, NoOffsetForPartitionError, OffsetOutOfRangeError,
                      RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 from .offsets_format import OffsetAndMetadata, TopicPartition
 
-__all__ = ["Consumer", "TopicPartition"]
+__all__ = ["Consumer", "ConsumerGroupMetadata", "TopicPartition"]
 
 log = logging.getLogger("seglog.consumer")
 _RESETS = ("earliest", "latest", "none")
 _UNJOINED, _PREPARING, _COMPLETING, _STABLE = "unjoined", "preparing_rebalance", "completing_rebalance", "stable"
 _TOPICS, _PATTERN, _ASSIGNED = "topics", "pattern", "assigned"     # Kafka's SubscriptionType (None: none yet)
 _SUBSCRIPTION_EXCLUSIVE = "Subscription to topics, partitions and pattern are mutually exclusive"
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """What a transactional producer passes to ``send_offsets_to_transaction`` (Kafka's ConsumerGroupMetadata):
+    the group and, for a member of it, its generation, member id and static instance id, which the group
+    coordinator checks so that a consumer fenced out of the group cannot commit."""
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 @dataclass
@@ -80,9 +93,14 @@ class Consumer:
                  heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
                  partition_assignment_strategy: Iterable[str] = ("range", "cooperative-sticky"),
                  group_instance_id: str | None = None, key_deserializer: Callable | None = None,
-                 value_deserializer: Callable | None = None):
+                 value_deserializer: Callable | None = None, isolation_level: str = "read_uncommitted"):
         if auto_offset_reset not in _RESETS:
             raise InvalidArgumentError(f"auto_offset_reset must be one of {', '.join(_RESETS)}")
+        try:
+            self._isolation = isolation_level_code(isolation_level)
+        except ValueError as e:
+            raise InvalidArgumentError(str(e)) from None
+        self.isolation_level = isolation_level
         if max_poll_records < 1 or max_partition_fetch_bytes < 1 or heartbeat_interval_ms < 1:
             raise InvalidArgumentError("max_poll_records, max_partition_fetch_bytes and heartbeat_interval_ms "
                                        "must be positive")
@@ -247,7 +265,7 @@ class Consumer:
 
     def _fill(self, tp: TopicPartition, st: _Assigned) -> None:
         try:
-            res = st.partition.fetch(st.position, self.max_partition_fetch_bytes)
+            res = st.partition.fetch(st.position, self.max_partition_fetch_bytes, isolation_level=self._isolation)
         except OffsetOutOfRangeError:
             if self.auto_offset_reset == "none":
                 raise
@@ -257,8 +275,13 @@ class Consumer:
             return
         if res.next_offset < 0:
             return
-        st.buffer = _engine.decode_records(res.records, st.position, res.high_watermark, tp.topic, tp.partition,
-                                           not res.crc_checked)
+        if res.aborted_transactions is None:
+            st.buffer = _engine.decode_records(res.records, st.position, res.high_watermark, tp.topic,
+                                               tp.partition, not res.crc_checked)
+        else:               # read_committed: the records of aborted transactions are dropped (markers always are)
+            st.buffer = [r for run in AbortedFilter(res.aborted_transactions).runs(res.records)
+                         for r in _engine.decode_records(run, st.position, res.last_stable_offset, tp.topic,
+                                                         tp.partition, not res.crc_checked)]
         if not st.buffer:
             st.position = max(st.position, res.next_offset)      # only control records or gaps (compaction)
 
@@ -276,7 +299,7 @@ class Consumer:
         elif self.auto_offset_reset == "earliest":
             st.position = part.log_start_offset
         elif self.auto_offset_reset == "latest":
-            st.position = part.high_watermark
+            st.position = self._end(part)
         else:
             raise NoOffsetForPartitionError(f"no committed offset for {tp.topic}-{tp.partition} and "
                                             f"auto_offset_reset is 'none'")
@@ -311,9 +334,13 @@ class Consumer:
             st.position, st.buffer = st.partition.log_start_offset, []
 
     def seek_to_end(self, *tps) -> None:
+        """The end as end_offsets() gives it (the last stable offset with read_committed)."""
         for tp in tps or list(self._assigned):
             st = self._state(tp)
-            st.position, st.buffer = st.partition.high_watermark, []
+            st.position, st.buffer = self._end(st.partition), []
+
+    def _end(self, part) -> int:
+        return part.last_stable_offset if self._isolation else part.high_watermark
 
     def pause(self, *tps) -> None:
         for tp in tps:
@@ -330,8 +357,9 @@ class Consumer:
         return {TopicPartition(*tp): self.node.partition(*tp).log_start_offset for tp in tps}
 
     def end_offsets(self, tps: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
-        """The high watermark of each partition (the offset after the last record a consumer can read)."""
-        return {TopicPartition(*tp): self.node.partition(*tp).high_watermark for tp in tps}
+        """The offset after the last record this consumer can read in each partition: the high watermark, or
+        with read_committed the last stable offset (as Kafka's endOffsets)."""
+        return {TopicPartition(*tp): self._end(self.node.partition(*tp)) for tp in tps}
 
     def offsets_for_times(self, timestamps: dict) -> dict:
         """{tp: (offset, timestamp) of the first record with timestamp >= the given ms, or None}."""
@@ -339,6 +367,14 @@ class Consumer:
                 for tp, ts in timestamps.items()}
 
     # -- offsets ----------------------------------------------------------------------------------------------
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The consumer's group, generation, member id and instance id, for a transactional producer's
+        ``send_offsets_to_transaction``. InvalidGroupIdError without a group_id, as Kafka's consumer."""
+        if self.group_id is None:
+            raise InvalidGroupIdError("group_metadata() needs a consumer with a group_id")
+        with self._lock:
+            return ConsumerGroupMetadata(self.group_id, self._generation, self._member_id, self.group_instance_id)
 
     def commit(self, offsets: dict | None = None) -> None:
         """Commit `offsets` ({tp: next offset to read}) or every assigned partition's position. A subscribed

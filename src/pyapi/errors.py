@@ -11,6 +11,8 @@ alone (as a client does from a wire error); classes with data fields take them a
 
 from __future__ import annotations
 
+import errno as _errno
+
 _BY_CODE: dict[int, type["SeglogError"]] = {}
 
 
@@ -92,6 +94,9 @@ class LogClosedError(SeglogError):
     kafka_name = "UNKNOWN_SERVER_ERROR"
 
 
+_DISK_FAILURES = frozenset({_errno.ENOSPC, _errno.EDQUOT, _errno.EROFS, _errno.EIO})
+
+
 class StorageError(SeglogError):
     """An I/O error from the file system (disk full, permission, missing directory). Nothing was acknowledged."""
 
@@ -103,6 +108,12 @@ class StorageError(SeglogError):
         super().__init__(message + (f" ({path})" if path else ""))
         self.path = path
         self.errno = errno
+
+    @property
+    def disk_failure(self) -> bool:
+        """The file system failed the write itself (full, over quota, read-only, I/O error), not a missing or
+        locked directory: Kafka takes the log directory offline for such an error."""
+        return self.errno in _DISK_FAILURES
 
 
 class NoOffsetForPartitionError(SeglogError):
@@ -394,6 +405,59 @@ class ProducerFencedError(SeglogError):
     kafka_name = "PRODUCER_FENCED"
 
 
+# --- transactions (KIP-98) -------------------------------------------------------------------------------------
+class InvalidTxnStateError(SeglogError):
+    """The request does not fit the transaction's state: committing an aborted transaction, ending one that
+    never began, or (KIP-890) producing transactionally to a partition not added to the transaction."""
+
+    code = 48
+    kafka_name = "INVALID_TXN_STATE"
+
+
+class InvalidProducerIdMappingError(SeglogError):
+    """The producer id is not the one the transaction coordinator holds for the transactional id."""
+
+    code = 49
+    kafka_name = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(SeglogError):
+    """transaction.timeout.ms is not positive or above the broker's transaction.max.timeout.ms."""
+
+    code = 50
+    kafka_name = "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(SeglogError):
+    """The previous transaction of the transactional id is still completing (markers being written): retry."""
+
+    code = 51
+    kafka_name = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+
+
+class TransactionCoordinatorFencedError(SeglogError):
+    """A transaction marker came from a coordinator older than the one the partition already heard from."""
+
+    code = 52
+    kafka_name = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class TransactionalIdAuthorizationFailedError(SeglogError):
+    """Not authorized to use the transactional id (Write on the TransactionalId resource), or a produce
+    request carries transactional record batches without a transactional id (Kafka answers this code for both)."""
+
+    code = 53
+    kafka_name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class TransactionalIdNotFoundError(SeglogError):
+    """The transaction coordinator has no state for the transactional id."""
+
+    code = 105
+    kafka_name = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
 class FencedLeaderEpochError(SeglogError):
     """The request's leader epoch is older than the broker's."""
 
@@ -626,13 +690,6 @@ class GroupAuthorizationFailedError(SeglogError):
 
     code = 30
     kafka_name = "GROUP_AUTHORIZATION_FAILED"
-
-
-class TransactionalIdAuthorizationFailedError(SeglogError):
-    """Not authorized to use the transactional id (Write on the TransactionalId resource)."""
-
-    code = 53
-    kafka_name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
 
 
 class UnsupportedSaslMechanismError(SeglogError):

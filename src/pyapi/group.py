@@ -613,6 +613,87 @@ class GroupCoordinator:
                                            f"SyncGroup")
         member.session_deadline = now + member.session_timeout_ms
 
+    def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+                           offsets: Mapping[tuple[str, int], OffsetAndMetadata | int], generation_id: int = -1,
+                           member_id: str = "", *, group_instance_id: str | None = None
+                           ) -> dict[TopicPartition, SeglogError | None]:
+        """TxnOffsetCommit: commit offsets in the producer's transaction. They are written at once (a
+        transactional batch of the producer in the group's offsets partition) but stay pending, invisible to
+        fetch_offsets, until the transaction's COMMIT marker reaches that partition (``transaction_completed``);
+        an ABORT drops them. The partitions and the group are checked as commit_offsets checks them, with one
+        difference, as in Kafka: the member and generation (when given: TxnOffsetCommit v3+) are checked, the
+        group's state is not (an unknown group is created empty). The transaction's producer is
+        checked by the transaction coordinator (AddOffsetsToTxn), not here. Blocks until written."""
+        written: Future = Future()
+
+        def on_written(exc: BaseException | None) -> _Done:
+            return [(written, exc, True)] if exc is not None else [(written, None, False)]
+
+        results: dict[TopicPartition, SeglogError | None] = {}
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        stamp = _wall_ms()
+        for tp, om in offsets.items():
+            tp = TopicPartition(*tp)
+            om = om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+            if not self.store.partition_exists(tp.topic, tp.partition):
+                results[tp] = UnknownTopicOrPartitionError(
+                    f"This server does not host this topic-partition: {tp.topic}-{tp.partition}")
+            elif len(om.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = OffsetMetadataTooLargeError(
+                    f"metadata of {len(om.metadata.encode())} bytes is over offset.metadata.max.bytes "
+                    f"{self.config.offset_metadata_max_bytes}")
+            else:
+                if om.commit_timestamp < 0:
+                    om = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, stamp, om.expire_timestamp)
+                accepted[tp] = om
+                results[tp] = None
+        with self._lock:
+            self._check_open()
+            _check_group_id(group_id, allow_empty=False)
+            group = self._groups.get(group_id)
+            if group is None:
+                group = self._groups[group_id] = _Group(group_id)
+            try:
+                self._check_txn_commit(group, generation_id, member_id, group_instance_id)
+            except SeglogError as e:
+                e.partition_errors = {tp: err for tp, err in results.items() if err is not None}
+                raise
+            if accepted:
+                self._writes.queue(lambda: self.store.start_txn_commit(group_id, producer_id, producer_epoch,
+                                                                       accepted), on_written)
+            else:
+                written.set_result(None)
+        self._finish([])
+        written.result()
+        return results
+
+    @staticmethod
+    def _check_txn_commit(group: _Group, generation_id: int, member_id: str, instance_id: str | None) -> None:
+        """Kafka's doTxnCommitOffsets checks (lock held): a deleted group, a fenced static member, an unknown
+        member, a stale generation; the group's state is not looked at."""
+        if group.state is _DEAD:
+            raise CoordinatorNotAvailableError(f"group {group.group_id!r} was deleted")
+        if instance_id is not None and instance_id in group.static_members \
+                and group.static_members[instance_id] != member_id:
+            raise FencedInstanceIdError(f"static member {instance_id!r} of group {group.group_id!r} was replaced")
+        if member_id and member_id not in group.members:
+            raise UnknownMemberIdError(f"member {member_id!r} is not in group {group.group_id!r}")
+        if generation_id >= 0 and generation_id != group.generation:
+            raise IllegalGenerationError(f"generation {generation_id} is not group {group.group_id!r}'s "
+                                         f"current generation {group.generation}")
+
+    def transaction_completed(self, partition: int | None, producer_id: int, commit: bool) -> None:
+        """A transaction marker of the producer reached offsets partition ``partition``: its pending offsets of
+        that partition's groups become committed (commit) or are dropped (abort)."""
+        self.store.complete_txn(partition, producer_id, commit)
+
+    def unstable_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+                         ) -> set[TopicPartition]:
+        """The partitions (of ``partitions``, or all) whose offsets a transaction still has pending: an
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them, as Kafka does."""
+        pending = self.store.pending_txn_partitions(group_id)
+        return pending if partitions is None else pending & {TopicPartition(*tp) for tp in partitions}
+
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
                       ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """Committed offsets of ``partitions`` (None for a partition without a commit; Kafka answers offset

@@ -27,6 +27,7 @@ from .checkpoints import fsync_dir, lock_directory, storage_errors
 from .config import LogConfig
 from .errors import CorruptRecordError, StorageError
 from .scheduler import Scheduler
+from .txn_index import SUFFIX as TXN_INDEX, AbortedTxn, append_entries, read_index, sync_index, write_index
 
 __all__ = ["LocalLog", "SEGMENT_RE", "unlink_all"]
 
@@ -64,6 +65,7 @@ class LocalLog:
         self.bases: list[int] = []
         self.active: _engine.Segment | None = None     # set by the loader; None only before it ran
         self.open_segments: OrderedDict[int, _engine.Segment] = OrderedDict()
+        self.aborted: dict[int, list[AbortedTxn]] = {}     # base -> its .txnindex entries, read on first use
         self.recovery = None
         self._lock_fd = -1
 
@@ -150,6 +152,7 @@ class LocalLog:
         old = self.active
         base = old.next_offset
         old.seal()
+        sync_index(self.txn_index_path(old.base_offset))
         before_new(base)
         seg = self.new_segment(base)
         seg.activate(self.map_bytes())
@@ -171,8 +174,9 @@ class LocalLog:
             if seg is not None:
                 seg.close()
             self.bases.remove(base)
+            self.aborted.pop(base, None)
             stem = os.path.join(self.path, _engine.segment_name(base))
-            for suffix in (".index", ".timeindex", ".log"):       # the .log last: never indexes without it
+            for suffix in (".index", ".timeindex", TXN_INDEX, ".log"):   # the .log last: never indexes without it
                 with storage_errors("cannot delete segment file", stem + suffix, missing_ok=True):
                     _engine.file_rename(stem + suffix, stem + suffix + ".deleted")
                     renamed.append(stem + suffix + ".deleted")
@@ -195,20 +199,25 @@ class LocalLog:
         if precondition is not None and not precondition():
             return False
         stem = os.path.join(self.path, _engine.segment_name(old[0]))
+        # the aborted transactions of the old segments stay with the cleaned one (their markers are kept)
+        aborted = [t for b in old for t in self.aborted_in(b)]
         try:
             if new_base is not None:
+                if aborted:
+                    write_index(stem + TXN_INDEX + ".swap", aborted)
                 for suffix in (".index", ".timeindex", ".log"):
                     _engine.file_rename(stem + suffix + ".cleaned", stem + suffix + ".swap")
                 fsync_dir(self.path)
             # indexes go first: a crash between renames must not leave an index without its .log (a segment
             # created later at that base would reopen it); a .log without indexes gets them rebuilt
             unlink_all([os.path.join(self.path, _engine.segment_name(b)) + suffix
-                        for b in old for suffix in (".index", ".timeindex")])
+                        for b in old for suffix in (".index", ".timeindex", TXN_INDEX)])
             self.delete_segments(old)
             if new_base is not None:
-                for suffix in (".index", ".timeindex", ".log"):
+                for suffix in (".index", ".timeindex") + ((TXN_INDEX,) if aborted else ()) + (".log",):
                     _engine.file_rename(stem + suffix + ".swap", stem + suffix)
                 bisect.insort(self.bases, new_base)
+                self.aborted[new_base] = aborted
             fsync_dir(self.path)
         except OSError as e:
             raise StorageError(f"segment swap failed: {e.strerror}", self.path, e.errno) from None
@@ -230,6 +239,10 @@ class LocalLog:
             self.delete_segments(above)
         seg.truncate_to(offset)           # fsyncs the cut file (and the directory after a copy-and-rename)
         seg.activate(self.map_bytes())
+        kept = [t for t in self.aborted_in(seg.base_offset) if t.last_offset < offset]
+        if len(kept) != len(self.aborted_in(seg.base_offset)):
+            write_index(self.txn_index_path(seg.base_offset), kept)
+            self.aborted[seg.base_offset] = kept
 
     def truncate_fully(self, offset: int) -> None:
         """Delete every segment and start one empty active segment at `offset`."""
@@ -242,6 +255,7 @@ class LocalLog:
     def reload(self, bases: list[int]) -> None:
         """Read-only logs: take the segment list the writer left (`bases`, non-empty): segments gone are closed,
         a new last segment becomes the active one, else the active one's indexes and tail are read again."""
+        self.aborted.clear()
         for gone in set(self.bases) - set(bases):
             seg = self.open_segments.pop(gone, None)
             if seg is not None:
@@ -256,6 +270,41 @@ class LocalLog:
             self.active.offset_index.reload()
             self.active.time_index.reload()
         self.active.scan_tail()
+
+    # ------------------------------------------------------------------------ aborted-transaction index
+
+    def txn_index_path(self, base: int) -> str:
+        return os.path.join(self.path, _engine.segment_name(base) + TXN_INDEX)
+
+    def aborted_in(self, base: int) -> list[AbortedTxn]:
+        """The .txnindex entries of the segment at `base` (read once, then kept)."""
+        found = self.aborted.get(base)
+        if found is None:
+            found = self.aborted[base] = read_index(self.txn_index_path(base))
+        return found
+
+    def add_aborted(self, txns: list[AbortedTxn]) -> None:
+        """Index aborted transactions in the segments holding their markers (entries already there are
+        skipped, so a replay may offer them again). Raises StorageError."""
+        for t in txns:
+            base = self.bases[max(bisect.bisect_right(self.bases, t.last_offset) - 1, 0)]
+            entries = self.aborted_in(base)
+            if any(e.producer_id == t.producer_id and e.last_offset == t.last_offset for e in entries):
+                continue
+            append_entries(self.txn_index_path(base), [t])
+            entries.append(t)
+
+    def collect_aborted(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping offsets [start, end) (Kafka's collectAbortedTransactions): their
+        markers lie in the segment holding `start` or later ones; the walk stops after a segment with an entry
+        whose last stable offset reaches `end` (no later abort can overlap the range)."""
+        out = []
+        for base in self.bases[max(bisect.bisect_right(self.bases, start) - 1, 0):]:
+            entries = self.aborted_in(base)
+            out.extend(t for t in entries if t.last_offset >= start and t.first_offset < end)
+            if any(t.last_stable_offset >= end for t in entries):
+                break
+        return out
 
     # ----------------------------------------------------------------------------------------- reading
 

@@ -31,6 +31,7 @@ recovery_point, leader_epoch) read it without the lock (an atomic read of one at
 
 from __future__ import annotations
 
+import bisect
 import logging
 import operator
 import os
@@ -48,13 +49,16 @@ from .checkpoints import fsync_dir, storage_errors
 from .config import LogConfig
 from .errors import (InvalidArgumentError, InvalidRecordError, InvalidTimestampError, CorruptRecordError,
                      LogClosedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError, StorageError)
+from .isolation import AbortedFilter
 from .leader_epochs import LeaderEpochCache
 from .local_log import INT64_MAX as _INT64_MAX, LocalLog, segment_bases, unlink_all
 from .log_loader import CLEAN_SHUTDOWN_FILE, STATE_FILE, RecoveryReport
-from .producer_state import ActiveProducer, ProducerStateManager
+from .producer_state import ActiveProducer, CompletedTxn, ProducerStateManager
+from .txn_index import AbortedTxn
 from .scheduler import Scheduler, default_scheduler
 
-__all__ = ["Log", "Record", "TimestampOffset", "RecoveryReport", "CLEAN_SHUTDOWN_FILE", "STATE_FILE"]
+__all__ = ["Log", "Record", "TimestampOffset", "RecoveryReport", "CLEAN_SHUTDOWN_FILE", "STATE_FILE", "AbortedTxn",
+           "READ_UNCOMMITTED", "READ_COMMITTED"]
 
 log = logging.getLogger("seglog.log")
 
@@ -68,6 +72,8 @@ CHECKPOINT_INTERVAL_S = 60.0         # flush() rewrites the recovery point at mo
 PRODUCER_ID_EXPIRATION_MS = 86_400_000   # Kafka's producer.id.expiration.ms: idle producers are forgotten
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
 _INT32_MAX = (1 << 31) - 1
+READ_UNCOMMITTED = "read_uncommitted"    # isolation levels, as Kafka's consumer config names them
+READ_COMMITTED = "read_committed"
 
 
 class TimestampOffset(NamedTuple):
@@ -96,6 +102,7 @@ class Log:
         self._journal = None               # append()'s journal (writable logs, opened at the first append)
         self._tail = None                  # read-only logs: (base offset, bytes) of the batches read from the journal
         self._batch_writers: dict = {}
+        self._points = _engine.BatchCache()   # get()'s recently read batches; cleared when bytes under them change
         self._task = None                  # the periodic maintain() (writable logs), run every _task_interval s
         self._task_interval = None
         self._retention_check_s = retention_check_interval_ms / 1000
@@ -298,7 +305,7 @@ class Log:
         end = self._local.active.next_offset
         pm = self._producers
         pm.delete_snapshots(above=end)
-        pm.entries = {}
+        pm.clear()
         start = self._start_offset
         for off in reversed(pm.snapshot_offsets()):
             try:
@@ -309,7 +316,15 @@ class Log:
                 log.warning("%s: producer snapshot at %d is corrupt; using an older one", self.path, off)
                 pm.delete_snapshots(above=off - 1)
         for view in self._local.views(start, end):
-            pm.replay(view)
+            self._index_aborted(pm.replay(view))
+
+    def _index_aborted(self, completed: list[CompletedTxn]) -> None:
+        """Put the aborted transactions among `completed` in the .txnindex of their markers' segments (a
+        replay offers again those already there: skipped). Read-only logs keep the files as found."""
+        aborted = [AbortedTxn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+                   for t in completed if t.aborted]
+        if aborted and not self.readonly:
+            self._local.add_aborted(aborted)
 
     # ---------------------------------------------------------------------------------------- segments
 
@@ -580,7 +595,8 @@ class Log:
             self._writer.reset(base + info.records_count)
             if idempotent:
                 self._producers.update(info.producer_id, info.producer_epoch, info.base_sequence,
-                                       info.records_count, base, base + info.records_count - 1, max_ts)
+                                       info.records_count, base, base + info.records_count - 1, max_ts,
+                                       info.is_transactional)
             return base
 
     def _convert_codec(self, batch: bytearray, info) -> bytearray:
@@ -621,8 +637,71 @@ class Log:
                 self._epochs.assign(b.leader_epoch, b.base_offset)
             self._write(view, sum(b.records_count for b in infos))
             self._writer.reset(expect)
-            self._producers.replay(view)
+            self._index_aborted(self._producers.replay(view))
             return expect
+
+    def append_control(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                       now_ms: int | None = None) -> int:
+        """Append the COMMIT (commit true) or ABORT marker of a producer's transaction (Kafka's
+        appendAsLeader with origin Coordinator); returns its offset. The producer's open transaction here
+        ends; an aborted one goes into the .txnindex of the active segment. Raises InvalidProducerEpochError
+        for an epoch older than the producer's, TransactionCoordinatorFencedError for an older coordinator
+        epoch, InvalidArgumentError for a missing producer id or epoch, LogClosedError, ReadOnlyLogError,
+        StorageError."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            self._check_writable()
+            self._seal_pending()
+            self._producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            offset = self.end_offset
+            self._write(_engine.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now,
+                                              offset, self._leader_epoch), 1)
+            self._writer.reset(offset + 1)
+            done = self._producers.complete_txn(producer_id, producer_epoch, commit, coordinator_epoch, offset,
+                                                now)
+            if done is not None:
+                self._index_aborted([done])
+            return offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Offsets below it hold no record of an undecided transaction (Kafka's LSO): the first offset of the
+        oldest transaction still open (or whose marker is not yet below the high watermark), at most the high
+        watermark. Read-committed readers stop there. Takes the lock. A read-only log rebuilds the producer
+        state for it at each call (the newest snapshot, then the batches after it)."""
+        with self._lock:
+            return self._last_stable_offset_locked()
+
+    def _last_stable_offset_locked(self) -> int:
+        hw = self.high_watermark
+        producers = self._readonly_producers() if self.readonly else self._producers
+        first = producers.first_unstable_offset(hw)
+        return hw if first is None or first > hw else max(first, self._start_offset)
+
+    def _readonly_producers(self) -> ProducerStateManager:
+        """The writer's producer state as its files show it, changing nothing on disk (lock held)."""
+        pm = ProducerStateManager(self.path)
+        end = self._local.active.next_offset
+        start = self._start_offset
+        for off in reversed(pm.snapshot_offsets()):
+            if off <= end:
+                try:
+                    pm.load_snapshot(off)
+                    start = max(off, self._local.bases[0])
+                    break
+                except (CorruptRecordError, StorageError):      # being replaced: an older one will do
+                    continue
+        for view in self._local.views(start, end):
+            pm.replay(view)
+        return pm
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping offsets [start, end), from the segments' .txnindex files (what
+        a read_committed Fetch answers with its records). Takes the lock."""
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"log {self.path} is closed")
+            return self._local.collect_aborted(start, end)
 
     def _seal_pending(self) -> None:
         """Write the records append() buffered, then empty the journal. If the write fails (StorageError) the
@@ -728,32 +807,97 @@ class Log:
         log.error("%s: corrupt batch met reading offset %d: %s in file %s at position %s", self.path, offset,
                   e.reason, e.path or seg.log_path, e.position)
 
-    def records(self, start: int | None = None, end: int | None = None) -> Iterator[Record]:
+    def records(self, start: int | None = None, end: int | None = None, *,
+                isolation: str = READ_UNCOMMITTED) -> Iterator[Record]:
         """Records with offsets in [start, end): start defaults to start_offset, end to end_offset as of the
-        call (an end past it reads up to the log's end). Batches are decoded in C; the iterator reads about
-        1 MiB at a time (the log may be appended to meanwhile). The arguments are checked at the call, as a
+        call (an end past it reads up to the log's end). Control records (transaction markers) are never
+        yielded; ``isolation="read_committed"`` also stops at the last stable offset and skips the records of
+        aborted transactions, as a read_committed Kafka consumer. Batches are decoded in C; the iterator reads
+        about 1 MiB at a time (the log may be appended to meanwhile). The arguments are checked at the call, as a
         Kafka fetch checks its offset: OffsetOutOfRangeError for a start outside [start_offset, end_offset]
         (start == end_offset yields nothing), InvalidArgumentError for a start or end that is not a
-        non-negative int. Iterating raises CorruptRecordError at a damaged batch (see read()) and
-        OffsetOutOfRangeError if retention or truncation removes offsets not read yet."""
+        non-negative int or an unknown isolation. Iterating raises CorruptRecordError at a damaged batch (see
+        read()) and OffsetOutOfRangeError if retention or truncation removes offsets not read yet."""
         offset = self.start_offset if start is None else _int_arg(start, "records start")
         stop = self.end_offset if end is None else _int_arg(end, "records end")
+        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise InvalidArgumentError(f"isolation must be {READ_UNCOMMITTED!r} or {READ_COMMITTED!r}, "
+                                       f"not {isolation!r}")
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"log {self.path} is closed")
             if not self._start_offset <= offset <= self.end_offset:
                 raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=self.end_offset)
+        if isolation == READ_COMMITTED:
+            stop = min(stop, self.last_stable_offset)
+            return self._records(offset, stop, AbortedFilter(self.aborted_transactions(offset, stop)))
         return self._records(offset, stop)
 
-    def _records(self, offset: int, stop: int) -> Iterator[Record]:
+    def _records(self, offset: int, stop: int, aborted: AbortedFilter | None = None) -> Iterator[Record]:
         topic, partition, path = self.topic, self.partition, self.path
         decode = _engine.decode_records
         while offset < stop:
             view, next_offset = self.read_next(offset, READ_CHUNK_BYTES)
             if next_offset < 0:
                 break
-            yield from decode(view, offset, stop, topic, partition, False, path)
+            if aborted is None:
+                yield from decode(view, offset, stop, topic, partition, False, path)
+            else:
+                for run in aborted.runs(view):
+                    yield from decode(run, offset, stop, topic, partition, False, path)
             offset = next_offset
+
+    def get(self, offset: int) -> Record | None:
+        """The record at `offset`, or None when the log holds no record there: offset == end_offset (as a fetch
+        at the log end returns nothing), an offset compaction removed, or a control record (a transaction
+        marker). Unlike records(offset), which goes on with the next record as a Kafka fetch does, get() never
+        answers with another offset. Reads up to end_offset, as records() does (not only below the high
+        watermark), with its default isolation, read_uncommitted: a record of an open or aborted transaction
+        is returned. Only the record's own batch is touched: found through the offset index, CRC-checked (once:
+        the log remembers the batches it checked), its records skipped by length up to the one wanted; a
+        compressed batch is decompressed once into a small cache of recently read batches (16 batches, 8 MiB
+        at most). Takes the lock for the whole read. Raises OffsetOutOfRangeError outside [start_offset,
+        end_offset], InvalidArgumentError for an offset that is not a non-negative int, CorruptRecordError for
+        a damaged batch holding or preceding it in its index interval (see read()), LogClosedError."""
+        offset = _int_arg(offset, "get offset")
+        with self._lock:
+            return self._get_locked(offset)
+
+    def get_many(self, offsets: Sequence[int]) -> list[Record | None]:
+        """get() of each offset, in the order given, under one acquisition of the lock: a list of Records and
+        Nones. Every offset is checked before any is read (the same errors as get())."""
+        offsets = [_int_arg(o, "get offset") for o in offsets]
+        with self._lock:
+            if offsets:
+                self._get_locked(max(offsets), check_only=True)
+                self._get_locked(min(offsets), check_only=True)
+            return [self._get_locked(o) for o in offsets]
+
+    def _get_locked(self, offset: int, check_only: bool = False) -> Record | None:
+        if self._closed:
+            raise LogClosedError(f"log {self.path} is closed")
+        w = self._writer
+        if w is not None and (w.count or w.finished):
+            self._seal_pending()
+        end = self.end_offset
+        if not self._start_offset <= offset <= end:
+            raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=end)
+        if check_only or offset == end:
+            return None
+        if self._tail is not None and offset >= self._tail[0]:
+            for r in _engine.decode_records(_read_batches(self._tail[1], offset, 0, _INT64_MAX, True)[0],
+                                            offset, offset + 1, self.topic, self.partition, True, self.path):
+                return r
+            return None
+        local = self._local
+        seg = local.active
+        if offset < seg.base_offset:
+            seg = local.segment(local.bases[bisect.bisect_right(local.bases, offset) - 1])
+        try:
+            return _engine.point_record(seg, offset, self._points, self.topic, self.partition)
+        except CorruptRecordError as e:
+            self._report_corrupt(offset, seg, e)
+            raise
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none.
@@ -834,6 +978,7 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self, keep_writer: bool = False) -> None:
+        self._points.clear()
         end = self._local.active.next_offset
         if end < self._start_offset:         # the batch holding the start offset went whole: start = end
             self._start_offset = end
@@ -903,6 +1048,7 @@ class Log:
         if doomed[-1] == self._local.active.base_offset:
             self._roll()
         self._local.delete_segments(doomed)
+        self._points.clear()
         self._start_offset = max(self._start_offset, self._local.bases[0])
         self._epochs.truncate_from_start(self._start_offset)
         self._producers.delete_snapshots(below=self._local.bases[0])
@@ -994,6 +1140,7 @@ class Log:
             old = list(old_bases)
             if not old or (new_base is not None and new_base != old[0]):
                 raise InvalidArgumentError("replace_segments: new_base must be the first old base offset or None")
+            self._points.clear()
             return self._local.replace_segments(old, new_base, precondition)
 
     # ------------------------------------------------------------------------------- end of log compaction
@@ -1016,6 +1163,7 @@ class Log:
             self._start_offset = max(state.get("log-start-offset", 0), bases[0])
             self._hw = state.get("high-watermark")
             self._local.reload(bases)
+            self._points.clear()
             self._set_tail(journal)
 
     def close(self) -> None:

@@ -95,7 +95,7 @@ def load(local: LocalLog) -> Loaded:
     if not readonly:
         # indexes whose .log is gone (deleted files, damage) would be taken up by a new segment at that base
         logs = {f"{b:020d}" for b in local.bases}
-        orphans = [name for name in names if name.endswith((".index", ".timeindex"))
+        orphans = [name for name in names if name.endswith((".index", ".timeindex", ".txnindex"))
                    and name.split(".", 1)[0] not in logs]
         if orphans:
             log.warning("%s: deleting %d index files without their .log: %s", path, len(orphans),
@@ -202,8 +202,8 @@ def complete_interrupted_swaps(path: str, names: list[str]) -> bool:
         for b in bases:
             if base <= b < end:
                 other = os.path.join(path, _engine.segment_name(b))
-                unlink_all([other + ".log", other + ".index", other + ".timeindex"])
-        for kind in ("index", "timeindex", "log"):
+                unlink_all([other + ".log", other + ".index", other + ".timeindex", other + ".txnindex"])
+        for kind in ("index", "timeindex", "txnindex", "log"):
             if kind in kinds:
                 with storage_errors("cannot complete a segment swap", stem + "." + kind + ".swap"):
                     _engine.file_rename(stem + "." + kind + ".swap", stem + "." + kind)

@@ -36,18 +36,25 @@ from typing import Any, Callable, Mapping
 from . import _engine
 from .checkpoints import fsync_dir, lock_directory, read_checkpoint, storage_errors, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
-from .errors import (InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
-                     InvalidReplicationFactorError, InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError,
-                     LogClosedError, OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError,
-                     TopicDeletionDisabledError, UnknownTopicOrPartitionError)
+from .errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
+                     ElectionNotNeededError, InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
+                     InvalidProducerEpochError, InvalidReplicationFactorError, InvalidRequestError,
+                     InvalidRequiredAcksError, InvalidTopicError, LogClosedError, NetworkError, NotCoordinatorError,
+                     NotEnoughReplicasError, OffsetOutOfRangeError, ProducerFencedError, SeglogError, StorageError,
+                     TopicAlreadyExistsError, TopicDeletionDisabledError, TransactionalIdAuthorizationFailedError,
+                     UnknownTopicOrPartitionError)
 from .group import GroupConfig, GroupCoordinator
 from .log import Log
 from .offsets_format import OFFSETS_TOPIC
-from .offsets_store import LogOffsetStore
+from .offsets_store import LogOffsetStore, partition_for_group
 from .scheduler import default_scheduler
 from .topic_names import validate_topic_name
+from .txn.coordinator import TransactionCoordinator
+from .txn.log_format import TRANSACTION_STATE_TOPIC
+from .txn.markers import LocalMarkerChannel
+from .txn.state_store import TransactionStateStore
 
-__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "offsets_topic_config",
+__all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "offsets_topic_config", "internal_topic_config",
            "read_meta_properties"]
 
 log = logging.getLogger("seglog.node")
@@ -67,6 +74,26 @@ def offsets_topic_config(config: BrokerConfig) -> dict[str, str]:
     offsets.topic.segment.bytes, batches kept as the producer (the coordinator) compressed them."""
     return {"cleanup.policy": "compact", "compression.type": "producer",
             "segment.bytes": str(config.offsets_topic_segment_bytes)}
+
+
+def transaction_state_topic_config(config: BrokerConfig) -> dict[str, str]:
+    """The topic configs Kafka gives __transaction_state: compacted, uncompressed as written, segments of
+    transaction.state.log.segment.bytes, min.insync.replicas = transaction.state.log.min.isr, never an
+    unclean leader."""
+    return {"cleanup.policy": "compact", "compression.type": "uncompressed",
+            "segment.bytes": str(config.transaction_state_log_segment_bytes),
+            "min.insync.replicas": str(config.transaction_state_log_min_isr),
+            "unclean.leader.election.enable": "false"}
+
+
+INTERNAL_TOPICS = {OFFSETS_TOPIC: (offsets_topic_config, "offsets_topic_num_partitions"),
+                   TRANSACTION_STATE_TOPIC: (transaction_state_topic_config, "transaction_state_log_num_partitions")}
+
+
+def internal_topic_config(name: str, config: BrokerConfig) -> dict[str, str] | None:
+    """The creation configs of an internal topic (__consumer_offsets, __transaction_state); None for others."""
+    found = INTERNAL_TOPICS.get(name)
+    return None if found is None else found[0](config)
 
 
 def read_meta_properties(data_dir: str | os.PathLike) -> dict[str, str]:
@@ -106,6 +133,8 @@ class FetchResult:
     log_end_offset: int
     next_offset: int = -1          # last returned offset + 1 (-1 when nothing was returned)
     crc_checked: bool = True       # the local log verified the batches; data from the network was not
+    last_stable_offset: int = -1   # the partition's LSO (read_committed fetches stop there)
+    aborted_transactions: list | None = None   # read_committed: the aborted transactions the records overlap
 
 
 class Partition:
@@ -117,6 +146,7 @@ class Partition:
         self.topic = topic
         self.index = index
         self.log = log_
+        self._verified: dict[int, int] = {}     # producer id -> epoch whose transaction was verified here
 
     def __repr__(self):
         return f"Partition({self.topic!r}, {self.index})"
@@ -133,34 +163,81 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.end_offset
 
-    def append(self, batch, acks: int = -1) -> tuple[int, int, int]:
+    def append(self, batch, acks: int = -1, transactional_id: str | None = None) -> tuple[int, int, int]:
         """Produce path: validate and append one client record batch (idempotent producers deduplicated).
         Returns (base offset, last offset, log append time in ms or -1 for CreateTime topics). acks must be -1
-        (all), 0 or 1; waiting for replicas (acks=all) is the caller's business (a lone replica has them all)."""
+        (all), 0 or 1; waiting for replicas (acks=all) is the caller's business (a lone replica has them all).
+
+        A transactional batch needs the producer's ``transactional_id`` (else
+        TransactionalIdAuthorizationFailedError, as Kafka answers) and, with
+        transaction.partition.verification.enable (KIP-890), the first batch of a transaction here is checked
+        with the transaction coordinator: a partition not added to the producer's ongoing transaction is
+        refused with InvalidTxnStateError, a fenced producer with InvalidProducerEpochError; an unreachable
+        or busy coordinator gives the retriable NotEnoughReplicasError."""
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, not {acks}")
         now = int(time.time() * 1000)
         view = memoryview(batch)
+        found = _engine.batches(view, False)
+        if found and found[0].is_transactional:
+            self._verify_transaction(transactional_id, found[0].producer_id, found[0].producer_epoch)
         base = self.log.append_raw(view, now_ms=now)
         self.node._data_arrived(self)
-        info = _engine.batches(view, False)[0]          # validated by append_raw: one whole batch
+        info = found[0] if found else _engine.batches(view, False)[0]   # validated by append_raw: one whole batch
         last = base + info.last_offset - info.base_offset
         return base, last, (now if self.log.config.log_append_time else -1)
 
+    def _verify_transaction(self, transactional_id: str | None, producer_id: int, epoch: int) -> None:
+        if transactional_id is None:
+            raise TransactionalIdAuthorizationFailedError(
+                f"{self.topic}-{self.index}: transactional record batches need the producer's transactional id")
+        if not self.node.config.transaction_partition_verification_enable or self._verified.get(producer_id) == epoch:
+            return
+        try:
+            err = self.node.verify_transaction(transactional_id, producer_id, epoch,
+                                               [(self.topic, self.index)])[(self.topic, self.index)]
+        except (NotCoordinatorError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NetworkError) as e:
+            err = e
+        if err is None:
+            self._verified[producer_id] = epoch
+            return
+        if isinstance(err, ProducerFencedError):
+            raise InvalidProducerEpochError(str(err))
+        if isinstance(err, (ConcurrentTransactionsError, NotCoordinatorError, CoordinatorLoadInProgressError,
+                            CoordinatorNotAvailableError, NetworkError)):
+            raise NotEnoughReplicasError(f"{self.topic}-{self.index}: the transaction of {transactional_id!r} could "
+                                         f"not be verified yet ({err}); retry")
+        raise err
+
+    def transaction_ended(self, producer_id: int) -> None:
+        """A marker ended the producer's transaction here: its next transaction is verified again."""
+        self._verified.pop(producer_id, None)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
     def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,
-              min_one: bool = True) -> FetchResult:
+              min_one: bool = True, isolation_level: int = 0) -> FetchResult:
         """Whole batches from `offset` (the batch holding it first), at most `max_bytes` (but at least one
         batch when min_one); for consumers (committed_only) none at or above the high watermark, for replicas
-        up to the log end. As in Kafka, an offset between the high watermark and the log end reads nothing,
-        and one outside [log start, log end] raises OffsetOutOfRangeError."""
+        up to the log end; with isolation_level 1 (read_committed) none at or above the last stable offset, and
+        the aborted transactions overlapping what is returned (Kafka's FetchResponse). As in Kafka, an offset
+        between that limit and the log end reads nothing, and one outside [log start, log end] raises
+        OffsetOutOfRangeError."""
         lg = self.log
         hw, end, start = lg.high_watermark, lg.end_offset, lg.start_offset
+        lso = lg.last_stable_offset
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset=offset, start=start, end=end)
-        if offset >= (hw if committed_only else end):
-            return FetchResult(memoryview(b""), hw, start, end)
-        view, next_offset = lg.read_next(offset, max_bytes, hw if committed_only else None, min_one)
-        return FetchResult(view, hw, start, end, next_offset)
+        limit = end if not committed_only else lso if isolation_level == 1 else hw
+        aborted = [] if isolation_level == 1 else None
+        if offset >= limit:
+            return FetchResult(memoryview(b""), hw, start, end, last_stable_offset=lso, aborted_transactions=aborted)
+        view, next_offset = lg.read_next(offset, max_bytes, limit if committed_only else None, min_one)
+        if isolation_level == 1 and next_offset > offset:
+            aborted = lg.aborted_transactions(offset, next_offset)
+        return FetchResult(view, hw, start, end, next_offset, last_stable_offset=lso, aborted_transactions=aborted)
 
 
 class Node:
@@ -182,6 +259,13 @@ class Node:
         self._closed = False
         self._coordinator = None
         self._offsets_led: set[int] = set()     # cluster mode: the __consumer_offsets partitions led here
+        self._txn_coordinator: TransactionCoordinator | None = None
+        self._txn_led: dict[int, int] = {}      # cluster mode: __transaction_state partitions led here -> epoch
+        # how transactions reach the rest of the cluster (a cluster member replaces these three): new producer
+        # ids, the channel that writes markers, and the KIP-890 check of a transactional batch's partition
+        self.new_producer_id: Callable[[], int] = self.init_producer_id
+        self.marker_channel_factory: Callable[["Node"], Any] = LocalMarkerChannel
+        self.transaction_verifier: Callable[..., dict] | None = None
         self.cluster_managed = False
         self.replication_waiter: Callable[[Partition, int], None] | None = None
         self._lock_fd = -1
@@ -192,6 +276,8 @@ class Node:
         self._take_lock()
         try:
             self._load()
+            if TRANSACTION_STATE_TOPIC in self._topics and not self.config.zookeeper_connect:
+                self.txn_coordinator                # finishes the transactions a crash left prepared
         except BaseException:
             self._close_partitions()
             self._release_lock()
@@ -321,9 +407,10 @@ class Node:
             raise StorageError(f"cannot write topic metadata: {e.strerror}", path, e.errno) from None
 
     def _topic_info(self, name: str, topic_id: uuid.UUID, partitions: int, overrides: Mapping[str, Any]) -> TopicInfo:
-        internal = name == OFFSETS_TOPIC
+        created = internal_topic_config(name, self.config)
+        internal = created is not None
         if internal:             # its creation configs, unless changed since (also for directories written before)
-            overrides = {**offsets_topic_config(self.config), **overrides}
+            overrides = {**created, **overrides}
         cfg = self.config.log_config().with_kafka(overrides)
         return TopicInfo(name, topic_id, partitions, {k: str(v) for k, v in overrides.items()}, cfg, internal)
 
@@ -391,8 +478,8 @@ class Node:
         if info is not None:
             return info
         self._check_standalone()
-        if name == OFFSETS_TOPIC:
-            return self._offsets_topic()
+        if name in INTERNAL_TOPICS:
+            return self._internal_topic(name)
         if not self.config.auto_create_topics_enable:
             raise UnknownTopicOrPartitionError(f"This server does not host this topic: {name}")
         try:
@@ -400,12 +487,13 @@ class Node:
         except TopicAlreadyExistsError:
             return self._topics[name]
 
-    def _offsets_topic(self) -> TopicInfo:
+    def _internal_topic(self, name: str) -> TopicInfo:
         with self._lock:
-            info = self._topics.get(OFFSETS_TOPIC)
+            info = self._topics.get(name)
             if info is None:
-                info = self._topic_info(OFFSETS_TOPIC, uuid.uuid4(), self.config.offsets_topic_num_partitions, {})
-                self._topics[OFFSETS_TOPIC] = info
+                count = getattr(self.config, INTERNAL_TOPICS[name][1])
+                info = self._topic_info(name, uuid.uuid4(), count, {})
+                self._topics[name] = info
                 for p in range(info.partitions):
                     self._open_partition(info, p)
                 self._write_topics()
@@ -439,6 +527,23 @@ class Node:
         checkpoint vouched for (Log.recovery.lost_offsets)."""
         return {f"{t}-{p}": part.log.recovery.lost_offsets for (t, p), part in list(self._partitions.items())
                 if getattr(part.log, "recovery", None) is not None and part.log.recovery.lost_offsets}
+
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool = False
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """Kafka's ElectLeaders (preferred, or `unclean`) on a lone node: its one replica leads every partition,
+        so each partition asked for (None: all) answers ElectionNotNeededError, or UnknownTopicOrPartitionError.
+        A cluster member's elections are the controller's (seglog.cluster.member.ClusterView)."""
+        self._check_standalone()
+        if partitions is None:
+            partitions = [(t, p) for t in self.topics(include_internal=True) for p in range(self.topic(t).partitions)]
+        out: dict[tuple[str, int], SeglogError | None] = {}
+        for topic, p in partitions:
+            try:
+                self.partition(topic, p)
+                out[(topic, p)] = ElectionNotNeededError("Leader election not needed for topic partition")
+            except UnknownTopicOrPartitionError as e:
+                out[(topic, p)] = e
+        return out
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to `total` partitions (Kafka cannot shrink: InvalidPartitionsError). All or nothing:
@@ -569,7 +674,12 @@ class Node:
         """Replication moved a partition's leadership here or away. Groups live on the leaders of their
         __consumer_offsets partition: as Kafka's GroupMetadataManager, the coordinator loads the groups of an
         offsets partition this broker now leads and forgets those of one it no longer leads (their waiting
-        requests fail with NOT_COORDINATOR); the groups of other partitions are not touched."""
+        requests fail with NOT_COORDINATOR); the groups of other partitions are not touched. The same for the
+        transactional ids of a __transaction_state partition (the transaction coordinator loads them under the
+        partition's leader epoch, its coordinator epoch)."""
+        if part.topic == TRANSACTION_STATE_TOPIC:
+            self._txn_leadership_changed(part, leader)
+            return
         if part.topic != OFFSETS_TOPIC:
             return
         with self._lock:
@@ -611,6 +721,16 @@ class Node:
             pid = self._pid_next
             self._pid_next += 1
             return pid
+
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int) -> int:
+        """Append a transaction's COMMIT / ABORT marker to a partition (this node leads it); returns its offset.
+        Waiting for the replicas is the caller's (markers go with acks=all). Raises UnknownTopicOrPartitionError,
+        InvalidProducerEpochError, TransactionCoordinatorFencedError, StorageError."""
+        part = self.partition(topic, partition)
+        offset = part.log.append_control(producer_id, producer_epoch, commit, coordinator_epoch)
+        self._data_arrived(part)       # the LSO moved: read_committed fetchers waiting may read on
+        return offset
 
     # -- waiting for data --------------------------------------------------------------------------------------
 
@@ -660,6 +780,71 @@ class Node:
                 self._coordinator = GroupCoordinator(LogOffsetStore(self, led), cfg)
             return self._coordinator
 
+    # -- transactions -------------------------------------------------------------------------------------------
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator:
+        """The transaction coordinator of this node (created on first use, with __transaction_state). A lone
+        node coordinates every transactional id; a cluster member those of the state partitions it leads."""
+        with self._lock:
+            self._check_open()
+            if self._txn_coordinator is None:
+                info = (self.topic(TRANSACTION_STATE_TOPIC) if self.cluster_managed
+                        else self.ensure_topic(TRANSACTION_STATE_TOPIC))
+                store = TransactionStateStore(info.partitions, lambda p: self.partition(TRANSACTION_STATE_TOPIC, p),
+                                              self.replication_waiter)
+                offsets_partitions = self.config.offsets_topic_num_partitions
+                coord = TransactionCoordinator(
+                    self.config, store, self.marker_channel_factory(self), new_producer_id=self.new_producer_id,
+                    offsets_partition=lambda group: partition_for_group(group, offsets_partitions),
+                    partition_exists=self._partition_exists)
+                led = dict(self._txn_led) if self.cluster_managed else {
+                    p: self.partition(TRANSACTION_STATE_TOPIC, p).log.leader_epoch for p in range(info.partitions)}
+                for p, epoch in led.items():
+                    coord.elected(p, epoch)
+                self._txn_coordinator = coord
+            return self._txn_coordinator
+
+    def _partition_exists(self, topic: str, p: int) -> bool:
+        """Whether the topic partition exists (in a cluster member: in the cluster, hosted here or not)."""
+        info = self._topics.get(topic)
+        return info is not None and 0 <= p < info.partitions
+
+    def _txn_leadership_changed(self, part: Partition, leader: bool) -> None:
+        with self._lock:
+            if leader:
+                self._txn_led[part.index] = part.log.leader_epoch
+            else:
+                self._txn_led.pop(part.index, None)
+            coord = self._txn_coordinator
+        if coord is None:
+            if leader:                              # prepared transactions there must be finished: start it
+                try:
+                    self.txn_coordinator
+                except (LogClosedError, UnknownTopicOrPartitionError) as e:
+                    log.info("transaction coordinator not started for %s: %s", part, e)
+            return                                  # made now or later, it loads the partitions led by then
+        if leader:
+            coord.elected(part.index, part.log.leader_epoch)
+        else:
+            coord.resigned(part.index)
+
+    def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list[tuple[str, int]]) -> dict:
+        """KIP-890: {partition: None or its error} from the transactional id's coordinator (this node's, or the
+        cluster's through ``transaction_verifier``)."""
+        if self.transaction_verifier is not None:
+            return self.transaction_verifier(transactional_id, producer_id, producer_epoch, partitions)
+        return self.txn_coordinator.verify(transactional_id, producer_id, producer_epoch, partitions)
+
+    def transaction_offsets_completed(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A marker was written to __consumer_offsets-`partition`: the producer's transactional offset commits of
+        that partition's groups become visible (commit) or are dropped (abort)."""
+        with self._lock:
+            coord = self._coordinator
+        if coord is not None:
+            coord.transaction_completed(partition, producer_id, commit)
+
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
     def flush(self) -> None:
@@ -683,6 +868,8 @@ class Node:
             self._closed = True
             if self._coordinator is not None:
                 self._coordinator.close()
+            if self._txn_coordinator is not None:
+                self._txn_coordinator.close()
             self._close_partitions()
             self._release_lock()
         with self._data:

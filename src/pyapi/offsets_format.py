@@ -35,6 +35,7 @@ __all__ = ["OFFSETS_TOPIC", "TopicPartition", "OffsetAndMetadata", "MemberMetada
 OFFSETS_TOPIC = "__consumer_offsets"
 """The internal topic these records live in."""
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -108,6 +109,10 @@ class Writer:
     def __init__(self) -> None:
         self.buf = bytearray()
 
+    def int8(self, v: int) -> "Writer":
+        self.buf += _I8.pack(v)
+        return self
+
     def int16(self, v: int) -> "Writer":
         self.buf += _I16.pack(v)
         return self
@@ -162,6 +167,9 @@ class Reader:
         chunk = self.data[self.pos:end]
         self.pos = end
         return chunk
+
+    def int8(self) -> int:
+        return _I8.unpack(self._take(1))[0]
 
     def int16(self) -> int:
         return _I16.unpack(self._take(2))[0]

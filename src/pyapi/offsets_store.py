@@ -7,6 +7,11 @@ places them. The latest value per key wins; a null value (tombstone) deletes the
 rebuilt by replaying every partition when the store opens. Writes append one batch per call (all the
 offsets of a commit land together or not at all). Thread-safe: one lock guards the cache and the appends.
 
+Transactional offset commits (TxnOffsetCommit, KIP-98) are written as a transactional batch of the producer
+and kept pending: invisible to fetches until a COMMIT marker of that producer lands in the group's partition
+(``complete_txn``), dropped by an ABORT marker. Replaying a partition does the same from its batches and
+control batches, so a coordinator that takes a partition over sees exactly the committed transactions.
+
 In a cluster a write counts once the ISR has it (acks=all): it is appended under the lock, but waited for
 outside it (``start_*`` returns the waiter), so a commit waiting for its acks (up to the replication timeout)
 holds up neither reads, nor other writes, nor the leadership changes that load and unload partitions (which
@@ -25,6 +30,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from typing import Callable, Iterable, Mapping
 
+from . import _engine
 from . import offsets_format as fmt
 from .errors import UnknownTopicOrPartitionError
 from .offsets_format import OFFSETS_TOPIC, GroupMetadata, OffsetAndMetadata, TopicPartition
@@ -109,6 +115,24 @@ class OffsetStore(ABC):
         does not, as Kafka checks its metadata cache). A store that knows no topics says True."""
         return True
 
+    # Transactional offset commits (see the module docstring): pending per producer id until its transaction
+    # ends in the group's offsets partition.
+
+    @abstractmethod
+    def start_txn_commit(self, group: str, producer_id: int, producer_epoch: int,
+                         offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Callable[[], None]:
+        """Start storing ``offsets`` of ``group`` as pending in the producer's transaction (see start_commit)."""
+
+    @abstractmethod
+    def complete_txn(self, partition: int | None, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended in offsets partition ``partition`` (None: every partition): its
+        pending offsets of the groups there become committed (commit) or are dropped (abort)."""
+
+    @abstractmethod
+    def pending_txn_partitions(self, group: str) -> set[TopicPartition]:
+        """The partitions of ``group`` with a transactional commit still pending (OffsetFetch's
+        require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+
 
 class InMemoryOffsetStore(OffsetStore):
     """The offsets and group metadata in dicts, guarded by one lock (thread-safe). On its own a throwaway store
@@ -118,6 +142,7 @@ class InMemoryOffsetStore(OffsetStore):
     def __init__(self) -> None:
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._groups: dict[str, GroupMetadata] = {}
+        self._pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}  # producer id ->
         self._lock = threading.Lock()
 
     def _put_offsets(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
@@ -128,6 +153,37 @@ class InMemoryOffsetStore(OffsetStore):
         offsets.pop(tp, None)
         if not offsets:
             self._offsets.pop(group, None)
+
+    def _put_pending(self, group: str, producer_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        self._pending_txn.setdefault(producer_id, {}).setdefault(group, {}).update(
+            {TopicPartition(*tp): om for tp, om in offsets.items()})
+
+    def _in_partition(self, group: str, partition: int | None) -> bool:
+        return True
+
+    def _complete_txn(self, partition: int | None, producer_id: int, commit: bool) -> None:
+        groups = self._pending_txn.get(producer_id)
+        if not groups:
+            return
+        for group in [g for g in groups if partition is None or self._in_partition(g, partition)]:
+            offsets = groups.pop(group)
+            if commit:
+                self._put_offsets(group, offsets)
+        if not groups:
+            del self._pending_txn[producer_id]
+
+    def start_txn_commit(self, group, producer_id, producer_epoch, offsets):
+        with self._lock:
+            self._put_pending(group, producer_id, offsets)
+        return _no_wait
+
+    def complete_txn(self, partition, producer_id, commit):
+        with self._lock:
+            self._complete_txn(partition, producer_id, commit)
+
+    def pending_txn_partitions(self, group):
+        with self._lock:
+            return {tp for groups in self._pending_txn.values() for tp in groups.get(group, ())}
 
     def _drop_group(self, group: str) -> None:
         """Forget the group's metadata and offsets."""
@@ -182,13 +238,23 @@ def partition_for_group(group: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
+def _next_sequence(log, producer_id: int, producer_epoch: int) -> int:
+    """The sequence the producer's next batch in this log takes (0 for a new producer or epoch)."""
+    for p in log.active_producers():
+        if p.producer_id == producer_id and p.producer_epoch == producer_epoch:
+            return (p.last_sequence + 1) % (1 << 31)
+    return 0
+
+
 class _Write:
-    """A write appended to an offsets partition and waiting for its acks (guarded by the store's lock)."""
+    """A write appended to an offsets partition and waiting for its acks (guarded by the store's lock).
+    ``producer_id`` >= 0: a transactional commit, applied as pending."""
 
-    __slots__ = ("records", "ok", "settled", "finished")
+    __slots__ = ("records", "producer_id", "ok", "settled", "finished")
 
-    def __init__(self, records: list[tuple[bytes, bytes | None]]):
+    def __init__(self, records: list[tuple[bytes, bytes | None]], producer_id: int = -1):
         self.records = records
+        self.producer_id = producer_id
         self.ok = False
         self.settled = False          # its acks came (ok) or its wait failed
         self.finished = False         # applied to the cache (if ok), or dropped: its waiter may return
@@ -213,15 +279,45 @@ class LogOffsetStore(InMemoryOffsetStore):
                 self._replay(part)
 
     def _replay(self, part) -> None:
-        for r in part.log.records():
-            self._apply(r.key, r.value)
+        """Apply every record of the partition, batch by batch (about 1 MiB read and decoded at a time): a
+        transactional batch's offsets go pending under its producer, a control batch ends that producer's
+        transaction."""
+        log = part.log
+        offset, end = log.start_offset, log.end_offset
+        while offset < end:
+            view, next_offset = log.read_next(offset, 1 << 20)
+            if next_offset < 0:
+                return
+            records = iter(_engine.decode_records(view, offset, verify_crc=False))   # control batches skipped
+            r = next(records, None)
+            for b in _engine.batches(view, False):
+                if b.last_offset < offset:
+                    continue
+                if b.is_control:
+                    self._complete_txn(part.index, b.producer_id, _engine.control_marker(view, b.position)[0] is True)
+                    continue
+                producer_id = b.producer_id if b.is_transactional else -1
+                while r is not None and r.offset <= b.last_offset:
+                    self._apply(r.key, r.value, producer_id)
+                    r = next(records, None)
+            offset = next_offset
+
+    def _in_partition(self, group: str, partition: int | None) -> bool:
+        return partition_for_group(group, self._partitions) == partition
 
     def _groups_in(self, p: int) -> set[str]:
-        return {g for g in set(self._offsets) | set(self._groups) if partition_for_group(g, self._partitions) == p}
+        pending = {g for groups in self._pending_txn.values() for g in groups}
+        return {g for g in set(self._offsets) | set(self._groups) | pending
+                if partition_for_group(g, self._partitions) == p}
 
     def _forget(self, groups: set[str]) -> None:
         for g in groups:
             self._drop_group(g)
+        for pid in list(self._pending_txn):
+            for g in groups:
+                self._pending_txn[pid].pop(g, None)
+            if not self._pending_txn[pid]:
+                del self._pending_txn[pid]
 
     def load_partition(self, p: int) -> tuple[dict[str, GroupMetadata], set[str]]:
         """Read offsets partition `p` again (its leadership moved here; Kafka's onElection): what it holds
@@ -248,7 +344,7 @@ class LogOffsetStore(InMemoryOffsetStore):
                 w.finished = True
         self._settled.notify_all()
 
-    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+    def _apply(self, key: bytes | None, value: bytes | None, producer_id: int = -1) -> None:
         if key is None:
             return
         try:
@@ -257,7 +353,10 @@ class LogOffsetStore(InMemoryOffsetStore):
             return
         if isinstance(k, fmt.OffsetKey):
             tp = TopicPartition(k.topic, k.partition)
-            if value is None:
+            if producer_id >= 0:
+                if value is not None:
+                    self._put_pending(k.group, producer_id, {tp: fmt.decode_offset_value(value)})
+            elif value is None:
                 self._drop_offset(k.group, tp)
             else:
                 self._put_offsets(k.group, {tp: fmt.decode_offset_value(value)})
@@ -267,17 +366,30 @@ class LogOffsetStore(InMemoryOffsetStore):
             else:
                 self._groups[k.group] = fmt.decode_group_value(value)
 
-    def _start(self, group: str, records: list[tuple[bytes, bytes | None]]) -> Callable[[], None]:
-        """Append records (lock held); the waiter for their acks, which then applies them in order."""
+    def _start(self, group: str, records: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> Callable[[], None]:
+        """Append records (lock held): one batch, transactional for a ``producer`` (id, epoch); the waiter for
+        their acks, which then applies them in order."""
         p = partition_for_group(group, self._partitions)
         part = self._node.partition(OFFSETS_TOPIC, p)
-        _, last = part.log.append_batch([v for _, v in records], keys=[k for k, _ in records])
+        if producer is None:
+            _, last = part.log.append_batch([v for _, v in records], keys=[k for k, _ in records])
+        else:
+            w = _engine.BatchWriter(producer_id=producer[0], producer_epoch=producer[1], transactional=True,
+                                    next_sequence=_next_sequence(part.log, *producer), batch_bytes=1 << 62,
+                                    max_record_bytes=1 << 62)
+            for key, value in records:
+                w.add(value, key, None, None)
+            w.finish()
+            base = part.log.append_raw(w.take())
+            last = base + len(records) - 1
+        producer_id = -1 if producer is None else producer[0]
         wait_replicated = self._node.replication_waiter
         if wait_replicated is None:                     # standalone: nothing to wait for
             for key, value in records:
-                self._apply(key, value)
+                self._apply(key, value, producer_id)
             return _no_wait
-        write = _Write(records)
+        write = _Write(records, producer_id)
         self._pending.setdefault(group, deque()).append(write)
 
         def wait() -> None:
@@ -301,7 +413,7 @@ class LogOffsetStore(InMemoryOffsetStore):
                 head = queue.popleft()
                 if head.ok:
                     for key, value in head.records:
-                        self._apply(key, value)
+                        self._apply(key, value, head.producer_id)
                 head.finished = True
             if queue is not None and not queue:
                 del self._pending[group]
@@ -319,6 +431,14 @@ class LogOffsetStore(InMemoryOffsetStore):
 
     def commit(self, group, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         self.start_commit(group, offsets)()
+
+    def start_txn_commit(self, group, producer_id, producer_epoch, offsets) -> Callable[[], None]:
+        records = [(fmt.encode_offset_key(group, tp[0], tp[1]), fmt.encode_offset_value(om))
+                   for tp, om in offsets.items()]
+        if not records:
+            return _no_wait
+        with self._lock:
+            return self._start(group, records, (producer_id, producer_epoch))
 
     def start_store_group(self, group, metadata: GroupMetadata) -> Callable[[], None]:
         record = (fmt.encode_group_key(group), fmt.encode_group_value(metadata))

@@ -9,10 +9,16 @@ producer has at most five requests in flight). A batch from a client is checked 
 - same epoch: first sequence = last + 1 (int32 wrap to 0) -> else OutOfOrderSequenceError (a gap or a reorder)
 - unknown producer id: any sequence is accepted (its state may have expired with retention)
 
+Transactions (KIP-98): a transactional batch opens the producer's transaction here at its first offset unless
+one is open; the producer's COMMIT / ABORT marker (``complete_txn``) closes it. A marker with an epoch older
+than the producer's is refused (InvalidProducerEpochError), one from an older coordinator epoch too
+(TransactionCoordinatorFencedError). The first offset of the oldest open transaction, and of completed ones
+whose marker is not yet below the high watermark, bounds the last stable offset (``first_unstable_offset``).
+
 State is snapshotted in Kafka's `.snapshot` file format (version 1: int16 version, uint32 CRC-32C of the rest,
 int32 count, then per producer: int64 id, int16 epoch, int32 last sequence, int64 last offset, int32 offset
-delta, int64 timestamp, int32 coordinator epoch, int64 current transaction first offset), named by the log
-offset the state is valid for. After opening, the log replays the batches after the newest snapshot.
+delta, int64 timestamp, int32 coordinator epoch, int64 current transaction first offset, -1 when none), named
+by the log offset the state is valid for. After opening, the log replays the batches after the newest snapshot.
 Not thread-safe: the owning Log's lock guards it.
 """
 
@@ -23,10 +29,12 @@ import re
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from . import _engine
 from .checkpoints import replace_file, storage_errors
-from .errors import CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError
+from .errors import (CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError,
+                     TransactionCoordinatorFencedError)
 
 MAX_BATCHES_PER_PRODUCER = 5
 INT32_MAX = (1 << 31) - 1
@@ -45,11 +53,25 @@ class BatchMeta:
     timestamp: int
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended here: its first offset, the marker's offset, whether it aborted, and the
+    last stable offset right after the marker (the oldest other open transaction's first offset, else the
+    marker's offset + 1), as Kafka's .txnindex entry records it."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+    last_stable_offset: int
+
+
 @dataclass
 class ProducerEntry:
     producer_id: int
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER))
+    coordinator_epoch: int = -1
+    txn_first_offset: int = -1          # first offset of the producer's open transaction here, -1: none
+    last_timestamp: int = -1            # of its last batch or marker
 
     @property
     def last_seq(self) -> int:
@@ -81,6 +103,12 @@ class ProducerStateManager:
     def __init__(self, directory: str):
         self.directory = directory
         self.entries: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}               # producer id -> first offset of its open transaction
+        self.unreplicated: list[CompletedTxn] = []      # completed, marker not yet below the high watermark
+
+    def clear(self) -> None:
+        """Forget every producer (before a snapshot is loaded and the log replayed)."""
+        self.entries, self.ongoing, self.unreplicated = {}, {}, []
 
     def check(self, producer_id: int, epoch: int, first_seq: int, count: int) -> BatchMeta | None:
         """Validate a client batch; returns the kept batch it duplicates (do not append it) or None."""
@@ -104,28 +132,94 @@ class ProducerStateManager:
                                           f"sequence 0, not {first_seq}")
         return None
 
-    def update(self, producer_id: int, epoch: int, first_seq: int, count: int, first_offset: int,
-               last_offset: int, timestamp: int) -> None:
-        """Record an appended batch (from a client or a leader)."""
+    def _entry(self, producer_id: int, epoch: int) -> ProducerEntry:
+        """The producer's entry for `epoch`: a newer epoch restarts its sequences (its open transaction and
+        coordinator epoch stay: the coordinator ends a transaction before bumping the epoch)."""
         entry = self.entries.get(producer_id)
-        if entry is None or epoch > entry.epoch:
+        if entry is None:
             entry = self.entries[producer_id] = ProducerEntry(producer_id, epoch)
+        elif epoch > entry.epoch:
+            entry = self.entries[producer_id] = ProducerEntry(
+                producer_id, epoch, coordinator_epoch=entry.coordinator_epoch, txn_first_offset=entry.txn_first_offset)
+        return entry
+
+    def update(self, producer_id: int, epoch: int, first_seq: int, count: int, first_offset: int,
+               last_offset: int, timestamp: int, transactional: bool = False) -> None:
+        """Record an appended batch (from a client or a leader); a transactional one opens the producer's
+        transaction at first_offset unless one is open."""
+        entry = self._entry(producer_id, epoch)
         entry.batches.append(BatchMeta(first_seq, _next_seq(first_seq, count - 1), first_offset, last_offset,
                                        timestamp))
+        entry.last_timestamp = timestamp
+        if transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = self.ongoing[producer_id] = first_offset
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker from a fenced producer epoch (InvalidProducerEpochError) or an older coordinator
+        (TransactionCoordinatorFencedError), as Kafka's ProducerAppendInfo.appendEndTxnMarker."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(f"transaction marker of producer {producer_id} has epoch {epoch}, "
+                                            f"older than its current epoch {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"transaction marker of producer {producer_id} comes from coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}")
+
+    def complete_txn(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, offset: int,
+                     timestamp: int) -> CompletedTxn | None:
+        """Record the producer's marker at `offset`: its open transaction here (if any) ends. Returns that
+        transaction, None when it had none here (a marker for a partition the transaction wrote nothing to)."""
+        entry = self._entry(producer_id, epoch)
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        entry.last_timestamp = timestamp
+        first, entry.txn_first_offset = entry.txn_first_offset, -1
+        if first < 0:
+            return None
+        del self.ongoing[producer_id]
+        done = CompletedTxn(producer_id, first, offset, not commit, min(self.ongoing.values(), default=offset + 1))
+        self.unreplicated.append(done)
+        return done
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction a read_committed reader may not pass yet: open, or
+        completed with its marker at or above the high watermark; None when there is none."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+        return min([*self.ongoing.values(), *(t.first_offset for t in self.unreplicated)], default=None)
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction here."""
+        return dict(self.ongoing)
 
     def active(self) -> list[ActiveProducer]:
-        """Every producer with state here, by producer id: its epoch, last sequence and the timestamp of its
-        last batch."""
-        return [ActiveProducer(e.producer_id, e.epoch, e.last_seq, e.batches[-1].timestamp if e.batches else -1)
+        """Every producer with state here, by producer id: its epoch, last sequence, the timestamp of its
+        last batch, its coordinator epoch and the first offset of its open transaction."""
+        return [ActiveProducer(e.producer_id, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                               e.txn_first_offset)
                 for _, e in sorted(self.entries.items())]
 
-    def replay(self, data) -> None:
-        """Update from the batch headers of whole batches (log replay after a snapshot, follower appends)."""
+    def replay(self, data) -> list[CompletedTxn]:
+        """Update from the batch headers of whole batches (log replay after a snapshot, follower appends);
+        returns the transactions their markers completed, in order."""
+        done = []
         for b in _engine.batches(data, False):
-            if b.producer_id >= 0 and b.base_sequence >= 0 and not b.is_control:
+            if b.producer_id < 0:
+                continue
+            if b.is_control:
+                commit, coordinator_epoch = _engine.control_marker(data, b.position)
+                if commit is not None:
+                    txn = self.complete_txn(b.producer_id, b.producer_epoch, commit, coordinator_epoch,
+                                            b.base_offset, b.max_timestamp)
+                    if txn is not None:
+                        done.append(txn)
+            elif b.base_sequence >= 0 or b.is_transactional:
                 # sequences span lastOffsetDelta + 1 (compaction may have removed records, never the deltas)
                 self.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta + 1,
-                            b.base_offset, b.last_offset, b.max_timestamp)
+                            b.base_offset, b.last_offset, b.max_timestamp, b.is_transactional)
+        return done
 
     def truncate_to(self, end_offset: int) -> None:
         """Forget batches at or after end_offset (the log was truncated); producers left empty are dropped."""
@@ -134,12 +228,15 @@ class ProducerStateManager:
             kept = [b for b in entry.batches if b.last_offset < end_offset]
             if not kept:
                 del self.entries[pid]
+                self.ongoing.pop(pid, None)
             elif len(kept) != len(entry.batches):
                 entry.batches = deque(kept, maxlen=MAX_BATCHES_PER_PRODUCER)
 
     def expire(self, now_ms: int, max_age_ms: int) -> int:
-        """Drop producers whose last batch is older than max_age_ms (producer.id.expiration.ms)."""
-        old = [pid for pid, e in self.entries.items() if e.batches and e.batches[-1].timestamp < now_ms - max_age_ms]
+        """Drop producers whose last batch is older than max_age_ms (producer.id.expiration.ms), never one with
+        an open transaction."""
+        old = [pid for pid, e in self.entries.items()
+               if e.txn_first_offset < 0 and 0 <= e.last_timestamp < now_ms - max_age_ms]
         for pid in old:
             del self.entries[pid]
         return len(old)
@@ -161,7 +258,8 @@ class ProducerStateManager:
         for e in self.entries.values():
             last = e.batches[-1] if e.batches else BatchMeta(-1, -1, -1, -1, -1)
             body += _ENTRY.pack(e.producer_id, e.epoch, last.last_seq, last.last_offset,
-                                last.last_offset - last.first_offset, last.timestamp, -1, -1)
+                                last.last_offset - last.first_offset, e.last_timestamp, e.coordinator_epoch,
+                                e.txn_first_offset)
         data = _HEADER.pack(SNAPSHOT_VERSION, _engine.crc32c(body)) + body
         replace_file(self._path(offset), data, "cannot write producer snapshot")
 
@@ -180,8 +278,10 @@ class ProducerStateManager:
                 raise ValueError("length")
             entries = {}
             for i in range(count):
-                pid, epoch, last_seq, last_off, delta, ts, _, _ = _ENTRY.unpack_from(body, 4 + i * _ENTRY.size)
-                entry = ProducerEntry(pid, epoch)
+                pid, epoch, last_seq, last_off, delta, ts, coordinator_epoch, txn_first = \
+                    _ENTRY.unpack_from(body, 4 + i * _ENTRY.size)
+                entry = ProducerEntry(pid, epoch, coordinator_epoch=coordinator_epoch, txn_first_offset=txn_first,
+                                      last_timestamp=ts)
                 if last_off >= 0:
                     count_in_batch = delta + 1
                     entry.batches.append(BatchMeta(_next_seq(last_seq, -(count_in_batch - 1)), last_seq,
@@ -190,6 +290,8 @@ class ProducerStateManager:
         except (struct.error, ValueError) as e:
             raise CorruptRecordError(f"producer snapshot does not parse ({e})", path=path) from None
         self.entries = entries
+        self.ongoing = {pid: e.txn_first_offset for pid, e in entries.items() if e.txn_first_offset >= 0}
+        self.unreplicated = []
 
     def delete_snapshots(self, below: int | None = None, above: int | None = None) -> None:
         """Delete snapshot files with offset < below or > above."""

@@ -30,6 +30,9 @@ What maps to what:
   what arrives for the next ``fetch`` at that offset. So a record produced while a consumer waits reaches
   it as soon as the broker has it, without polling every partition in turn.
 * ``init_producer_id()``: InitProducerId.
+* ``txn_coordinator``: :class:`RemoteTxnCoordinator`, the transaction coordinator calls of a transactional
+  Producer (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and of the CLI (DescribeTransactions,
+  ListTransactions), at the transactional id's coordinator (FindCoordinator key_type 1).
 * ``group_coordinator``: :class:`RemoteGroupCoordinator`, the part of seglog.group.GroupCoordinator the
   Consumer calls (join, sync, heartbeat, leave, commit and fetch offsets) and ``delete_groups``, by
   FindCoordinator and the group APIs; join/sync return already-resolved futures. Coordinator moves
@@ -57,13 +60,13 @@ from . import _engine, wire_fetch
 from .client import EARLIEST, LATEST, LEADER_MOVED, ClusterClient, RetryDeadline, error_for
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
 from .errors import (InvalidConfigError, InvalidRequiredAcksError, InvalidTopicError, LeaderNotAvailableError,
-                     LogClosedError, NetworkError, OffsetOutOfRangeError, SeglogError, UnknownTopicOrPartitionError,
-                     for_code)
+                     LogClosedError, NetworkError, NotControllerError, OffsetOutOfRangeError, SeglogError,
+                     UnknownTopicOrPartitionError, for_code)
 from .log import TimestampOffset
-from .node import FetchResult, offsets_topic_config
-from .offsets_format import OFFSETS_TOPIC
+from .node import FetchResult, internal_topic_config
 from .protocol import ApiKey, RequestHeader, encode_request
 from .remote_group import RemoteGroupCoordinator
+from .remote_txn import RemoteTxnCoordinator
 from .wire_fetch import NO_BATCHES, Fetched, Position
 
 __all__ = ["RemoteNode", "RemotePartition", "RemoteTopic", "RemoteGroupCoordinator"]
@@ -134,7 +137,7 @@ class RemotePartition:
         """The high watermark: the leader's log end offset is not visible to clients."""
         return self._offset(LATEST)
 
-    def append(self, batch, acks: int = -1) -> tuple[int, int, int]:
+    def append(self, batch, acks: int = -1, transactional_id: str | None = None) -> tuple[int, int, int]:
         """Produce one record batch (as seglog.Producer builds it) to the leader: (base offset, last offset,
         log append time or -1). acks=0 returns (-1, -1, -1): the broker does not answer."""
         if acks not in (-1, 0, 1):
@@ -145,7 +148,7 @@ class RemotePartition:
             raise error_for(87, f"a produce request carries one whole record batch, not {len(data)} bytes "
                                 f"holding {len(infos)}")
         last_delta = infos[0].last_offset - infos[0].base_offset
-        body = {"transactional_id": None, "acks": acks, "timeout_ms": self.node.request_timeout_ms,
+        body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": self.node.request_timeout_ms,
                 "topic_data": [{"name": self.topic, "partition_data": [{"index": self.index, "records": data}]}]}
         if acks == 0:
             self.node._send_one_way(self.topic, self.index, body)
@@ -173,11 +176,21 @@ class RemotePartition:
                 cluster.forget(self.topic)                   # no broker answered: try again next round
 
     def fetch(self, offset: int, max_bytes: int, *, committed_only: bool = True,
-              min_one: bool = True) -> FetchResult:
-        """Whole batches from `offset` (below the high watermark: a client fetch is a consumer fetch), at
-        most about `max_bytes` (at least one batch). Does not wait. OffsetOutOfRangeError outside the log;
-        an empty result while the leader is moving (the metadata is refreshed for the next try)."""
-        return self.node._fetch(self, offset, max_bytes)
+              min_one: bool = True, isolation_level: int = 0) -> FetchResult:
+        """Whole batches from `offset` (below the high watermark, or the last stable offset with isolation_level
+        1: a client fetch is a consumer fetch), at most about `max_bytes` (at least one batch). Does not wait.
+        OffsetOutOfRangeError outside the log; an empty result while the leader is moving (the metadata is
+        refreshed for the next try)."""
+        return self.node._fetch(self, offset, max_bytes, isolation_level)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset read_committed consumers read up to (ListOffsets LATEST with isolation 1)."""
+        found = self.node.cluster.list_offsets([(self.topic, self.index)], LATEST, isolation_level=1)
+        if found[(self.topic, self.index)] is None:
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: "
+                                               f"{self.topic}-{self.index}")
+        return found[(self.topic, self.index)].offset
 
 
 class RemoteNode:
@@ -194,6 +207,7 @@ class RemoteNode:
         self.request_timeout_ms = request_timeout_ms
         self._partitions: dict[tuple[str, int], RemotePartition] = {}
         self._coordinator: RemoteGroupCoordinator | None = None
+        self._txn_coordinator: RemoteTxnCoordinator | None = None
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._version = 0
@@ -258,6 +272,31 @@ class RemoteNode:
                                all(p["leader_id"] >= 0 for p in t["partitions"]))
         return self.topic(name)
 
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool = False
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """ElectLeaders at the controller (preferred, or `unclean`; None: every partition): per partition None
+        (elected) or its error, as Node.elect_leaders."""
+        self._check_open()
+        asked = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in partitions:
+                by_topic.setdefault(topic, []).append(p)
+            asked = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+        body = {"election_type": 1 if unclean else 0, "topic_partitions": asked,
+                "timeout_ms": self.request_timeout_ms}
+
+        def code(r: dict) -> int:            # NOT_CONTROLLER comes per partition (or, from Kafka, at the top)
+            codes = [r["error_code"]] + [p["error_code"] for t in r["replica_election_results"]
+                                         for p in t["partition_result"]]
+            return NotControllerError.code if NotControllerError.code in codes else r["error_code"]
+        r = self.cluster.controller_request(ApiKey.ELECT_LEADERS, body, code)
+        if r["error_code"]:
+            raise error_for(r["error_code"], "ElectLeaders failed")
+        return {(t["topic"], p["partition_id"]): None if p["error_code"] == 0 else
+                error_for(p["error_code"], p["error_message"])
+                for t in r["replica_election_results"] for p in t["partition_result"]}
+
     def alter_topic_config(self, name: str, set_: Mapping[str, object] | None = None,
                            delete: Sequence[str] = (), *, validate_only: bool = False) -> RemoteTopic:
         """IncrementalAlterConfigs: set and remove config overrides of a topic in one step (removed ones fall
@@ -277,7 +316,7 @@ class RemoteNode:
             raise error_for(res["error_code"], res["error_message"])
         if not validate_only:
             wanted = {k: _config_text(k, v) for k, v in set_.items()}
-            kept = set(offsets_topic_config(BrokerConfig())) if name == OFFSETS_TOPIC else set()
+            kept = set(internal_topic_config(name, BrokerConfig()) or ())
 
             def applied(overrides: dict[str, str]) -> bool:     # (the offsets topic keeps its creation configs)
                 return (all(overrides.get(k) == v for k, v in wanted.items())
@@ -385,10 +424,10 @@ class RemoteNode:
 
     # -- fetching -------------------------------------------------------------------------------------------
 
-    def _fetch(self, part: RemotePartition, offset: int, max_bytes: int) -> FetchResult:
+    def _fetch(self, part: RemotePartition, offset: int, max_bytes: int, isolation: int = 0) -> FetchResult:
         key = (part.topic, part.index)
         cached = self._prefetched.pop(key, None)
-        if cached is not None and cached[0] == offset:
+        if cached is not None and cached[0] == (offset, isolation):
             self._idle.pop(key, None)
             self._version += 1
             return cached[1]
@@ -399,7 +438,8 @@ class RemoteNode:
             self._idle.pop(key, None)
             return FetchResult(NO_BATCHES, -1, -1, -1)
         try:
-            answer = wire_fetch.fetch(conn, {key: Position(offset, max_bytes)}, max_bytes=max_bytes)
+            answer = wire_fetch.fetch(conn, {key: Position(offset, max_bytes)}, max_bytes=max_bytes,
+                                      isolation_level=isolation)
         except NetworkError:
             self.cluster.forget(part.topic)
             self._idle.pop(key, None)
@@ -413,7 +453,7 @@ class RemoteNode:
             self._idle.pop(key, None)
             return FetchResult(NO_BATCHES, -1, -1, -1)
         if result.next_offset < 0:
-            self._idle[key] = (offset, max_bytes)
+            self._idle[key] = (offset, max_bytes, isolation)
         else:
             self._idle.pop(key, None)
             self._version += 1
@@ -445,20 +485,20 @@ class RemoteNode:
         if not idle or self._closed.is_set():
             self._closed.wait(max(0.0, timeout))
             return self._version != since_version
-        by_leader: dict[int, dict] = {}
+        by_leader: dict[tuple[int, int], dict] = {}       # (leader, isolation level) -> key -> want
         try:
             for key, want in idle.items():
-                by_leader.setdefault(self.cluster.leader_id(*key), {})[key] = want
+                by_leader.setdefault((self.cluster.leader_id(*key), want[2]), {})[key] = want
         except SeglogError:
             return True                           # let the next fetch meet (and handle) the moved leader
         share = max(0.0, timeout) / len(by_leader)
         got = False
-        for leader, wanted in by_leader.items():
+        for (leader, isolation), wanted in by_leader.items():
             try:
                 answer = wire_fetch.fetch(self.cluster.broker(leader),
-                                          {key: Position(*want) for key, want in wanted.items()},
+                                          {key: Position(o, m) for key, (o, m, _) in wanted.items()},
                                           max_wait_ms=int(share * 1000), min_bytes=1,
-                                          max_bytes=max(m for _, m in wanted.values()))
+                                          max_bytes=max(m for _, m, _ in wanted.values()), isolation_level=isolation)
             except SeglogError:
                 return True
             for key, f in answer.items():
@@ -468,7 +508,7 @@ class RemoteNode:
                     got = True                    # the next fetch raises or retries it
                     continue
                 if f.next_offset >= 0:
-                    self._prefetched[key] = (wanted[key][0], _fetch_result(f))
+                    self._prefetched[key] = ((wanted[key][0], isolation), _fetch_result(f))
                     got = True
             if got:
                 break
@@ -486,6 +526,15 @@ class RemoteNode:
                 self._coordinator = RemoteGroupCoordinator(self.cluster, retry_timeout=self.retry_timeout)
             return self._coordinator
 
+    @property
+    def txn_coordinator(self) -> "RemoteTxnCoordinator":
+        """The transaction coordinator calls (seglog.remote_txn), at each transactional id's coordinator."""
+        self._check_open()
+        with self._lock:
+            if self._txn_coordinator is None:
+                self._txn_coordinator = RemoteTxnCoordinator(self.cluster, retry_timeout=self.retry_timeout)
+            return self._txn_coordinator
+
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -501,10 +550,10 @@ class RemoteNode:
         self._closed.set()
         with self._lock:
             socks, self._one_way = list(self._one_way.values()), {}
-            coord = self._coordinator
+            coords = [c for c in (self._coordinator, self._txn_coordinator) if c is not None]
         for s in socks:
             s.close()
-        if coord is not None:
+        for coord in coords:
             coord.close()
         self.cluster.close()
 
@@ -528,7 +577,16 @@ def _config_text(name: str, value: str) -> str:
 def _fetch_result(f: Fetched) -> FetchResult:
     """A partition's fetch answer (no error) as the FetchResult a Node's fetch returns (CRCs not checked)."""
     return FetchResult(f.records, f.high_watermark, f.log_start_offset, f.high_watermark, f.next_offset,
-                       crc_checked=False)
+                       crc_checked=False, last_stable_offset=f.last_stable_offset,
+                       aborted_transactions=f.aborted_transactions)
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether `sock` has something to read (EOF included) right now. poll(), not select(): select() refuses
+    descriptors from FD_SETSIZE (1024) up, which a process with many connections and files open reaches."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class _OneWaySocket:
@@ -546,7 +604,7 @@ class _OneWaySocket:
             header = RequestHeader(ApiKey.PRODUCE, self.version, next(self._ids), self.client_id)
             data = b"".join(bytes(part) for part in encode_request(header, body))
             sock = self._sock
-            if sock is not None and select.select([sock], [], [], 0)[0]:
+            if sock is not None and _readable(sock):
                 self.close()                     # readable = closed by the broker: nothing else ever arrives
                 sock = None
             try:

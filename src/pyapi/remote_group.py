@@ -16,7 +16,7 @@ from .group_types import JoinedMember, JoinResult, SyncResult
 from .offsets_format import OffsetAndMetadata, TopicPartition
 from .protocol import ApiKey
 
-__all__ = ["RemoteGroupCoordinator"]
+__all__ = ["RemoteCoordinator", "RemoteGroupCoordinator"]
 
 COORDINATOR_MOVED = frozenset({14, 15, 16})   # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 # OffsetCommit answers that concern the whole group (the broker repeats them for every partition): raised, as
@@ -35,10 +35,12 @@ def _resolved(value=None, error: BaseException | None = None) -> Future:
     return fut
 
 
-class RemoteGroupCoordinator:
-    """The GroupCoordinator calls seglog.Consumer makes, as requests to the group's coordinator broker (found
-    with FindCoordinator), plus the describe/list calls the CLI needs. Errors are raised as the in-process
-    coordinator raises them; join/sync results come as already-resolved futures."""
+class RemoteCoordinator:
+    """Requests to the coordinator of a key (FindCoordinator with ``KEY_TYPE``: 0 a group, 1 a transactional
+    id), found again and resent when it moves (see :meth:`request`)."""
+
+    KEY_TYPE = 0
+    KIND = "group"
 
     def __init__(self, cluster: ClusterClient, *, retry_timeout: float = 30.0):
         self.cluster = cluster
@@ -51,20 +53,21 @@ class RemoteGroupCoordinator:
     # -- finding the coordinator ------------------------------------------------------------------------------
 
     def coordinator(self, group_id: str) -> tuple[int, str, int]:
-        """(broker id, host, port) of the group's coordinator; retries while none is available."""
+        """(broker id, host, port) of the key's coordinator; retries while none is available."""
         found = self._coordinators.get(group_id)
         if found is not None:
             return found
         deadline = RetryDeadline(self.retry_timeout)
         while True:
             try:
-                r = self.cluster.any().request(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0})
+                r = self.cluster.any().request(ApiKey.FIND_COORDINATOR, {"key": group_id,
+                                                                         "key_type": self.KEY_TYPE})
                 code = r["error_code"]
                 if code == 0:
                     found = (r["node_id"], r["host"], r["port"])
                     self._coordinators[group_id] = found
                     return found
-                err = error_for(code, r.get("error_message") or f"FindCoordinator for group {group_id!r}: "
+                err = error_for(code, r.get("error_message") or f"FindCoordinator for {self.KIND} {group_id!r}: "
                                                                  f"{for_code(code).kafka_name}")
                 if code not in COORDINATOR_MOVED:
                     raise err
@@ -89,25 +92,41 @@ class RemoteGroupCoordinator:
             return conn
 
     def request(self, group_id: str, api: int, body: dict, error_code: Callable[[dict], int], *,
-                extra_timeout: float = 0.0, side: bool = False, retry: bool = True) -> dict:
+                extra_timeout: float = 0.0, side: bool = False, retry: bool = True,
+                max_version: int | None = None) -> dict:
         """Send a group request to the coordinator and return the response; coordinator moves and lost
         connections find it again and resend (unless ``retry`` is False: heartbeats, whose next one comes soon
         anyway). ``side``: on the side connection to the coordinator (heartbeats, LeaveGroup), which a
-        JoinGroup or SyncGroup waiting for its answer on the main one does not hold up."""
+        JoinGroup or SyncGroup waiting for its answer on the main one does not hold up. ``max_version`` caps
+        the version the connection would choose."""
         deadline = RetryDeadline(self.retry_timeout if retry else 0.0)
         while True:
             try:
-                response = self._connection(group_id, side).request(api, body, extra_timeout=extra_timeout)
+                conn = self._connection(group_id, side)
+                version = None if max_version is None else min(max_version, conn.version(api))
+                response = conn.request(api, body, version=version, extra_timeout=extra_timeout)
                 code = error_code(response)
                 if code not in COORDINATOR_MOVED:
                     return response
-                err: SeglogError = error_for(code, f"group {group_id!r}: {for_code(code).kafka_name}")
+                err: SeglogError = error_for(code, f"{self.KIND} {group_id!r}: {for_code(code).kafka_name}")
             except NetworkError as e:
                 err = e
             self._forget(group_id)
             if deadline.expired():
                 raise err
             deadline.sleep()
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._side_conns = list(self._side_conns.values()), {}
+        for c in conns:
+            c.close()
+
+
+class RemoteGroupCoordinator(RemoteCoordinator):
+    """The GroupCoordinator calls seglog.Consumer makes, as requests to the group's coordinator broker (found
+    with FindCoordinator), plus the describe/list calls the CLI needs. Errors are raised as the in-process
+    coordinator raises them; join/sync results come as already-resolved futures."""
 
     # -- membership -----------------------------------------------------------------------------------------
 
@@ -189,6 +208,12 @@ class RemoteGroupCoordinator:
         """OffsetCommit: per partition None or its error. A group-level refusal (the broker answers every
         partition with ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS ...) is raised,
         as the in-process coordinator raises it. Generation -1 / member "" is a simple commit."""
+        return self._commit(group_id, ApiKey.OFFSET_COMMIT, offsets, {
+            "group_id": group_id, "generation_id_or_member_epoch": generation_id, "member_id": member_id,
+            "group_instance_id": group_instance_id, "retention_time_ms": -1})
+
+    def _commit(self, group_id: str, api: int, offsets, body: dict) -> dict[TopicPartition, SeglogError | None]:
+        """OffsetCommit or TxnOffsetCommit of `offsets` with the rest of the request in `body`."""
         topics: dict[str, list] = {}
         wanted = []
         for tp, om in offsets.items():
@@ -201,9 +226,7 @@ class RemoteGroupCoordinator:
                                                     "committed_metadata": om.metadata})
         if not wanted:
             return {}
-        body = {"group_id": group_id, "generation_id_or_member_epoch": generation_id, "member_id": member_id,
-                "group_instance_id": group_instance_id, "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        body = {**body, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
         def codes(r: dict) -> list[int]:
             return [p["error_code"] for t in r["topics"] for p in t["partitions"]]
@@ -212,10 +235,11 @@ class RemoteGroupCoordinator:
             c = codes(r)
             return c[0] if c and all(x == c[0] for x in c) else 0
 
-        r = self.request(group_id, ApiKey.OFFSET_COMMIT, body, common)
+        r = self.request(group_id, api, body, common)
         code = common(r)
         if code in GROUP_LEVEL:
-            raise error_for(code, f"OffsetCommit of group {group_id!r}: {for_code(code).kafka_name}")
+            what = "TxnOffsetCommit" if api == ApiKey.TXN_OFFSET_COMMIT else "OffsetCommit"
+            raise error_for(code, f"{what} of group {group_id!r}: {for_code(code).kafka_name}")
         out: dict[TopicPartition, SeglogError | None] = dict.fromkeys(wanted)
         for t in r["topics"]:
             for p in t["partitions"]:
@@ -224,6 +248,16 @@ class RemoteGroupCoordinator:
                 out[TopicPartition(t["name"], p["partition_index"])] = \
                     error_for(c, f"commit of {where}: {for_code(c).kafka_name}") if c else None
         return out
+
+    def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+                           offsets: Mapping[tuple[str, int], OffsetAndMetadata | int], generation_id: int = -1,
+                           member_id: str = "", *, group_instance_id: str | None = None
+                           ) -> dict[TopicPartition, SeglogError | None]:
+        """TxnOffsetCommit (v3: with the consumer's generation and member); answered as commit_offsets."""
+        return self._commit(group_id, ApiKey.TXN_OFFSET_COMMIT, offsets, {
+            "transactional_id": transactional_id, "group_id": group_id, "producer_id": producer_id,
+            "producer_epoch": producer_epoch, "generation_id": generation_id, "member_id": member_id,
+            "group_instance_id": group_instance_id})
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
                       ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -304,10 +338,4 @@ class RemoteGroupCoordinator:
         return {tp: error_for(codes[tp], f"OffsetDelete of {tp.topic}-{tp.partition} for group {group_id!r}: "
                                          f"{for_code(codes[tp]).kafka_name}") if codes.get(tp) else None
                 for tp in wanted}
-
-    def close(self) -> None:
-        with self._lock:
-            conns, self._side_conns = list(self._side_conns.values()), {}
-        for c in conns:
-            c.close()
 

@@ -16,6 +16,7 @@ from typing import Mapping, NamedTuple
 from . import _engine
 from .client import BrokerConnection, error_for
 from .protocol import ApiKey
+from .txn_index import AbortedTxn
 
 __all__ = ["Position", "Fetched", "fetch", "whole_batches"]
 
@@ -42,6 +43,8 @@ class Fetched(NamedTuple):
     records: memoryview
     next_offset: int
     cut_short: bool = False
+    last_stable_offset: int = -1
+    aborted_transactions: list | None = None   # read_committed: AbortedTxn (last offsets unknown: -1)
 
 
 def whole_batches(records) -> tuple[memoryview, int]:
@@ -56,13 +59,19 @@ def whole_batches(records) -> tuple[memoryview, int]:
     return view[:last.position + last.size], last.next_offset
 
 
+FETCH_BY_NAME_MAX_VERSION = 12
+"""The last Fetch version that names topics (v13+ name them by topic id): callers here know names only."""
+
+
 def fetch(conn: BrokerConnection, wanted: Mapping[tuple[str, int], Position], *, max_bytes: int,
-          max_wait_ms: int = 0, min_bytes: int = 0, replica_id: int = -1, what: str = "fetch"
-          ) -> dict[tuple[str, int], Fetched]:
+          max_wait_ms: int = 0, min_bytes: int = 0, replica_id: int = -1, what: str = "fetch",
+          isolation_level: int = 0) -> dict[tuple[str, int], Fetched]:
     """Send one Fetch for the (topic, partition) -> Position in `wanted` and return the answer per partition
     (partitions the broker left out are missing). ``max_wait_ms``/``min_bytes``: 0 answers at once, else the
     broker holds the request until min_bytes arrived or max_wait_ms passed (the connection's timeout is
-    extended by it). Raises the broker's error for a request-level error code (``what`` names the request),
+    extended by it). ``isolation_level`` 1 (read_committed): records up to the last stable offset, with the
+    aborted transactions they overlap (the caller filters them, isolation.AbortedFilter). Raises the broker's
+    error for a request-level error code (``what`` names the request),
     NetworkError for a lost connection, CorruptRecordError for a malformed batch."""
     topics: dict[str, list] = {}
     for (topic, p), pos in wanted.items():
@@ -70,10 +79,11 @@ def fetch(conn: BrokerConnection, wanted: Mapping[tuple[str, int], Position], *,
             "partition": p, "current_leader_epoch": pos.leader_epoch, "fetch_offset": pos.offset,
             "log_start_offset": pos.log_start_offset, "partition_max_bytes": pos.max_bytes})
     body = {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-            "max_bytes": max(max_bytes, 1), "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "max_bytes": max(max_bytes, 1), "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()], "forgotten_topics_data": [],
             "rack_id": ""}
-    response = conn.request(ApiKey.FETCH, body, extra_timeout=max_wait_ms / 1000)
+    version = min(conn.version(ApiKey.FETCH), FETCH_BY_NAME_MAX_VERSION)
+    response = conn.request(ApiKey.FETCH, body, version=version, extra_timeout=max_wait_ms / 1000)
     if response.get("error_code"):
         raise error_for(response["error_code"], f"{what} refused")
     out = {}
@@ -81,7 +91,10 @@ def fetch(conn: BrokerConnection, wanted: Mapping[tuple[str, int], Position], *,
         for p in t["partitions"]:
             records = p["records"] if not p["error_code"] else None
             view, next_offset = whole_batches(records)
+            aborted = p.get("aborted_transactions")
             out[(t["topic"], p["partition_index"])] = Fetched(
                 p["error_code"], p["high_watermark"], p["log_start_offset"], view, next_offset,
-                records is not None and len(view) < memoryview(records).nbytes)
+                records is not None and len(view) < memoryview(records).nbytes, p.get("last_stable_offset", -1),
+                None if aborted is None else [AbortedTxn(a["producer_id"], a["first_offset"], -1, -1)
+                                              for a in aborted])
     return out

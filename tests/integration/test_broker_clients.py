@@ -518,6 +518,52 @@ def test_kafka_python_create_topics_with_a_manual_replica_assignment(seglog_brok
         admin.close()
 
 
+def test_kafka_python_create_partitions_with_a_manual_replica_assignment(seglog_broker, topic_name):
+    """CreatePartitions' assignments on a lone broker: one list naming this broker per new partition."""
+    from kafka.admin import KafkaAdminClient, NewPartitions
+    from kafka.errors import InvalidReplicationAssignmentError
+
+    me = seglog_broker.node.config.broker_id
+    t = topic_name()
+    seglog_broker.node.create_topic(t, partitions=2)
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        admin.create_partitions({t: NewPartitions(4, [[me], [me]])})
+        assert seglog_broker.node.topic(t).partitions == 4
+        for assignments, message in (([[me]], "by 2 but 1 assignments"), ([[me + 1], [me]], "Unknown broker")):
+            with pytest.raises(InvalidReplicationAssignmentError, match=message):
+                admin.create_partitions({t: NewPartitions(6, assignments)})
+        assert seglog_broker.node.topic(t).partitions == 4
+    finally:
+        admin.close()
+
+
+def test_kafka_python_describe_configs_types_and_sources(seglog_broker, topic_name):
+    """DescribeConfigs v3+ gives each config Kafka's type; a broker config left at its default is DEFAULT_CONFIG,
+    one set in the broker's properties STATIC_BROKER_CONFIG, a topic override DYNAMIC_TOPIC_CONFIG."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    t = topic_name()
+    seglog_broker.node.create_topic(t, partitions=1, config={"retention.ms": "60000"})
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        topic = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t)], config_filter="all")["topic"][t]
+        assert (topic["retention.bytes"]["config_type"], topic["retention.bytes"]["config_source"]) == \
+            ("LONG", "DEFAULT_CONFIG")
+        assert (topic["retention.ms"]["config_source"], topic["retention.ms"]["value"]) == ("DYNAMIC_TOPIC_CONFIG", "60000")
+        assert topic["cleanup.policy"]["config_type"] == "LIST"
+        assert topic["unclean.leader.election.enable"]["config_type"] == "BOOLEAN"
+        broker_id = str(seglog_broker.node.config.broker_id)
+        broker = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, broker_id)],
+                                        config_filter="all")["broker"][broker_id]
+        assert broker["log.dirs"]["config_source"] == "STATIC_BROKER_CONFIG"          # set by serve(data_dir)
+        assert broker["num.io.threads"]["config_source"] == "DEFAULT_CONFIG"
+        assert broker["num.io.threads"]["config_type"] == "INT"
+        assert broker["ssl.key.password"]["config_type"] == "PASSWORD"
+    finally:
+        admin.close()
+
+
 def test_kafka_python_delete_group_offsets(seglog_broker, topic_name):
     """OffsetDelete through kafka-python's admin: while a member subscribes to one topic, that topic's offsets
     are refused (GROUP_SUBSCRIBED_TO_TOPIC) and another topic's are deleted; once the member left, the rest."""

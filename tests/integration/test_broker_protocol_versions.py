@@ -69,7 +69,7 @@ def test_librdkafka_speaks_flexible_versions(seglog_broker, topic_name, versions
     finally:
         consumer.close()
     admin.delete_topics([topic])[topic].result(10)
-    for api, flexible in {"PRODUCE": 9, "FETCH": 12, "METADATA": 12, "LIST_OFFSETS": 7, "OFFSET_COMMIT": 8,
+    for api, flexible in {"PRODUCE": 9, "FETCH": 16, "METADATA": 12, "LIST_OFFSETS": 7, "OFFSET_COMMIT": 8,
                           "OFFSET_FETCH": 8, "INIT_PRODUCER_ID": 4, "API_VERSIONS": 3}.items():
         assert max(versions[api]) == flexible, (api, versions[api])
 

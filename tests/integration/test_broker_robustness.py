@@ -1083,5 +1083,7 @@ def test_group_error_codes_on_raw_frames(seglog_broker, topic_name):
         assert c.request(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": gen, "member_id": member,
                                                "group_instance_id": None})["error_code"] == 0
         assert c.request(ApiKey.LEAVE_GROUP, 1, {"group_id": group, "member_id": member})["error_code"] == 0
-        r = c.request(ApiKey.FIND_COORDINATOR, 2, {"key": "txn", "key_type": 1})
+        r = c.request(ApiKey.FIND_COORDINATOR, 2, {"key": "txn", "key_type": 1})      # a transaction coordinator
+        assert (r["error_code"], r["node_id"]) == (0, seglog_broker.node.config.broker_id)
+        r = c.request(ApiKey.FIND_COORDINATOR, 2, {"key": "txn", "key_type": 7})      # no such key type
         assert r["error_code"] != 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import signal
 import subprocess
@@ -520,3 +521,31 @@ def test_cluster_producer_finds_the_new_leader(tmp_path, capfd):
         assert described(cli(capfd, "topics", *b, "--describe", "--topic", "fo")[1]) == {0: (new, replicas, (new,))}
         status, out, _ = cli(capfd, "consume", *b, "--topic", "fo", "--from-beginning", "--max-messages", "10")
         assert status == 0 and out.split() == [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(5)]
+
+
+def test_acks_0_sends_survive_descriptors_above_1024(broker):
+    """The acks=0 socket checks whether the broker closed it before each send. select() refuses descriptors
+    from 1024 up, which a long test session or a busy service reaches: every send after the first was lost."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1300:
+        pytest.skip(f"the open-files limit ({hard}) is too low to hold 1,100 descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1300), hard))
+    r, w = os.pipe()
+    held = [os.dup(r) for _ in range(1100)]
+    try:
+        broker.node.create_topic("acks0", 1)
+        with seglog.connect(broker.bootstrap_servers) as node, seglog.Producer(node, acks=0, linger_ms=0) as p:
+            for i in range(3):
+                p.send("acks0", b"v%d" % i, partition=0)
+                p.flush()
+        part = broker.node.partition("acks0", 0)
+        deadline = time.monotonic() + 10
+        while part.high_watermark < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [r.value for r in part.log.records()] == [b"v0", b"v1", b"v2"]
+    finally:
+        for fd in (*held, r, w):
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 from test_cli import fails, group_rows, ok, run
 
@@ -22,6 +23,8 @@ def test_a_session_like_the_seeds(cli_door):
     lines = ok("topics", *d, "--describe", "--topic", "pet").splitlines()
     assert re.fullmatch(r"Topic: pet\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\tReplicationFactor: 1\t"
                         r"Configs: retention\.ms=604800000", lines[0]), lines[0]
+    assert "TopicId: AAAAAAAAAAAAAAAAAAAAAA" not in lines[0]              # a real id, through either door
+    assert lines[0] == ok("topics", *d, "--describe", "--topic", "pet").splitlines()[0]    # and a lasting one
     assert lines[1:] == [f"\tTopic: pet\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(3)]
     assert ok("topics", *d, "--list") == "pet\n"
 
@@ -213,3 +216,60 @@ def test_describe_partition_filters(cli_door):
         [f"\tTopic: f\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(2)]
     fails(2, "--under-replicated-partitions cannot be used with --list", "topics", *d, "--list",
           "--under-replicated-partitions")
+
+
+def test_transactions(cli_door):
+    import seglog
+    d = cli_door.args
+    assert ok("transactions", *d, "--list") == "TransactionalId\tCoordinator\tProducerId\tTransactionState\t\n"
+    node = cli_door.broker.node if cli_door.broker else seglog.open(cli_door.path)
+    try:
+        node.create_topic("out", 2)
+        open_txn = seglog.Producer(node, transactional_id="orders-eos")
+        open_txn.init_transactions()
+        open_txn.begin_transaction()
+        open_txn.send("out", b"pending", partition=1)
+        open_txn.flush()
+        seglog.Producer(node, transactional_id="idle").init_transactions()
+        pid = open_txn.producer_id
+    finally:
+        if cli_door.broker is None:
+            node.close()                                 # the transaction stays open in the state log
+    lines = ok("transactions", *d, "--list").splitlines()
+    assert [line.split() for line in lines] == [
+        ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
+        ["idle", "0", str(pid + 1), "Empty"], ["orders-eos", "0", str(pid), "Ongoing"]]
+    assert all(line.endswith("\t") for line in lines)
+    header, row = ok("transactions", *d, "--describe", "--transactional-id", "orders-eos").splitlines()
+    assert header.split() == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
+                              "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
+                              "TopicPartitions"]
+    cells = row.split()
+    assert cells[:6] == ["0", "orders-eos", str(pid), "0", "Ongoing", "60000"] and cells[8] == "out-1"
+    assert abs(int(cells[6]) + int(cells[7]) - time.time() * 1000) < 60_000
+    idle = ok("transactions", *d, "--describe", "--transactional-id", "idle").splitlines()[1].split()
+    assert idle[4:8] == ["Empty", "60000", "None", "None"] and len(idle) == 8
+    fails(1, "Failed to describe transaction state of transactional-id `nope`:", "transactions", *d, "--describe",
+          "--transactional-id", "nope")
+    fails(2, "--describe needs --transactional-id", "transactions", *d, "--describe")
+
+
+def test_leader_election_on_one_replica(cli_door, tmp_path):
+    """kafka-leader-election.sh on one broker: its one replica leads every partition, so no election is ever
+    needed; an unknown partition is an error line and exit status 1; the options go as Kafka's tool wants."""
+    d = cli_door.args
+    ok("topics", *d, "--create", "--topic", "e", "--partitions", "2")
+    assert ok("leader-election", *d, "--election-type", "PREFERRED", "--topic", "e", "--partition", "1") == \
+        "Valid replica already elected for partitions e-1\n"
+    assert ok("leader-election", *d, "--election-type", "unclean", "--all-topic-partitions") == ""
+    (tmp_path / "p.json").write_text('{"partitions": [{"topic": "e", "partition": 0}, {"topic": "x", "partition": 0}]}')
+    r = run("leader-election", *d, "--election-type", "PREFERRED", "--path-to-json-file", tmp_path / "p.json")
+    assert (r.returncode, r.stderr) == (1, "seglog leader-election: error: 1 replica(s) could not be elected\n")
+    assert r.stdout.splitlines() == [
+        "Valid replica already elected for partitions e-0",
+        "Error completing leader election (PREFERRED) for partition: x-0: UnknownTopicOrPartitionError: This "
+        "server does not host this topic-partition: x-0"]
+    fails(2, "One and only one of the following options is required", "leader-election", *d, "--election-type",
+          "PREFERRED", "--all-topic-partitions", "--topic", "e", "--partition", "0")
+    fails(2, "--topic and --partition go together", "leader-election", *d, "--election-type", "PREFERRED",
+          "--topic", "e")

@@ -110,6 +110,80 @@ def test_create_topics_with_a_manual_replica_assignment(zookeeper_server, tmp_pa
             admin.create_topics([NewTopic("nowhere", num_partitions=-1, replication_factor=-1,
                                           replica_assignments={0: [0, 9]})])
         assert "nowhere" not in admin.list_topics()
+        # CreatePartitions' assignments: one replica list per new partition, the topic's replication factor
+        from kafka.admin import NewPartitions
+        admin.create_partitions({"placed": NewPartitions(5, [[1, 0], [0, 2]])})
+        assert c.assignment("placed") == {0: [2, 0], 1: [1, 2], 2: [0, 1], 3: [1, 0], 4: [0, 2]}
+        assert c.wait_leader("placed", 3)["leader"] == 1
+        with pytest.raises(InvalidReplicationAssignmentError, match="partition 0 has 2 while partitions \\[5\\]"):
+            admin.create_partitions({"placed": NewPartitions(6, [[1]])})
+        assert len(c.assignment("placed")) == 5
     finally:
         admin.close()
         c.close()
+
+
+def test_leader_elections_preferred_and_unclean_from_the_clients_and_the_cli(zookeeper_server, tmp_path):
+    """ElectLeaders at the controller of a cluster that does not rebalance by itself: after its preferred leader
+    bounced, a partition is led by another replica until `seglog leader-election --election-type PREFERRED`
+    (kafka-leader-election.sh's options and lines) gives leadership back in a new epoch; asked again, confluent-
+    kafka's AdminClient.elect_leaders gets ELECTION_NOT_NEEDED, as does an unclean election of a partition with
+    a live leader; an unknown partition is reported per partition and makes the command exit 1."""
+    import subprocess
+    import sys
+
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from cluster_harness import seglog_env
+
+    c = Cluster(zookeeper_server.connect_string, tmp_path / "c", 3, {"auto.leader.rebalance.enable": "false"},
+                chroot=f"/elect-{int(time.time() * 1000) % 10**8}")
+    c.start()
+    try:
+        c.create_topic("e", partitions=2, rf=3)
+        from helpers.kafka_wire import RawConnection
+        from seglog.cluster.zklayout import decode_topic_id
+        from seglog.protocol import ApiKey
+        import json
+        stored = decode_topic_id(json.loads(c.zk.get("/brokers/topics/e")[0])["topic_id"])
+        for b in c.brokers.values():                    # the topic's one id, from ZooKeeper, on every broker
+            with RawConnection(("127.0.0.1", b.port)) as conn:
+                [t] = conn.request(ApiKey.METADATA, 12, {"topics": [{"name": "e"}],
+                                                         "allow_auto_topic_creation": False})["topics"]
+            assert t["topic_id"] == stored and stored.int
+        preferred = c.assignment("e")[0][0]
+        c.brokers[preferred].stop()
+        c.brokers[preferred].start()
+        st = c.wait_isr("e", 0, c.assignment("e")[0], timeout=60)
+        assert st["leader"] != preferred, st
+
+        def cli(*args):
+            return subprocess.run([sys.executable, "-m", "seglog", "leader-election", "--bootstrap-server",
+                                   c.bootstrap, *args], capture_output=True, text=True, timeout=60, env=seglog_env())
+        r = cli("--election-type", "PREFERRED", "--topic", "e", "--partition", "0")
+        assert (r.returncode, r.stdout) == (0, "Successfully completed leader election (PREFERRED) for partitions "
+                                               "e-0\n"), r.stderr
+        back = c.wait_leader("e", 0, min_epoch=st["leader_epoch"] + 1)
+        assert back["leader"] == preferred
+
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        for election in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+            result = admin.elect_leaders(election, [TopicPartition("e", 0)]).result(30)
+            assert result[TopicPartition("e", 0)].code() == 84, result          # ELECTION_NOT_NEEDED
+        assert c.state("e", 0)["leader_epoch"] == back["leader_epoch"]
+
+        r = cli("--election-type", "unclean", "--path-to-json-file", str(_json(tmp_path, [("e", 1), ("e", 7)])))
+        assert r.returncode == 1
+        assert "Valid replica already elected for partitions e-1\n" in r.stdout
+        assert "Error completing leader election (UNCLEAN) for partition: e-7: UnknownTopicOrPartitionError" in r.stdout
+        assert r.stderr.strip() == "seglog leader-election: error: 1 replica(s) could not be elected"
+    finally:
+        c.close()
+
+
+def _json(tmp_path, partitions):
+    import json
+    path = tmp_path / "partitions.json"
+    path.write_text(json.dumps({"partitions": [{"topic": t, "partition": p} for t, p in partitions]}))
+    return path

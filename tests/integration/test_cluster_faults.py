@@ -42,9 +42,10 @@ def make_cluster(zookeeper_server, tmp_path, request):
     made = []
     name = re.sub(r"[^a-zA-Z0-9]", "-", request.node.name)[:80]
 
-    def make(n: int = 3, overrides: dict | None = None, proxied: bool = False) -> Cluster:
+    def make(n: int = 3, overrides: dict | None = None, proxied: bool = False, tmpfs_size: str | None = None) -> Cluster:
         c = Cluster(zookeeper_server.connect_string, tmp_path / f"cluster{len(made)}", n, overrides,
-                    proxied=proxied, chroot=f"/{name}-{len(made)}-{int(time.time() * 1000) % 10**8}")
+                    proxied=proxied, chroot=f"/{name}-{len(made)}-{int(time.time() * 1000) % 10**8}",
+                    tmpfs_size=tmpfs_size)
         made.append(c)
         c.start()
         return c
@@ -233,6 +234,56 @@ def test_leader_killed_and_restarted_at_once_fails_over_in_seconds_not_a_session
     assert not cp.failed and not kp.failed, f"sends failed: {(cp.failed + kp.failed)[:5]}"
     converge_and_consume(c, topic, [0], producers)
     print(f"kill -9 + restart after 0.5 s, to 50 more acknowledgements of each producer: {took} s")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs for a broker's data dir needs root")
+def test_a_full_disk_stops_its_broker_and_another_replica_leads_at_once(make_cluster):
+    """Kafka takes a log directory offline when a write in it fails, and halts a broker whose last one failed.
+    seglog does the same through a controlled shutdown: when the leader's disk fills up, another in-sync replica
+    leads within a few seconds (not a session timeout), the broker logs Kafka's message and exits with status 1,
+    and started again once the disk has room it rejoins the ISR. A follower whose disk fills up leaves the ISR at
+    once the same way, so acks=all writes do not wait replica.lag.time.max.ms for it. Nothing acknowledged is
+    lost, no delivery fails."""
+    import faults
+    session_s = 10.0
+    c = make_cluster(overrides={"zookeeper.session.timeout.ms": int(session_s * 1000),
+                                "replica.lag.time.max.ms": 30000}, tmpfs_size="64m")
+    topic = "full"
+    c.create_topic(topic, partitions=1, rf=3, configs={"min.insync.replicas": 2})
+    cp = ConfluentBackgroundProducer(c.bootstrap, topic, [0], tag=b"c", rate=500, max_pending=400,
+                                     **{"message.timeout.ms": 60000}).start()
+    took = {}
+    try:
+        cp.wait_acked(100, 60, details=c.describe)
+        for role in ("leader", "follower"):
+            everyone = c.assignment(topic)[0]
+            c.wait_isr(topic, 0, everyone)
+            st = c.wait_leader(topic, 0)
+            victim = st["leader"] if role == "leader" else next(r for r in st["isr"] if r != st["leader"])
+            b = c.brokers[victim]
+            t0 = time.monotonic()
+            faults.fill_disk(b.data_dir)
+            try:
+                wait_state(c, topic, 0, lambda s: victim not in s["isr"] and s["leader"] not in (victim, -1),
+                           session_s + 20, f"broker {victim} ({role}) with a full disk to leave the ISR")
+                cp.wait_acked(50, 30, details=c.describe)
+                took[role] = round(time.monotonic() - t0, 2)
+                wait_until(lambda: not b.alive, 30, f"broker {victim} to exit", details=c.describe)
+            finally:
+                faults.free_disk(b.data_dir)
+            assert b.proc.returncode == 1, b.log_tail(40)
+            text = b.log_since_start()
+            assert log_lines(text, rf"Shutdown broker {victim} because all log dirs in .* have failed: .*"
+                                   r"No space left on device"), text[-3000:]
+            b.spawn()
+            b.wait_started()
+            c.wait_isr(topic, 0, everyone, timeout=60)
+    finally:
+        cp.stop()
+    assert all(t < session_s - 2 for t in took.values()), f"full disk to writes acknowledged again: {took} s"
+    assert not cp.failed, f"sends failed: {cp.failed[:5]}"
+    converge_and_consume(c, topic, [0], [cp])
+    print(f"full disk to 50 more acknowledgements: {took} s")
 
 
 def test_rolling_restart_with_controlled_shutdown_loses_nothing_and_keeps_acknowledging(make_cluster):

@@ -499,8 +499,10 @@ def test_a_zookeeper_restart_suspends_then_resumes_the_same_session(zookeeper_in
     from seglog.cluster.zk import ZooKeeperMetadataStore
     from seglog.cluster.zookeeper_server import ZooKeeperServer
 
-    with ZooKeeperServer(tmp_path, free_port(), tick_time_ms=500) as server:
-        store = ZooKeeperMetadataStore(server.connect_string + "/restart", session_timeout=6.0,
+    # The session must outlive the restart: ZooKeeper restores it with a fresh timeout once loaded, and a
+    # loaded machine can take seconds to start the JVM and answer the reconnect (6 s expired it once in CI).
+    with ZooKeeperServer(tmp_path, free_port(), tick_time_ms=1000) as server:
+        store = ZooKeeperMetadataStore(server.connect_string + "/restart", session_timeout=20.0,
                                        request_timeout=1.0)
         try:
             events, changes, topics = Recorder(), Recorder(), Recorder()
@@ -516,7 +518,7 @@ def test_a_zookeeper_restart_suspends_then_resumes_the_same_session(zookeeper_in
                 store.list_topics()
             server.start()
 
-            events.wait_latest(lambda event: event is SessionEvent.RECONNECTED)
+            events.wait_latest(lambda event: event is SessionEvent.RECONNECTED, timeout=30.0)
             assert store.list_brokers() == {1: registered} and store.get_controller() == 1
             assert changes.wait_latest(lambda change: True) == ControllerChange(1, lease)
             state = store.get_partition_state("orders", 0)

@@ -12,14 +12,16 @@ import pytest
 import seglog
 from seglog.security.acls import AclBinding
 
-USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "erin": "erin-pw"}
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 30, 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     with seglog.serve(tmp_path_factory.mktemp("acl-broker"), sasl_users=USERS, super_users="User:admin",
-                      acls=[], group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500) as b:
+                      acls=[], group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500,
+                      transaction_state_log_num_partitions=3) as b:
         yield b
         _ADMINS.clear()                              # closed while the broker still answers
 
@@ -179,6 +181,94 @@ def test_list_offsets_and_delete_records(broker):
     grant(broker, allow("alice", "Delete", "Topic", topic))                    # Delete implies Describe
     assert code_of(lambda: wait(admin(broker, "alice").delete_records([TopicPartition(topic, 0, 1)]))) == 0
     assert broker.node.partition(topic, 0).log_start_offset == 1
+
+
+def test_fetch_by_topic_id_needs_read(broker):
+    """librdkafka fetches at v16, naming the topic by the id Metadata gave it: Describe alone shows the topic,
+    its records need Read."""
+    import confluent_kafka
+    topic, group = make_topic(broker), "g-" + uuid.uuid4().hex[:8]
+    grant(broker, allow("bob", "Describe", "Topic", topic), allow("bob", "Describe", "Group", group))
+
+    def first_error(user):
+        c = confluent_kafka.Consumer({**conf(broker, user), "group.id": group, "enable.auto.commit": False})
+        try:
+            c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None:
+                    return m.error().code() if m.error() else m.value()
+            return None
+        finally:
+            c.close()
+    assert first_error("bob") == TOPIC_AUTHORIZATION_FAILED
+    grant(broker, allow("bob", "Read", "Topic", topic))
+    assert first_error("bob") == b"v0"
+
+
+# -- transactions ---------------------------------------------------------------------------------------------
+
+def test_transactions_need_write_on_the_transactional_id_and_read_on_the_group(broker):
+    """confluent-kafka's transactional producer: InitProducerId needs Write on its transactional id, the
+    transaction's partitions Write on their topic, send_offsets_to_transaction Read on the group."""
+    import confluent_kafka
+    from confluent_kafka import KafkaException
+    topic, tid, group = make_topic(broker), "tx-" + uuid.uuid4().hex[:8], "g-" + uuid.uuid4().hex[:8]
+    grant(broker, allow("bob", "Write", "Topic", topic), allow("alice", "Write", "Topic", topic))
+
+    def producer(user):
+        return confluent_kafka.Producer({**conf(broker, user), "transactional.id": tid})
+    bob = producer("bob")
+    with pytest.raises(KafkaException) as refused:
+        bob.init_transactions(20)
+    assert refused.value.args[0].code() == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    grant(broker, allow("alice", "Write", "TransactionalId", tid))
+    alice = producer("alice")
+    alice.init_transactions(20)
+    alice.begin_transaction()
+    alice.produce(topic, b"in-txn", partition=0)
+    consumer = confluent_kafka.Consumer({**conf(broker, "admin"), "group.id": group})
+    offsets = [confluent_kafka.TopicPartition(topic, 0, 1)]
+    with pytest.raises(KafkaException) as refused:
+        alice.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 20)
+    assert refused.value.args[0].code() == GROUP_AUTHORIZATION_FAILED
+    consumer.close()
+    alice.abort_transaction(20)
+    grant(broker, allow("alice", "Read", "Group", group), allow("alice", "Read", "Topic", topic))
+    consumer = confluent_kafka.Consumer({**conf(broker, "admin"), "group.id": group})
+    alice.begin_transaction()
+    alice.produce(topic, b"committed", partition=0)
+    alice.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 20)
+    alice.commit_transaction(20)
+    consumer.close()
+    assert broker.node.group_coordinator.fetch_offsets(group, None)[_tp(topic)].offset == 1
+    # a transactional id alice may use, a topic she may not write: the transaction cannot take the partition
+    other = make_topic(broker)
+    alice.begin_transaction()
+    delivery = []
+    alice.produce(other, b"no", partition=0, on_delivery=lambda err, msg: delivery.append(err))
+    with pytest.raises(KafkaException):
+        alice.commit_transaction(20)
+    assert [e.code() for e in delivery] == [TOPIC_AUTHORIZATION_FAILED]
+    assert broker.node.partition(other, 0).high_watermark == 3
+
+
+def _tp(topic: str):
+    from seglog.offsets_format import TopicPartition
+    return TopicPartition(topic, 0)
+
+
+def test_elect_leaders_needs_alter_on_the_cluster(broker):
+    from confluent_kafka import ElectionType, TopicPartition
+    topic = make_topic(broker)
+    grant(broker, allow("erin", "Describe", "Topic", topic))
+    election = [TopicPartition(topic, 0)]
+    assert code_of(lambda: wait(admin(broker, "erin").elect_leaders(ElectionType.PREFERRED, election))) == \
+        CLUSTER_AUTHORIZATION_FAILED
+    grant(broker, allow("erin", "Alter", "Cluster"))
+    result = wait(admin(broker, "erin").elect_leaders(ElectionType.PREFERRED, election))
+    assert result[TopicPartition(topic, 0)].code() == 84                     # ELECTION_NOT_NEEDED: a lone broker
 
 
 # -- group APIs -----------------------------------------------------------------------------------------------

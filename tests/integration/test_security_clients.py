@@ -169,7 +169,7 @@ def test_wrong_password_is_refused(brokers, certs, client, mechanism, caplog):
             from kafka import KafkaProducer
             KafkaProducer(bootstrap_servers=broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
                           sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password="wrong",
-                          max_block_ms=5000).close()
+                          max_block_ms=5000, bootstrap_timeout_ms=5000).close()
     if client == "kcat":
         assert "Authentication failed: Invalid" in failure.value.stderr.decode()
     assert f"({mechanism}, user 'alice'): Authentication failed: Invalid" in caplog.text

@@ -92,7 +92,7 @@ def test_clients_refuse_expired_and_self_signed_broker_certificates(tmp_path, ce
         from kafka.errors import KafkaTimeoutError
         with pytest.raises(KafkaTimeoutError):
             KafkaProducer(bootstrap_servers=f"localhost:{b.port}", security_protocol="SSL",
-                          ssl_cafile=str(certs.ca), max_block_ms=3000)
+                          ssl_cafile=str(certs.ca), max_block_ms=3000, bootstrap_timeout_ms=3000)
 
 
 def test_client_certificates_required(tmp_path, certs):

@@ -51,15 +51,8 @@ def _records(rnd: random.Random, n: int, first_ts: int):
 
 
 def _control_batch(offset: int) -> bytes:
-    """A transaction marker (control batch) at `offset`, as a transactional producer's commit leaves one."""
-    w = _engine.BatchWriter(next_offset=offset, producer_id=7, producer_epoch=0, next_sequence=0)
-    w.add(b"\x00\x00\x00\x00\x00\x00", b"\x00\x00\x00\x00", None, T0)
-    w.finish()
-    batch = bytearray(w.take())
-    attrs = int.from_bytes(batch[21:23], "big") | 0x30          # transactional + control
-    batch[21:23] = attrs.to_bytes(2, "big")
-    batch[17:21] = _engine.crc32c(bytes(batch[21:])).to_bytes(4, "big")
-    return bytes(batch)
+    """A transaction marker (control batch) at `offset`, as a transactional producer's abort leaves one."""
+    return _engine.control_batch(7, 0, False, 0, T0, base_offset=offset)
 
 
 @pytest.fixture(scope="module")
@@ -1082,7 +1075,7 @@ def test_fetch_responses_decode_and_cut_short_batches(broker_data, monkeypatch):
                 "topics": [{"topic": B_CODECS, "partitions": [{"partition": 4, "current_leader_epoch": -1,
                                                                "fetch_offset": 0, "log_start_offset": -1,
                                                                "partition_max_bytes": 1 << 20}]}]}
-        records = bytes(conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["records"])
+        records = bytes(conn.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["records"])
     finally:
         conn.close()
     whole = _engine.arrow_columns(records, 0, 1 << 62, True, verify_crc=True)
@@ -1120,7 +1113,7 @@ def test_broker_split_follows_the_leader_when_its_hint_is_stale(broker_data, sta
                 "topics": [{"topic": B_PETS, "partitions": [{"partition": 2, "current_leader_epoch": -1,
                                                              "fetch_offset": 0, "log_start_offset": -1,
                                                              "partition_max_bytes": 1024}]}]}
-        assert conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["error_code"] == 3
+        assert conn.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["error_code"] == 3
     finally:
         conn.close()
     stale = dataclasses.replace(split, location=other.bootstrap_servers)
@@ -1210,7 +1203,7 @@ def test_broker_mode_on_a_cluster_reads_leaders_and_follows_moves(spark, zookeep
                     "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
                                                                 "fetch_offset": 0, "log_start_offset": -1,
                                                                 "partition_max_bytes": 1024}]}]}
-            assert conn.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]["error_code"] == 6
+            assert conn.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["error_code"] == 6
         finally:
             conn.close()
         wanted0 = [o for o, _, _ in want[0]]

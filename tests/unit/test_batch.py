@@ -138,6 +138,36 @@ def test_add_many_encodes_as_add_does(values):
                                                                          for v in values]
 
 
+@pytest.mark.parametrize("limits", [dict(batch_bytes=300), dict(batch_bytes=100_000, batch_records=7),
+                                    dict(batch_bytes=100_000, max_record_bytes=61 + 3 + 2 + 2 + 130)])
+def test_add_many_fast_path_sizes_and_limits(limits):
+    """Values whose varints change size (lengths 63/64, 8191/8192 zigzagged; offset deltas past 63), batches cut
+    by bytes and by records, and the record limit met exactly, encode as add() encodes them."""
+    sizes = [0, 1, 63, 64, 127, 128, 8191, 8192, 5, 200] * 20
+    values = [None if i % 17 == 0 else bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    if "max_record_bytes" in limits:
+        values = [v for v in values if v is None or len(v) <= 120]
+    one, many = _engine.BatchWriter(**limits), _engine.BatchWriter(**limits)
+    for v in values:
+        one.add(v, None, None, 42)
+    one.finish()
+    many.add_many(values)
+    expected, got = bytes(one.take()), bytes(many.take())
+    assert [(i.size, i.records_count) for i in _engine.batches(got)] == \
+        [(i.size, i.records_count) for i in _engine.batches(expected)]
+    assert [r.value for r in _engine.decode_records(got)] == values
+    too_large = _engine.BatchWriter(**{**limits, "max_record_bytes": limits.get("max_record_bytes", 1000)})
+    too_large.add_many([b"x"])
+    with pytest.raises(RecordTooLargeError):           # refused inside an open batch: nothing changes
+        too_large.add_many([b"y", b"z" * 200_000])
+    too_large.finish()
+    assert [r.value for r in _engine.decode_records(too_large.take())] == [b"x"]
+    keyed = _engine.BatchWriter(require_keys=True, **limits)
+    keyed.add(b"v", b"k")
+    with pytest.raises(InvalidRecordError):             # a compacted topic's rule holds on the fast path too
+        keyed.add_many([b"no key"])
+
+
 def test_writer_refuses_to_move_exported_bytes():
     w = _engine.BatchWriter()
     w.add(b"a" * 10)

@@ -1,7 +1,7 @@
 """The benchmark suite's own machinery, cheaply: bench/test_micro.py runs as plain tests (pytest-benchmark with
 --benchmark-disable calls each benchmarked function once, no timing; this is how CI runs them), a section that
-fails or does not run (no run(ctx), no rows, a missing optional dependency) makes `python -m bench` exit 1,
-and the store comparison measures its references on the capped stores' record counts."""
+fails or does not run (no run(ctx), no rows, a missing optional dependency) or a guarded figure below its floor
+makes `python -m bench` exit 1, and the store comparison measures its references on the capped stores' record counts."""
 
 import os
 import re
@@ -114,3 +114,16 @@ def test_capped_stores_are_compared_on_equal_record_counts():
         assert first[label]["write vs plain"] == "0.50x"     # the plain baseline at the cap
         assert first[label]["records"] == f"{cap:,} (capped)"
     assert versus[stores.BY_NAME["lmdb"].label]["write"] == "1.00x"
+
+
+def test_a_guarded_figure_below_its_floor_fails_the_run(section, tmp_path):
+    def rows(value):
+        return lambda ctx: [{"figure": "x", "guard": {"figure": "x vs y", "value": value, "floor": 0.5}}]
+    held, fell = section("fake_held", TITLE="held", run=rows(0.6)), section("fake_fell", TITLE="fell", run=rows(0.4))
+    assert bench_main.exit_status([held]) == 0
+    assert bench_main.exit_status([held, fell]) == 1
+    assert [g["held"] for g in report.guard_rows([held, fell])] == [True, False]
+    out = tmp_path / "RESULTS.md"
+    report.write(str(out), "python -m bench", 0, 1, 1, [], [], [held, fell], "-")
+    text = out.read_text()
+    assert "## Regression guards" in text and "**no: regression**" in text and "guard" not in text.split("##")[-1]

@@ -102,9 +102,40 @@ def test_metadata_v12_topic_ids_and_unknown_ids(broker):
                                           "allow_auto_topic_creation": False})
     by_name = {t["name"]: t for t in r["topics"]}
     assert by_name["t"]["error_code"] == 0 and len(by_name["t"]["partitions"]) == 2
-    assert by_name["t"]["topic_id"] == uuid.UUID(int=0)
+    topic_id = broker.node.topic("t").topic_id
+    assert by_name["t"]["topic_id"] == topic_id != uuid.UUID(int=0)
     assert by_name[None]["error_code"] == UNKNOWN_TOPIC_ID
     assert r["brokers"] == [{"node_id": 0, "host": "127.0.0.1", "port": 9092, "rack": None}]
+    by_id = call(broker, ApiKey.METADATA, 12, {"topics": [{"name": None, "topic_id": topic_id}],
+                                               "allow_auto_topic_creation": False})["topics"]
+    assert [(t["name"], t["topic_id"], t["error_code"]) for t in by_id] == [("t", topic_id, 0)]
+
+
+def _fetch_body(topic: dict, offset: int = 0, replica_id: int = -1) -> dict:
+    return {"replica_id": replica_id, "replica_state": {"replica_id": replica_id, "replica_epoch": -1},
+            "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{**topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                                                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                                                 "partition_max_bytes": 1 << 20}]}]}
+
+
+@pytest.mark.parametrize("version", [13, 15, 16])
+def test_fetch_v13_and_later_name_topics_by_id(broker, version):
+    """Fetch v13+ (KIP-516) names each topic by its id and is answered by id; an id no topic has is
+    UNKNOWN_TOPIC_ID for its partitions, answered at once; v15 carries the replica id in replica_state."""
+    part = broker.node.partition("t", 0)
+    part.append(record_batch([(1, None, b"v", [])]), 1)
+    topic_id = broker.node.topic("t").topic_id
+    r = call(broker, ApiKey.FETCH, version, _fetch_body({"topic_id": topic_id}))
+    [t] = r["responses"]
+    assert t["topic_id"] == topic_id and t["partitions"][0]["error_code"] == 0
+    assert t["partitions"][0]["high_watermark"] == part.high_watermark > 0 and len(t["partitions"][0]["records"])
+    started = time.monotonic()
+    body = _fetch_body({"topic_id": uuid.uuid4()})
+    body["max_wait_ms"], body["min_bytes"] = 5000, 1
+    [t] = call(broker, ApiKey.FETCH, version, body)["responses"]
+    assert t["partitions"][0]["error_code"] == UNKNOWN_TOPIC_ID and time.monotonic() - started < 4
 
 
 def test_list_offsets_v7_max_timestamp(broker):
@@ -147,8 +178,12 @@ def test_find_coordinator_v4_answers_every_key(broker):
     r = call(broker, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
     assert [(c["key"], c["error_code"], c["node_id"], c["port"]) for c in r["coordinators"]] == \
         [("a", 0, 0, 9092), ("b", 0, 0, 9092)]
-    txn = call(broker, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
-    assert txn["coordinators"][0]["error_code"] != 0 and txn["coordinators"][0]["error_message"]
+    txn = call(broker, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx", "ty"]})
+    assert [(c["key"], c["error_code"], c["node_id"], c["port"]) for c in txn["coordinators"]] == \
+        [("tx", 0, 0, 9092), ("ty", 0, 0, 9092)]
+    bad = call(broker, ApiKey.FIND_COORDINATOR, 4, {"key_type": 2, "coordinator_keys": ["x"]})
+    assert bad["coordinators"][0]["error_code"] == 42 and "Unknown coordinator type 2" in \
+        bad["coordinators"][0]["error_message"]
 
 
 def test_offset_fetch_v8_answers_several_groups(broker):

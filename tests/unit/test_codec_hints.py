@@ -23,6 +23,11 @@ def gzip_lie():
     return bytes(data)
 
 
+def lz4_lie():
+    frame = bytes(cramjam.lz4.compress(b"x" * 100))
+    return frame[:4] + bytes([frame[4] | 0x08, frame[5]]) + struct.pack("<Q", 0x7F000000) + frame[6:]  # 2 GB
+
+
 def snappy_lie():
     return bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x07]) + b"\\x00" * 20       # varint length 2 GB, then 20 bytes
 
@@ -37,7 +42,8 @@ print(grown)
 """
 
 
-@pytest.mark.parametrize("case", ["(gzip_lie(), 1)", "(snappy_lie(), 2)"], ids=["gzip-isize", "snappy-length"])
+@pytest.mark.parametrize("case", ["(gzip_lie(), 1)", "(snappy_lie(), 2)", "(lz4_lie(), 3)"],
+                         ids=["gzip-isize", "snappy-length", "lz4-content-size"])
 def test_a_stated_size_does_not_allocate(case):
     child = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD.replace("{CASE}", case))],
                            env=seglog_env(), capture_output=True, text=True, timeout=120)

@@ -1,13 +1,16 @@
 """Controller decisions (leader election from the ISR, unclean election, preferred leaders) and a full
 reconcile pass against the in-memory metadata store."""
 
+from dataclasses import replace
+
 import pytest
 
 from seglog.cluster.controller import Controller
 from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
 from seglog.cluster.metastore import NO_LEADER, BrokerInfo, PartitionState, TopicAssignment
 from seglog.config import BrokerConfig
-from seglog.errors import StaleControllerEpochError
+from seglog.errors import (ElectionNotNeededError, EligibleLeadersNotAvailableError, PreferredLeaderNotAvailableError,
+                           StaleControllerEpochError, UnknownTopicOrPartitionError)
 
 desired = Controller.desired
 
@@ -135,3 +138,53 @@ def test_a_superseded_controller_cannot_write():
         a.update_partition_state("t", 0, a.get_partition_states("t")[0], lease_a)
     a.close()
     b.close()
+
+
+def put(store, lease, topic, p, leader, epoch, isr):
+    """Write a partition state over the stored one (compare-and-set on its version)."""
+    current = store.get_partition_state(topic, p)
+    store.update_partition_state(topic, p, replace(current, leader=leader, leader_epoch=epoch, isr=tuple(isr)), lease)
+
+
+def test_elect_leaders_preferred_and_unclean_as_kafka():
+    """ElectLeaders at the controller: preferred gives leadership back to the first assigned replica when it is
+    in the ISR (a new leader epoch), answers ElectionNotNeeded when it leads and PreferredLeaderNotAvailable when
+    it is out of the ISR; unclean gives a leaderless partition a live replica even outside the ISR (whatever the
+    topic config says), answers ElectionNotNeeded while a leader lives and EligibleLeadersNotAvailable when no
+    replica lives; unknown partitions are UnknownTopicOrPartition; None asks for every partition."""
+    cluster = MemoryCluster()
+    stores = {i: MemoryMetadataStore(cluster) for i in (1, 2, 3)}
+    for i, s in stores.items():
+        s.register_broker(BrokerInfo(i, "127.0.0.1", 9000 + i))
+    lease = stores[1].elect_controller(1, lambda change: None)
+    stores[1].create_topic(TopicAssignment("t", {0: (2, 3, 1), 1: (3, 1, 2), 2: (1, 2, 3)}), {})
+    c = Controller(stores[1], lease, BrokerConfig())
+    c.reconcile()
+    st = stores[1].get_partition_state
+    put(stores[1], lease, "t", 0, 3, 1, [3, 1, 2])             # 0: the preferred replica 2 does not lead
+    put(stores[1], lease, "t", 1, 1, 1, [1, 2])                # 1: the preferred replica 3 is out of the ISR
+    results = c.elect_leaders([("t", 0), ("t", 1), ("t", 2), ("t", 9), ("nope", 0)], unclean=False)
+    assert results[("t", 0)] is None and (st("t", 0).leader, st("t", 0).leader_epoch) == (2, 2)
+    assert isinstance(results[("t", 1)], PreferredLeaderNotAvailableError) and st("t", 1).leader == 1
+    assert isinstance(results[("t", 2)], ElectionNotNeededError)
+    assert isinstance(results[("t", 9)], UnknownTopicOrPartitionError)
+    assert isinstance(results[("nope", 0)], UnknownTopicOrPartitionError)
+    assert sorted(c.elect_leaders(None, unclean=False)) == [("t", 0), ("t", 1), ("t", 2)]
+
+    put(stores[1], lease, "t", 2, NO_LEADER, 3, [1])           # 2: its only in-sync replica dies
+    stores[1].close()
+    stores[1] = MemoryMetadataStore(cluster)                   # broker 1's session is gone: 2 and 3 live
+    lease = stores[2].elect_controller(2, lambda change: None)
+    c = Controller(stores[2], lease, BrokerConfig())
+    assert isinstance(c.elect_leaders([("t", 0)], unclean=True)[("t", 0)], ElectionNotNeededError)
+    assert c.elect_leaders([("t", 2)], unclean=True)[("t", 2)] is None
+    st = stores[2].get_partition_state("t", 2)
+    assert (st.leader, st.leader_epoch, st.isr) == (2, 4, (2,))
+    put(stores[2], lease, "t", 2, NO_LEADER, 5, [2])
+    stores[3].close()
+    stores[2].close()
+    watcher = MemoryMetadataStore(cluster)
+    c = Controller(watcher, lease, BrokerConfig())
+    assert isinstance(c.elect_leaders([("t", 2)], unclean=True)[("t", 2)], EligibleLeadersNotAvailableError)
+    for s in (*stores.values(), watcher):
+        s.close()

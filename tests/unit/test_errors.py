@@ -1,10 +1,13 @@
 """The exception hierarchy: explicit classes, one per Kafka code, each buildable from a message alone."""
 import ast
+import errno
 import inspect
 
 import pytest
 
+import seglog
 import seglog.errors as errors
+from seglog.errors import StorageError
 from seglog.client import error_for
 
 CLASSES = [getattr(errors, n) for n in errors.__all__ if isinstance(getattr(errors, n), type)]
@@ -50,3 +53,17 @@ def test_data_fields_build_the_message():
 def test_unknown_codes_give_unknown_server_error():
     assert errors.for_code(31337) is errors.UnknownServerError
     assert errors.code_of(RuntimeError("x")) == -1
+
+
+@pytest.mark.parametrize("code, fails", [(errno.ENOSPC, True), (errno.EDQUOT, True), (errno.EROFS, True),
+                                         (errno.EIO, True), (errno.ENOENT, False), (errno.EACCES, False),
+                                         (None, False)])
+def test_a_storage_error_names_a_failed_disk_only_for_the_file_systems_own_failures(code, fails):
+    assert StorageError("write failed", "/d/t-0", code).disk_failure is fails
+
+
+def test_a_lone_broker_keeps_serving_after_a_disk_failure(tmp_path):
+    with seglog.serve(tmp_path) as b:
+        b.broker.log_dir_failed(StorageError("write failed", str(tmp_path), errno.ENOSPC))
+        assert b.broker.log_dir_failure is None       # no other replica could lead: it answers KAFKA_STORAGE_ERROR
+        assert b.broker.node.create_topic("t", 1) is not None

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seglog.cluster.placement import assign_replicas, validate_assignment
+from seglog.cluster.placement import assign_replicas, validate_assignment, validate_new_partitions
 from seglog.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 
@@ -60,3 +60,21 @@ def test_a_manual_assignment_is_checked_as_kafka_checks_it(assignment, message):
     with pytest.raises(InvalidReplicaAssignmentError) as e:
         validate_assignment(assignment, [0, 1, 2])
     assert message in str(e.value)
+
+
+def test_new_partitions_take_their_manual_assignment_after_the_existing_ones():
+    assert validate_new_partitions([[2, 0], [0, 1]], 3, 5, 2, [0, 1, 2]) == {3: (2, 0), 4: (0, 1)}
+
+
+@pytest.mark.parametrize("assignments, count, message", [
+    ([[0, 9]], 4, "Unknown broker(s) in replica assignment: 9."),
+    ([[0, 1]], 5, "Increasing the number of partitions by 2 but 1 assignments provided."),
+    ([[]], 4, "Cannot have replication factor of 0 for partition id 3."),
+    ([[1, 1]], 4, "Duplicate brokers not allowed in replica assignment: 1, 1 for partition id 3."),
+    ([[0, 1], [2]], 5, "Inconsistent replication factor between partitions, partition 0 has 2 while partitions [4] "
+                       "have replication factors [1], respectively."),
+])
+def test_new_partitions_assignments_are_checked_as_kafka_checks_them(assignments, count, message):
+    with pytest.raises(InvalidReplicaAssignmentError) as e:
+        validate_new_partitions(assignments, 3, count, 2, [0, 1, 2])
+    assert str(e.value) == message

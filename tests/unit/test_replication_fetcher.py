@@ -213,7 +213,10 @@ def test_fetcher_backs_off_and_logs_once_while_the_leader_is_unreachable(tmp_pat
         def __init__(self, host, port, **kw):
             self.host, self.port = host, port
 
-        def request(self, api, body, extra_timeout=0.0):
+        def version(self, api):
+            return 12
+
+        def request(self, api, body, version=None, extra_timeout=0.0):
             attempts.append(time.monotonic())
             if not reachable.is_set():
                 raise NetworkError(f"cannot connect to {self.host}:{self.port}: [Errno 111] Connection refused")

@@ -97,9 +97,15 @@ class RunningBroker:
             self._ready.set()
             return
         self._ready.set()
+        stopper = self._loop.create_task(self._stop_when_failed())
         self._loop.run_forever()
+        stopper.cancel()
         self._loop.run_until_complete(self.broker.stop())
         self._loop.close()
+
+    async def _stop_when_failed(self) -> None:
+        await self.broker.wait_failed()
+        self._loop.stop()
 
     @property
     def host(self) -> str:
@@ -165,7 +171,8 @@ def zookeeper_store(config: BrokerConfig):
 
 
 def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int:
-    """Run a broker in the foreground until SIGINT/SIGTERM, then shut down cleanly. Returns an exit code.
+    """Run a broker in the foreground until SIGINT/SIGTERM, then shut down cleanly. Returns an exit code: 0, or 1
+    when a cluster member stopped because its data directory failed (Broker.log_dir_failed).
     With zookeeper.connect set it joins that cluster; otherwise it is a lone broker."""
     node = Node(config.log_dirs.split(",")[0], config)
     try:
@@ -184,9 +191,12 @@ def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int
         print(f"seglog broker {config.broker_id} listening on "
               + ", ".join(f"{':'.join(map(str, broker.listener_address(li)))} ({li.name})" for li in broker.listeners)
               + (f", metrics on :{broker.metrics_port}" if broker.metrics_port else ""), flush=True)
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(broker.wait_failed())]
         try:
-            await stop.wait()
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for w in waits:
+                w.cancel()
             await broker.stop()
 
     try:
@@ -194,4 +204,4 @@ def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int
     except BaseException:
         node.close()
         raise
-    return 0
+    return 1 if broker.log_dir_failure is not None else 0

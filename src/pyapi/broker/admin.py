@@ -31,6 +31,7 @@ from ..errors import SeglogError
 from ..offsets_format import TopicPartition
 from ..protocol import ApiKey
 from ..remote import RemoteNode
+from ..txn.coordinator import TransactionDescription, TransactionListing
 
 __all__ = ["BrokerAdmin"]
 
@@ -80,8 +81,9 @@ class BrokerAdmin(Admin):
                                     tuple(p["isr_nodes"]))
                       for p in sorted(entry["partitions"], key=lambda p: p["partition_index"]))
         overrides, effective = self.node.topic_config(name)
-        # Metadata v10+ carries topic ids; seglog's broker speaks up to v8, so the id is not known here.
-        return TopicDescription(name, None, parts, overrides, effective, bool(entry.get("is_internal")))
+        topic_id = entry.get("topic_id")          # Metadata v10+; a broker without topic ids answers zeros
+        return TopicDescription(name, topic_id if topic_id and topic_id.int else None, parts, overrides, effective,
+                                bool(entry.get("is_internal")))
 
     # -- offsets --------------------------------------------------------------------------------------------
 
@@ -168,6 +170,15 @@ class BrokerAdmin(Admin):
                          members, f"{host}:{port} ({node_id})")
 
     # -- clients --------------------------------------------------------------------------------------------
+
+    def list_transactions(self) -> list[tuple[int, TransactionListing]]:
+        return self.node.txn_coordinator.list()[1]
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        [d] = self.node.txn_coordinator.describe([transactional_id])
+        if isinstance(d, SeglogError):
+            raise d
+        return d
 
     def _client_node(self, client_id: str | None) -> RemoteNode:
         """A RemoteNode of the client's own (own connections: a consumer's long poll never holds up the admin),

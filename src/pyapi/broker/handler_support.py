@@ -10,7 +10,6 @@ from ..config import LogConfig
 from ..errors import code_of
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3          # ListOffsets' special timestamps
-TRANSACTIONS_UNSUPPORTED = 53         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal for the client, clear message
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 # Kafka's controller refuses an admin request that would write more metadata records than this (a record per
 # topic and per partition; QuorumController.MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION for every topic of
@@ -24,8 +23,17 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3          # IncrementalAlt
 # event loop (the followers' fetches that acknowledge the write are served there) and have threads of their
 # own, so waiting commits hold up neither the loop nor the other requests' off-loop calls.
 GROUP_THREADS = 16
-LIST_CONFIGS = frozenset(f.metadata["key"].kafka for f in dataclasses.fields(LogConfig)
-                         if f.metadata["key"].kind == "list")
+TOPIC_KEYS = {f.metadata["key"].kafka: f.metadata["key"] for f in dataclasses.fields(LogConfig)}
+LIST_CONFIGS = frozenset(name for name, key in TOPIC_KEYS.items() if key.kind == "list")
+# DescribeConfigs' config_type (DescribeConfigsResponse.ConfigType), by a config key's kind
+_CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+_CONFIG_TYPE_PASSWORD = 9
+
+
+def config_type(key) -> int:
+    """Kafka's DescribeConfigs type of a config key (config._Key): BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, or
+    PASSWORD for a secret."""
+    return _CONFIG_TYPE_PASSWORD if key.secret else _CONFIG_TYPES[key.kind]
 
 
 class CloseConnection(Exception):

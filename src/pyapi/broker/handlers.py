@@ -7,7 +7,8 @@ acks=0 produce requests). Errors of one partition become that partition's error 
 lets a SeglogError escape for something the client did wrong.
 
 Handlers (here: ApiVersions, Metadata, the call table) is made of one class per API family: handlers_data
-(produce, fetch, offsets), handlers_groups (the group coordinator's APIs) and handlers_admin (topics, configs,
+(produce, fetch, offsets), handlers_groups (the group coordinator's APIs), handlers_txn (the transaction
+coordinator's) and handlers_admin (topics, configs,
 log dirs, cluster), with what they share in handler_support.
 """
 
@@ -24,13 +25,14 @@ from .handler_support import GROUP_THREADS, CloseConnection, _err, _off_loop
 from .handlers_admin import AdminHandlers
 from .handlers_data import DataHandlers
 from .handlers_groups import GroupHandlers
+from .handlers_txn import TxnHandlers
 from .security_handlers import SECURITY_HANDLERS
 
 
 __all__ = ["Handlers", "HANDLERS", "CloseConnection"]
 
 
-class Handlers(DataHandlers, GroupHandlers, AdminHandlers):
+class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
     """The API implementations of one broker. `broker` gives node, view (cluster metadata), config, and the
     fetch waiting and metrics machinery of the server."""
 
@@ -56,11 +58,20 @@ class Handlers(DataHandlers, GroupHandlers, AdminHandlers):
             requested = None                                      # v0 has no null: an empty array means all
         allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
         topics = []
+        by_id: dict[str, object] = {}                             # names of the topics asked for by id: their ids
         if requested is not None and any(t["name"] is None for t in requested):
-            # v10+ may name a topic by id only; topics have no ids here (all zero), so no id is known
-            topics += [{"error_code": errors.UnknownTopicIdError.code, "name": None, "topic_id": t["topic_id"],
-                        "partitions": []} for t in requested if t["name"] is None]
-            requested = [t for t in requested if t["name"] is not None]
+            named = []                                            # v10+ may name a topic by its id only
+            for t in requested:
+                if t["name"] is None:
+                    try:
+                        t = {**t, "name": view.topic_name(t["topic_id"])}
+                    except SeglogError as e:
+                        topics.append({"error_code": _err(e), "name": None, "topic_id": t["topic_id"],
+                                       "partitions": []})
+                        continue
+                    by_id[t["name"]] = t["topic_id"]
+                named.append(t)
+            requested = named
         allowed = self.broker.allowed
         if requested is None:                      # every topic: those the principal may not describe are left out
             names = [n for n in view.topic_names() if allowed(Op.DESCRIBE, Res.TOPIC, n)]
@@ -68,8 +79,9 @@ class Handlers(DataHandlers, GroupHandlers, AdminHandlers):
             names = [t["name"] for t in requested]
         for name in names:
             if requested is not None and not allowed(Op.DESCRIBE, Res.TOPIC, name):
-                topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "name": name,
-                               "partitions": []})
+                # a topic asked for by id is answered by its id, its name withheld (as Kafka)
+                topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "partitions": [],
+                               **({"name": None, "topic_id": by_id[name]} if name in by_id else {"name": name})})
                 continue
             try:
                 create = requested is not None and allow_create and self.config.auto_create_topics_enable
@@ -84,10 +96,12 @@ class Handlers(DataHandlers, GroupHandlers, AdminHandlers):
                 else:
                     count, internal = view.topic_partitions(name)
                 partitions = [view.partition_metadata(name, p) for p in range(count)]
+                topic_id = view.topic_id(name)
             except SeglogError as e:
                 topics.append({"error_code": _err(e), "name": name, "partitions": []})
                 continue
-            topics.append({"error_code": 0, "name": name, "is_internal": internal, "partitions": partitions})
+            topics.append({"error_code": 0, "name": name, "topic_id": topic_id, "is_internal": internal,
+                           "partitions": partitions})
         return {"brokers": view.brokers(), "cluster_id": self.node.cluster_id, "controller_id": view.controller_id(),
                 "topics": topics}
 
@@ -114,6 +128,13 @@ HANDLERS = {
     ApiKey.DELETE_GROUPS: Handlers.handle_delete_groups,
     ApiKey.OFFSET_DELETE: Handlers.handle_offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Handlers.handle_consumer_group_heartbeat,
+    ApiKey.ADD_PARTITIONS_TO_TXN: Handlers.handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: Handlers.handle_add_offsets_to_txn,
+    ApiKey.END_TXN: Handlers.handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: Handlers.handle_write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: Handlers.handle_txn_offset_commit,
+    ApiKey.DESCRIBE_TRANSACTIONS: Handlers.handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: Handlers.handle_list_transactions,
     ApiKey.CREATE_TOPICS: Handlers.handle_create_topics,
     ApiKey.DELETE_TOPICS: Handlers.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: Handlers.handle_create_partitions,
@@ -122,6 +143,7 @@ HANDLERS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handlers.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
     ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
+    ApiKey.ELECT_LEADERS: Handlers.handle_elect_leaders,
 }
 HANDLERS.update(SECURITY_HANDLERS)
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

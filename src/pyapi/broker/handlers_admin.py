@@ -1,5 +1,5 @@
-"""Handlers of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster, DescribeLogDirs,
-DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
+"""Handlers of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, DescribeCluster,
+DescribeLogDirs, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..security.acls import ResourceType as Res
 from ..topic_names import validate_topic_name
 from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC, EXCESSIVE_BATCH,
                               LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
-                              RESOURCE_BROKER, RESOURCE_TOPIC, _err, _off_loop)
+                              RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err, _off_loop, config_type)
 
 
 class AdminHandlers:
@@ -105,14 +105,36 @@ class AdminHandlers:
         for t in body["topics"]:
             try:
                 self.check_topic(t["name"], Op.ALTER)
-                if t["assignments"]:
-                    raise errors.InvalidReplicaAssignmentError("explicit replica assignments are not supported")
+                assignments = None if t["assignments"] is None else [a["broker_ids"] for a in t["assignments"]]
                 await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
-                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"])
+                                validate_only=body["validate_only"], timeout_ms=body["timeout_ms"],
+                                assignments=assignments)
                 out.append({"name": t["name"], "error_code": 0, "error_message": None})
             except SeglogError as e:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})
         return {"results": out}
+
+    async def handle_elect_leaders(self, header, body):
+        """ElectLeaders (v0 preferred; v1+ election_type 0 preferred, 1 unclean) through the view: the controller
+        elects in a cluster, a lone broker never needs to. Results per topic, per partition asked (null: all).
+        Needs Alter on the cluster: else CLUSTER_AUTHORIZATION_FAILED for the request and each partition asked."""
+        election_type = body["election_type"] if header.api_version >= 1 else 0
+        if election_type not in (0, 1):
+            return {"error_code": errors.InvalidRequestError.code, "replica_election_results": []}
+        asked = None if body["topic_partitions"] is None else [
+            (t["topic"], p) for t in body["topic_partitions"] for p in dict.fromkeys(t["partitions"])]
+        top = 0
+        if self.broker.allowed(Op.ALTER, Res.CLUSTER):
+            results = await _off_loop(self.broker.view.elect_leaders, asked, election_type == 1)
+        else:
+            denied = errors.ClusterAuthorizationFailedError("Cluster authorization failed (Alter on the cluster)")
+            top, results = denied.code, dict.fromkeys(asked or (), denied)
+        by_topic: dict[str, list] = {}
+        for (topic, p), e in results.items():
+            by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": 0 if e is None else _err(e),
+                                                   "error_message": None if e is None else str(e)})
+        return {"error_code": top, "replica_election_results": [{"topic": t, "partition_result": parts}
+                                                              for t, parts in by_topic.items()]}
 
     async def handle_describe_cluster(self, header, body):
         view = self.broker.view
@@ -273,7 +295,7 @@ class AdminHandlers:
             out.append({"name": k, "value": values[k], "read_only": False,
                         "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
                         "is_default": not overridden and values[k] == default[k], "is_sensitive": False,
-                        "synonyms": [], "config_type": 0, "documentation": None})
+                        "synonyms": [], "config_type": config_type(TOPIC_KEYS[k]), "documentation": None})
         return out
 
     def _broker_configs(self, name: str, keys):
@@ -291,6 +313,7 @@ class AdminHandlers:
             text = ",".join(v) if isinstance(v, tuple) else ("" if v is None else str(v).lower()
                                                               if isinstance(v, bool) else str(v))
             out.append({"name": k, "value": None if key.secret else text, "read_only": True,   # passwords: null
-                        "config_source": CONFIG_SOURCE_STATIC_BROKER, "is_default": v == f.default,
-                        "is_sensitive": key.secret, "synonyms": [], "config_type": 0, "documentation": None})
+                        "config_source": CONFIG_SOURCE_DEFAULT if v == f.default else CONFIG_SOURCE_STATIC_BROKER,
+                        "is_default": v == f.default, "is_sensitive": key.secret, "synonyms": [],
+                        "config_type": config_type(key), "documentation": None})
         return out

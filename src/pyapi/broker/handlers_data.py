@@ -1,4 +1,4 @@
-"""Handlers of the data APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId."""
+"""Handlers of the data APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ from typing import Any
 
 from .. import errors
 from ..errors import SeglogError
-from .handler_support import (EARLIEST, LATEST, MAX_TIMESTAMP, TRANSACTIONS_UNSUPPORTED, CloseConnection, _err,
-                              _off_loop)
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
+from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err
 from .record_errors import record_errors
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
 
 class DataHandlers:
-    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, InitProducerId: a part of
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers: a part of
     handlers.Handlers (``self.broker``, ``self.node``, ``self.config``)."""
 
     # -- Produce ----------------------------------------------------------------------------------------------
@@ -29,13 +28,13 @@ class DataHandlers:
         partitions takes about timeout_ms at worst, not that much per partition. An acks=0 request gets no
         answer; if any of its partitions failed, the connection is closed (CloseConnection), which is how
         Kafka tells such a client to refresh its metadata."""
-        acks = body["acks"]
+        acks, tid = body["acks"], body["transactional_id"]
         if header.api_version < 3:              # message format v0/v1: advertised (as Kafka does), never served
             err = errors.UnsupportedVersionError.code
-        elif body["transactional_id"] is not None:
-            err = TRANSACTIONS_UNSUPPORTED
         elif acks not in (-1, 0, 1):
             err = errors.InvalidRequiredAcksError.code
+        elif tid is not None and not self.broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+            err = errors.TransactionalIdAuthorizationFailedError.code     # Write on the transactional id, as Kafka
         else:
             err = 0
         deadline = time.monotonic() + max(body["timeout_ms"], 0) / 1000
@@ -44,7 +43,7 @@ class DataHandlers:
             parts = []
             topic_err = err or (0 if self.broker.allowed(Op.WRITE, Res.TOPIC, topic["name"]) else TOPIC_DENIED)
             for pd in topic["partition_data"]:
-                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, topic_err))
+                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, topic_err, tid))
             responses.append({"name": topic["name"], "partition_responses": parts})
         # one partition after the other, on the disk threads: a request inflates one batch at a time
         done = [await append for append in appends]
@@ -73,14 +72,15 @@ class DataHandlers:
             return None
         return {"responses": responses}
 
-    async def _append_one(self, topic: str, index: int, records, acks: int, err: int):
+    async def _append_one(self, topic: str, index: int, records, acks: int, err: int, transactional_id):
         """(the partition's response entry, (partition, last offset, start time) to wait for, or None)."""
         out: dict[str, Any] = {"index": index, "error_code": err, "base_offset": -1}
         if err:
-            out["error_message"] = {TRANSACTIONS_UNSUPPORTED: "transactions are not supported",
-                                    errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
+            out["error_message"] = {errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
                                                                          "v1) is not supported",
-                                    errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
+                                    errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}",
+                                    errors.TransactionalIdAuthorizationFailedError.code:
+                                        f"Transactional Id authorization failed for {transactional_id}",
                                     }.get(err)
             return out, None
         part = None
@@ -90,7 +90,8 @@ class DataHandlers:
             self.broker.view.check_produce(topic, index, acks)
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
-            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks)
+            base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks,
+                                                                       transactional_id)
             out.update(base_offset=base, log_append_time_ms=append_time)
             return out, (part, last, t0)
         except SeglogError as e:
@@ -120,12 +121,30 @@ class DataHandlers:
     async def handle_fetch(self, header, body):
         if body["session_id"] != 0 or body["session_epoch"] > 0:
             return {"error_code": errors.FetchSessionIdNotFoundError.code, "session_id": 0, "responses": []}
-        replica = body["replica_id"] >= 0
+        replica_id = body["replica_state"]["replica_id"] if header.api_version >= 15 else body["replica_id"]
+        replica = replica_id >= 0
         max_wait = max(0, body["max_wait_ms"]) / 1000
         min_bytes = body["min_bytes"]
         deadline = time.monotonic() + max_wait
-        wanted = [(t["topic"], p) for t in body["topics"] for p in t["partitions"]]
-        # a follower needs ClusterAction on the cluster, a consumer Read on each topic (as Kafka)
+        by_id = header.api_version >= 13                 # topics named by id (KIP-516), answered by id
+        ids: dict[str, object] = {}
+        unknown = []                                     # topic ids this broker does not know: answered at once
+        wanted = []
+        for t in body["topics"]:
+            name = t.get("topic")
+            if by_id:
+                try:
+                    name = self.broker.view.topic_name(t["topic_id"])
+                except SeglogError as e:
+                    unknown.append({"topic_id": t["topic_id"], "partitions": [
+                        {"partition_index": p["partition"], "error_code": _err(e), "high_watermark": -1,
+                         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                         "records": None} for p in t["partitions"]]})
+                    continue
+                ids[name] = t["topic_id"]
+            wanted += [(name, p) for p in t["partitions"]]
+        # a follower needs ClusterAction on the cluster, a consumer Read on each topic (by its name once an id
+        # is resolved, as Kafka)
         if replica:
             denied = set() if self.broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER) else {t for t, _ in wanted}
         else:
@@ -133,17 +152,22 @@ class DataHandlers:
         while True:
             version = self.broker.data_version()
             responses, total, failed, corrupt = await self.broker.on_disk(
-                self._read_partitions, wanted, body["max_bytes"], replica, body["replica_id"], denied)
+                self._read_partitions, wanted, body["max_bytes"], replica, replica_id,
+                body.get("isolation_level", 0), denied)
             for topic, index in corrupt:                    # the Log logged each (file, offset, position)
                 self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
-            if total >= min_bytes or failed or left <= 0:
-                return {"error_code": 0, "session_id": 0, "responses": responses}
+            if total >= min_bytes or failed or unknown or left <= 0:
+                if by_id:
+                    for r in responses:
+                        r["topic_id"] = ids[r["topic"]]
+                return {"error_code": 0, "session_id": 0, "responses": responses + unknown}
             started = time.monotonic()
             await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
             self.broker.note_wait(time.monotonic() - started)
 
-    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int, denied: set):
+    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int, isolation: int,
+                         denied: set):
         """(responses, bytes read, whether a partition failed, [(topic, partition) that met a corrupt batch]);
         the partitions of `denied` topics are answered TOPIC_AUTHORIZATION_FAILED; runs on a disk thread."""
         by_topic: dict[str, list] = {}
@@ -171,12 +195,16 @@ class DataHandlers:
                     continue
                 budget = min(p["partition_max_bytes"], max_bytes - total)
                 # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
-                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0)
+                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0,
+                                 isolation_level=0 if replica else isolation)
                 if replica:
                     self.broker.view.follower_fetched(part, replica_id, p["fetch_offset"], p["log_start_offset"])
                     res.high_watermark = part.high_watermark
-                entry.update(high_watermark=res.high_watermark, last_stable_offset=res.high_watermark,
+                aborted = res.aborted_transactions
+                entry.update(high_watermark=res.high_watermark, last_stable_offset=res.last_stable_offset,
                              log_start_offset=res.log_start_offset,
+                             aborted_transactions=None if aborted is None else
+                             [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in aborted],
                              records=self.broker.records_chunk(res.records))
                 total += len(res.records)
             except errors.OffsetOutOfRangeError as e:
@@ -197,7 +225,7 @@ class DataHandlers:
         epoch, end = part.log.end_offset_for_epoch(p["last_fetched_epoch"])
         if epoch == p["last_fetched_epoch"] and end >= p["fetch_offset"]:
             return False
-        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.high_watermark,
+        entry.update(high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
                      log_start_offset=part.log_start_offset, diverging_epoch={"epoch": epoch, "end_offset": end})
         return True
 
@@ -215,19 +243,21 @@ class DataHandlers:
                     self.broker.view.check_fetch(t["name"], p["partition_index"], p["current_leader_epoch"], False)
                     part = self.node.partition(t["name"], p["partition_index"])
                     ts = p["timestamp"]
+                    # as Kafka: read_committed (isolation 1) clients may not see past the last stable offset
+                    fetchable = part.last_stable_offset if body.get("isolation_level", 0) == 1 else part.high_watermark
                     if ts == LATEST:
-                        out["offset"] = part.high_watermark
+                        out["offset"] = fetchable
                     elif ts == EARLIEST:
                         out["offset"] = part.log_start_offset
                     elif ts == MAX_TIMESTAMP and header.api_version >= 7:
                         found = part.log.offset_of_max_timestamp()
-                        if found is not None and found.offset < part.high_watermark:
+                        if found is not None and found.offset < fetchable:
                             out.update(offset=found.offset, timestamp=found.timestamp)
                     elif ts < 0:
                         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
                     else:
                         found = await self.broker.on_disk(part.log.offset_for_timestamp, ts)   # index reads
-                        if found is not None and found.offset < part.high_watermark:
+                        if found is not None and found.offset < fetchable:
                             out.update(offset=found.offset, timestamp=found.timestamp)
                     out["leader_epoch"] = part.log.leader_epoch
                 except SeglogError as e:
@@ -309,18 +339,3 @@ class DataHandlers:
                 parts.append(out)
             topics.append({"name": t["name"], "partitions": parts})
         return {"topics": topics}
-
-    async def handle_init_producer_id(self, header, body):
-        """A transactional id needs Write on it; an idempotent producer IdempotentWrite on the cluster or Write
-        on some topic (Kafka's rules since KIP-679)."""
-        try:
-            if body["transactional_id"] is not None:
-                self.broker.authorize_transactional_id(body["transactional_id"])
-                return {"error_code": TRANSACTIONS_UNSUPPORTED, "producer_id": -1, "producer_epoch": -1}
-            if not (self.broker.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER)
-                    or self.broker.allowed_any(Op.WRITE, Res.TOPIC)):
-                raise errors.ClusterAuthorizationFailedError("Cluster authorization failed (IdempotentWrite)")
-            return {"error_code": 0, "producer_id": await _off_loop(self.broker.view.init_producer_id),
-                    "producer_epoch": 0}
-        except SeglogError as e:
-            return {"error_code": _err(e), "producer_id": -1, "producer_epoch": -1}

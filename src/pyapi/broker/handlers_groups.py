@@ -13,7 +13,7 @@ from ..group import GroupState
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
-from .handler_support import TRANSACTIONS_UNSUPPORTED, _err, _off_loop
+from .handler_support import _err, _off_loop
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
@@ -33,14 +33,21 @@ class GroupHandlers:
         return self._find_coordinator(body["key"], body["key_type"])
 
     def _find_coordinator(self, key: str, key_type: int) -> dict:
+        """key_type 0: a group's coordinator (Describe on the group), 1: a transactional id's (Describe on the
+        transactional id)."""
         if key_type == 0 and not self.broker.allowed(Op.DESCRIBE, Res.GROUP, key):
             return {"error_code": errors.GroupAuthorizationFailedError.code, "error_message": None,
                     "node_id": -1, "host": "", "port": -1}
-        if key_type != 0:
-            return {"error_code": TRANSACTIONS_UNSUPPORTED, "error_message": "transactions are not supported",
+        if key_type == 1 and not self.broker.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
+            return {"error_code": errors.TransactionalIdAuthorizationFailedError.code, "error_message": None,
                     "node_id": -1, "host": "", "port": -1}
         try:
-            node_id, host, port = self.broker.view.coordinator_for(key)
+            if key_type == 0:
+                node_id, host, port = self.broker.view.coordinator_for(key)
+            elif key_type == 1:
+                node_id, host, port = self.broker.view.txn_coordinator_for(key)
+            else:
+                raise errors.InvalidRequestError(f"Unknown coordinator type {key_type} in FindCoordinator request")
         except SeglogError as e:
             return {"error_code": _err(e), "error_message": str(e), "node_id": -1, "host": "", "port": -1}
         return {"error_code": 0, "error_message": None, "node_id": node_id, "host": host, "port": port}
@@ -168,14 +175,18 @@ class GroupHandlers:
 
     async def handle_offset_fetch(self, header, body):
         """v0-7 one group; v8 several (``groups``), each answered with its own error code."""
+        stable = body["require_stable"]
         if header.api_version >= 8:
-            return {"groups": [{"group_id": g["group_id"], **await self._offset_fetch(g["group_id"], g["topics"], 8)}
+            return {"groups": [{"group_id": g["group_id"],
+                                **await self._offset_fetch(g["group_id"], g["topics"], 8, stable)}
                                for g in body["groups"]]}
-        return await self._offset_fetch(body["group_id"], body["topics"], header.api_version)
+        return await self._offset_fetch(body["group_id"], body["topics"], header.api_version, stable)
 
-    async def _offset_fetch(self, group: str, topics, version: int) -> dict:
+    async def _offset_fetch(self, group: str, topics, version: int, require_stable: bool) -> dict:
         """Describe on the group; of the topics, those the principal may not describe are left out of an
-        every-topic answer and answered TOPIC_AUTHORIZATION_FAILED when named (as Kafka)."""
+        every-topic answer and answered TOPIC_AUTHORIZATION_FAILED when named (as Kafka). require_stable (v7+,
+        read_committed consumers): partitions whose offsets a transaction still has pending answer
+        UNSTABLE_OFFSET_COMMIT (retriable), as Kafka's coordinator does."""
         denied: set[TopicPartition] = set()
         try:
             coord = await self._coordinator(group, Op.DESCRIBE)
@@ -186,22 +197,25 @@ class GroupHandlers:
                 wanted = [TopicPartition(t["name"], p) for t in topics for p in t["partition_indexes"]]
                 denied = {tp for tp in wanted if not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, tp.topic)}
                 stored = coord.fetch_offsets(group, [tp for tp in wanted if tp not in denied])
+            unstable = coord.unstable_offsets(group, wanted) if require_stable else set()
         except SeglogError as e:
             if version >= 2:
                 return {"error_code": _err(e), "topics": []}
             wanted = [TopicPartition(t["name"], p) for t in topics or () for p in t["partition_indexes"]]
             return {"topics": self._offset_topics(wanted, {}, _err(e))}
-        return {"error_code": 0, "topics": self._offset_topics(wanted, stored, 0, denied)}
+        return {"error_code": 0, "topics": self._offset_topics(wanted, stored, 0, denied, unstable)}
 
     @staticmethod
-    def _offset_topics(wanted, stored, code, denied=frozenset()):
+    def _offset_topics(wanted, stored, code, denied=frozenset(), unstable=frozenset()):
         by_topic: dict[str, list] = {}
         for tp in wanted:
-            om = stored.get(tp)
+            om = None if tp in unstable else stored.get(tp)
             by_topic.setdefault(tp.topic, []).append({
                 "partition_index": tp.partition, "committed_offset": -1 if om is None else om.offset,
                 "committed_leader_epoch": -1 if om is None else om.leader_epoch,
-                "metadata": "" if om is None else om.metadata, "error_code": TOPIC_DENIED if tp in denied else code})
+                "metadata": "" if om is None else om.metadata,
+                "error_code": TOPIC_DENIED if tp in denied else
+                errors.UnstableOffsetCommitError.code if tp in unstable else code})
         return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
     async def handle_describe_groups(self, header, body):

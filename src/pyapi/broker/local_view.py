@@ -8,10 +8,13 @@ administration. Swapping the view is all that turns a single broker into a clust
 
 from __future__ import annotations
 
-from ..cluster.placement import validate_assignment
+import uuid
+
+from ..cluster.placement import validate_assignment, validate_new_partitions
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
                       NotEnoughReplicasError, NotLeaderOrFollowerError, TopicAlreadyExistsError,
-                      UnknownLeaderEpochError)
+                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
 
 
@@ -22,6 +25,7 @@ class LocalView:
         self.node = node
         self.broker_id = broker_id
         self._address = address or (lambda: (host, port))
+        self._ids = TopicIds(self.topic_names, self._id_of)
 
     @property
     def host(self) -> str:
@@ -45,6 +49,20 @@ class LocalView:
 
     def topic_names(self) -> list[str]:
         return self.node.topics(include_internal=True)
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """UnknownTopicOrPartitionError if there is no such topic."""
+        return self.node.topic(name).topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str:
+        """UnknownTopicIdError if no topic has that id."""
+        return self._ids.name(topic_id)
+
+    def _id_of(self, name: str) -> uuid.UUID | None:
+        try:
+            return self.node.topic(name).topic_id
+        except UnknownTopicOrPartitionError:
+            return None
 
     def topic_partitions(self, name: str) -> tuple[int, bool]:
         """(partition count, internal); UnknownTopicOrPartitionError if there is no such topic."""
@@ -92,6 +110,12 @@ class LocalView:
     def coordinator_for(self, group_id: str) -> tuple[int, str, int]:
         return self.broker_id, self.host, self.port
 
+    def txn_coordinator_for(self, transactional_id: str) -> tuple[int, str, int]:
+        """A lone broker coordinates every transactional id (its transaction coordinator, with
+        __transaction_state, starts on this first request, as Kafka creates the topic then)."""
+        self.node.txn_coordinator
+        return self.broker_id, self.host, self.port
+
     def check_coordinator(self, group_id: str) -> None:
         """Raise NotCoordinatorError unless this broker coordinates the group (a lone broker does all)."""
 
@@ -125,11 +149,20 @@ class LocalView:
         self.node.alter_topic_config(name, overrides, [k for k in old if k not in overrides],
                                      validate_only=validate_only)
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False, timeout_ms: int = 0) -> None:
+    def elect_leaders(self, partitions, unclean: bool):
+        """ElectLeaders: never needed on a lone broker (Node.elect_leaders)."""
+        return self.node.elect_leaders(partitions, unclean)
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False, timeout_ms: int = 0,
+                          assignments: list[list[int]] | None = None) -> None:
+        """Grow the topic to `count` partitions. Manual ``assignments`` (one replica list per new partition) can
+        only name this broker, once per partition."""
         info = self.node.topic(name)
+        if count <= info.partitions:
+            raise InvalidPartitionsError(f"Topic currently has {info.partitions} partitions, which is higher "
+                                         f"than or equal to the requested {count}.")
+        if assignments is not None:
+            validate_new_partitions(assignments, info.partitions, count, 1, [self.broker_id])
         if validate_only:
-            if count <= info.partitions:
-                raise InvalidPartitionsError(f"Topic currently has {info.partitions} partitions, which is higher "
-                                             f"than or equal to the requested {count}.")
             return
         self.node.create_partitions(name, count)

@@ -48,7 +48,7 @@ import socket
 import time
 
 from .. import _engine
-from ..errors import (ClusterAuthorizationFailedError, InvalidConfigError, InvalidRequestError,
+from ..errors import (ClusterAuthorizationFailedError, InvalidConfigError, InvalidRequestError, StorageError,
                       TransactionalIdAuthorizationFailedError, UnsupportedVersionError)
 from ..protocol import ApiKey, api_versions_fallback, decode_request, encode_response, frame_size
 from ..security import tls
@@ -160,6 +160,8 @@ class Broker:
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._stopped = False
+        self.log_dir_failure: StorageError | None = None   # the disk error that stops a cluster member
+        self._failed: asyncio.Event | None = None
         self._disk = concurrent.futures.ThreadPoolExecutor(config.num_io_threads, thread_name_prefix="seglog-io")
         self._append_locks: dict[tuple[str, int], asyncio.Lock] = {}
 
@@ -168,6 +170,7 @@ class Broker:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         loop = self._loop
+        self._failed = asyncio.Event()
 
         def factory(listener):         # asyncio's protocol factory, with a reader that reports EOF
             def connection():
@@ -201,6 +204,7 @@ class Broker:
             self.member = ClusterMember(self.node, self.config, self.metadata_store,
                                         *self.listener_address(inter_broker_listener(self.config, self.listeners)))
             self.view = self.member.view
+            self.member.replicas.on_log_dir_failure = self.log_dir_failed
             await self._loop.run_in_executor(None, self.member.start)
         self.node.add_listener(self._on_append)
         for server in self._servers:
@@ -469,8 +473,13 @@ class Broker:
     # -- disk work ------------------------------------------------------------------------------------------------
 
     async def on_disk(self, fn, *args):
-        """fn(*args) on the disk threads (see the module docstring)."""
-        return await self._loop.run_in_executor(self._disk, fn, *args)
+        """fn(*args) on the disk threads (see the module docstring). A disk failure it raises is also reported
+        to log_dir_failed."""
+        try:
+            return await self._loop.run_in_executor(self._disk, fn, *args)
+        except StorageError as e:
+            self.log_dir_failed(e)
+            raise
 
     async def append_on_disk(self, topic: str, index: int, fn, *args):
         """fn(*args) on the disk threads, after every earlier append_on_disk of the same partition."""
@@ -478,7 +487,26 @@ class Broker:
         if lock is None:
             lock = self._append_locks[(topic, index)] = asyncio.Lock()
         async with lock:
-            return await self._loop.run_in_executor(self._disk, fn, *args)
+            return await self.on_disk(fn, *args)
+
+    def log_dir_failed(self, error: StorageError) -> None:
+        """A write in the data directory failed with a disk error (``StorageError.disk_failure``: full, over
+        quota, read-only, EIO). A cluster member then stops, as Kafka's broker halts when its last log directory
+        fails, but through a controlled shutdown, so the other in-sync replicas take its leaderships at once and
+        no acks=all write waits for it; ``wait_failed()`` returns and ``seglog broker`` exits with status 1 (a
+        supervisor restarts it: it rejoins as a follower once the disk takes writes again). A lone broker keeps
+        serving and answers KAFKA_STORAGE_ERROR until the disk takes writes again: no other replica could lead.
+        Any thread; the first failure counts, later ones are ignored."""
+        if self.member is None or not error.disk_failure or self.log_dir_failure is not None or self._stopped:
+            return
+        self.log_dir_failure = error
+        log.error("Shutdown broker %d because all log dirs in %s have failed: %s", self.config.broker_id,
+                  self.node.path, error)
+        self._loop.call_soon_threadsafe(self._failed.set)
+
+    async def wait_failed(self) -> None:
+        """Return once log_dir_failed stopped serving (never for a lone broker)."""
+        await self._failed.wait()
 
         # -- long polls -------------------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from ..consumer import Consumer
 from ..errors import GroupIdNotFoundError, InvalidConfigError, SeglogError
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..producer import Producer
+from ..txn.coordinator import TransactionDescription, TransactionListing
 
 __all__ = ["Admin", "PartitionInfo", "TopicDescription", "GroupListing", "MemberInfo", "GroupInfo",
            "ProducerClient", "ConsumerClient", "RecordLike", "PRODUCER_PROPERTIES", "CONSUMER_PROPERTIES",
@@ -121,6 +122,8 @@ class ConsumerClient(Protocol):
 
     def seek_to_end(self, *tps: tuple[str, int]) -> None: ...
 
+    def end_offsets(self, tps: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]: ...
+
     def position(self, tp: tuple[str, int]) -> int: ...
 
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list: ...
@@ -156,6 +159,7 @@ CONSUMER_PROPERTIES = {
     "session.timeout.ms": ("session_timeout_ms", _int), "heartbeat.interval.ms": ("heartbeat_interval_ms", _int),
     "max.poll.interval.ms": ("max_poll_interval_ms", _int), "group.instance.id": ("group_instance_id", str),
     "partition.assignment.strategy": ("partition_assignment_strategy", _strs),
+    "isolation.level": ("isolation_level", str),
 }
 
 
@@ -218,6 +222,13 @@ class Admin(ABC):
     def create_partitions(self, name: str, total: int) -> None:
         """Grow to ``total`` partitions; InvalidPartitionsError when that is not an increase."""
         self.node.create_partitions(name, total)
+
+    def elect_leaders(self, partitions: Sequence[tuple[str, int]] | None, unclean: bool
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """ElectLeaders (preferred, or `unclean`; None: every partition): per partition None (elected) or the
+        error (ElectionNotNeededError, PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError,
+        UnknownTopicOrPartitionError)."""
+        return self.node.elect_leaders(None if partitions is None else list(partitions), unclean)
 
     def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Sequence[str]) -> None:
         """Set and remove overrides in one step; UnknownTopicOrPartitionError first, then InvalidConfigError for
@@ -299,6 +310,16 @@ class Admin(ABC):
         if coord is None:
             raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
         return coord.delete_offsets(group_id, partitions)
+
+    # -- transactions (ListTransactions, DescribeTransactions) --------------------------------------------------
+
+    @abstractmethod
+    def list_transactions(self) -> list[tuple[int, TransactionListing]]:
+        """(coordinator broker id, listing) of every transactional id, sorted by id."""
+
+    @abstractmethod
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """The id's state (``coordinator_id`` set); TransactionalIdNotFoundError for an unknown one."""
 
     # -- clients -------------------------------------------------------------------------------------------
 

@@ -63,6 +63,32 @@ def add_target(p: argparse.ArgumentParser, *aliases: str) -> None:
                    help="a running seglog (or Kafka) broker")
 
 
+def json_partitions(path: str, fields: Sequence[str]) -> list[tuple]:
+    """The ``{"partitions": [{"topic": "t", "partition": 0, ...}]}`` file of Kafka's tools (kafka-delete-records.sh,
+    kafka-leader-election.sh): per entry its topic and the integer `fields`, in order; CliError for a file that is
+    not JSON, has no partitions, or has an entry of another shape or a partition twice."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except ValueError as e:
+        raise CliError(f"{path} is not JSON: {e}") from None
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    shape = ", ".join(f'"{k}": ...' for k in ("topic", *fields))
+    if not isinstance(entries, list) or not entries:
+        raise CliError(f'{path}: expected {{"partitions": [{{{shape}}}]}}')
+    out, seen = [], set()
+    for e in entries:
+        if not (isinstance(e, dict) and isinstance(e.get("topic"), str) and all(type(e.get(k)) is int for k in fields)):
+            raise CliError(f"{path}: each partition needs a string topic and integer {' and '.join(fields)}: {e!r}")
+        if (e["topic"], e["partition"]) in seen:
+            raise CliError(f"{path}: partition {e['topic']}-{e['partition']} is listed more than once")
+        seen.add((e["topic"], e["partition"]))
+        out.append((e["topic"], *(e[k] for k in fields)))
+    return out
+
+
 def key_values(items: Iterable[str] | None, what: str) -> dict[str, str]:
     """``["a=1", "b=2"]`` -> ``{"a": "1", "b": "2"}``; UsageError for an item without '=' or an empty key."""
     out: dict[str, str] = {}

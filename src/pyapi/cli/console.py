@@ -73,6 +73,9 @@ def register(sub) -> None:
                    help="an output property, e.g. print.key=true (repeatable)")
     c.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
                    help="a Kafka consumer config, e.g. group.id=g1 (repeatable)")
+    c.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
+                   help="read_committed filters out records of transactions not committed (and stops at the "
+                        "first open one); read_uncommitted reads them all (default: read_uncommitted)")
     c.set_defaults(func=cmd_consume)
 
 
@@ -302,6 +305,8 @@ def cmd_consume(args) -> int:
     props.update(cprops)
     if group:
         props["group.id"] = group
+    if args.isolation_level:
+        props["isolation.level"] = args.isolation_level
     with connect(args, client_id="console-consumer") as admin:
         desc = _topic(admin, args.topic)
         if args.partition is not None and args.partition >= len(desc.partitions):
@@ -373,7 +378,8 @@ def _consume_loop(admin, consumer, formatter: MessageFormatter, args) -> tuple[i
 
 
 def _caught_up(admin, consumer) -> bool:
-    """Every assigned partition read up to its high watermark (or nothing assigned)."""
+    """Every assigned partition read up to its end for this consumer (the high watermark, or the last stable
+    offset with read_committed), or nothing assigned."""
     tps = sorted(consumer.assignment())
-    ranges = admin.offset_ranges(tps)
-    return all(ranges[tp] is None or consumer.position(tp) >= ranges[tp][1] for tp in tps)
+    ends = consumer.end_offsets(tps)
+    return all(consumer.position(tp) >= ends[tp] for tp in tps)

@@ -4,17 +4,23 @@ The command holds the directory's lock while it runs, so a running broker on the
 fail at once (StorageError: use --bootstrap-server). The node is opened with ``auto.create.topics.enable``
 off (a typo in --topic is an error, not a new topic) and ``group.initial.rebalance.delay.ms`` 0 (no other
 member can join while the command holds the lock, so waiting for one would only slow `consume --group`),
-as the broker.id its meta.properties holds. Group queries do not create ``__consumer_offsets`` when it does not exist yet.
+as the broker.id its meta.properties holds. Group queries do not create ``__consumer_offsets`` when it does not
+exist yet, transaction queries not ``__transaction_state``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import SeglogError, StorageError, UnknownTopicOrPartitionError
+from ..errors import (CoordinatorLoadInProgressError, SeglogError, StorageError, TransactionalIdNotFoundError,
+                      UnknownTopicOrPartitionError)
 from ..node import Node, read_meta_properties
 from ..offsets_format import OFFSETS_TOPIC, TopicPartition
+from ..txn.coordinator import TransactionDescription, TransactionListing
+from ..txn.log_format import TRANSACTION_STATE_TOPIC
 from .admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescription, member_info
 
 NODE_CONFIG = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
@@ -86,6 +92,32 @@ class DataDirAdmin(Admin):
                  for t in self.node.topics(include_internal=True) for p in self.node.partitions(t)]
         return {me: [{"logDir": self.node.path, "error": None, "partitions": parts}]}
 
+    # -- transactions -----------------------------------------------------------------------------------------
+
+    def _txn_coordinator(self):
+        """The node's transaction coordinator, or None while no transaction ever ran here (no
+        __transaction_state: a query does not create it)."""
+        if TRANSACTION_STATE_TOPIC not in self.node.topics(include_internal=True):
+            return None
+        return self.node.txn_coordinator
+
+    def list_transactions(self) -> list[tuple[int, TransactionListing]]:
+        coord = self._txn_coordinator()
+        if coord is None:
+            return []
+        _await_loaded(coord)
+        return [(self.node.config.broker_id, t) for t in coord.list()[1]]
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        coord = self._txn_coordinator()
+        if coord is None:
+            raise TransactionalIdNotFoundError(f"transactional id {transactional_id!r} is not known")
+        _await_loaded(coord)
+        [d] = coord.describe([transactional_id])
+        if isinstance(d, SeglogError):
+            raise d
+        return dataclasses.replace(d, coordinator_id=self.node.config.broker_id)
+
     # -- groups ---------------------------------------------------------------------------------------------
 
     def _coordinator(self):
@@ -110,3 +142,12 @@ class DataDirAdmin(Admin):
         members = tuple(member_info(m.member_id, m.client_id, m.client_host, d.protocol_type, m.assignment)
                         for m in d.members)
         return GroupInfo(d.group_id, str(d.state), d.protocol_type, d.protocol, members, where)
+
+
+def _await_loaded(coord, timeout: float = 30.0) -> None:
+    """Wait until the coordinator read its state partitions (it loads them on its own thread)."""
+    deadline = time.monotonic() + timeout
+    while coord.store.loading_partitions():
+        if time.monotonic() > deadline:
+            raise CoordinatorLoadInProgressError("the transaction state is still loading")
+        time.sleep(0.01)

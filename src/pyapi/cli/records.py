@@ -9,10 +9,8 @@ where offsets.json is ``{"partitions": [{"topic": "pet", "partition": 0, "offset
 
 from __future__ import annotations
 
-import json
-
 from ..offsets_format import TopicPartition
-from .common import CliError, add_target, out
+from .common import add_target, json_partitions, out
 from .connect import connect
 
 
@@ -29,24 +27,7 @@ def register(sub) -> None:
 
 def read_offsets(path: str) -> dict[TopicPartition, int]:
     """The partitions and offsets of a kafka-delete-records.sh JSON file; CliError for anything else."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except ValueError as e:
-        raise CliError(f"{path} is not JSON: {e}") from None
-    entries = doc.get("partitions") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise CliError(f'{path}: expected {{"partitions": [{{"topic": ..., "partition": ..., "offset": ...}}]}}')
-    offsets: dict[TopicPartition, int] = {}
-    for e in entries:
-        if not (isinstance(e, dict) and isinstance(e.get("topic"), str)
-                and all(type(e.get(k)) is int for k in ("partition", "offset"))):
-            raise CliError(f"{path}: each partition needs a string topic and integer partition and offset: {e!r}")
-        tp = TopicPartition(e["topic"], e["partition"])
-        if tp in offsets:
-            raise CliError(f"{path}: partition {tp.topic}-{tp.partition} is listed more than once")
-        offsets[tp] = e["offset"]
-    return offsets
+    return {TopicPartition(t, p): offset for t, p, offset in json_partitions(path, ("partition", "offset"))}
 
 
 def cmd_delete_records(args) -> int:

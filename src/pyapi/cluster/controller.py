@@ -34,7 +34,9 @@ import time
 from dataclasses import replace
 
 from ..config import LogConfig
-from ..errors import LogClosedError, SeglogError, StaleControllerEpochError, UnknownTopicOrPartitionError
+from ..errors import (ElectionNotNeededError, EligibleLeadersNotAvailableError, LogClosedError,
+                      PreferredLeaderNotAvailableError, RequestTimedOutError, SeglogError, StaleControllerEpochError,
+                      UnknownTopicOrPartitionError)
 from .metastore import (NO_LEADER, ControllerEpoch, InvalidUpdateVersionError, MetadataStore, PartitionState,
                         restarted_members)
 
@@ -179,6 +181,78 @@ class Controller:
         if (leader, epoch, set(isr)) == (st.leader, st.leader_epoch, set(st.isr)):
             return None
         return replace(st, leader=leader, leader_epoch=epoch, isr=isr)
+
+    # -- ElectLeaders ---------------------------------------------------------------------------------------
+
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """Kafka's ElectLeaders, on the calling thread (state writes are compare-and-set under the lease, so
+        they never undo a concurrent pass). Preferred (`unclean` False): the first assigned replica leads, in a
+        new leader epoch, if it is live and in the ISR (ElectionNotNeededError if it leads already,
+        PreferredLeaderNotAvailableError otherwise). Unclean: a partition without a live leader gets the first
+        live in-sync replica, or else the first live replica, whatever unclean.leader.election.enable says
+        (ElectionNotNeededError while it has a leader, EligibleLeadersNotAvailableError with no live replica).
+        Per partition None (elected) or the error; None asks for every partition."""
+        store = self.store
+        brokers = store.list_brokers()
+        live = set(brokers)
+        assignments = {}
+        if partitions is None:
+            partitions = []
+            for topic in store.list_topics():
+                try:
+                    assignments[topic] = store.get_topic(topic)
+                except UnknownTopicOrPartitionError:
+                    continue
+                partitions += [(topic, p) for p in sorted(assignments[topic].partitions)]
+        marked = set(store.topics_marked_for_deletion())
+        out: dict[tuple[str, int], SeglogError | None] = {}
+        for topic, p in partitions:
+            try:
+                if topic in marked:
+                    raise UnknownTopicOrPartitionError(f"topic {topic} is being deleted")
+                if topic not in assignments:
+                    assignments[topic] = store.get_topic(topic)
+                replicas = assignments[topic].partitions.get(p)
+                if replicas is None:
+                    raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {topic}-{p}")
+                out[(topic, p)] = self._elect(topic, p, replicas, live, unclean)
+            except SeglogError as e:
+                out[(topic, p)] = e
+        return out
+
+    def _elect(self, topic: str, p: int, replicas, live, unclean: bool) -> SeglogError | None:
+        for _ in range(5):                               # a leader's concurrent ISR change: read and decide again
+            st = self.store.get_partition_state(topic, p)
+            if not unclean:
+                preferred = replicas[0]
+                if st.leader == preferred and preferred in live:
+                    return ElectionNotNeededError("Leader election not needed for topic partition")
+                if preferred not in live or preferred not in st.isr:
+                    return PreferredLeaderNotAvailableError(
+                        f"Failed to elect leader for partition {topic}-{p} under strategy "
+                        f"PreferredReplicaPartitionLeaderElectionStrategy")
+                desired = replace(st, leader=preferred, leader_epoch=st.leader_epoch + 1)
+            else:
+                if st.leader != NO_LEADER and st.leader in live:
+                    return ElectionNotNeededError("Leader election not needed for topic partition")
+                candidates = ([r for r in replicas if r in live and r in st.isr]
+                              or [r for r in replicas if r in live])
+                if not candidates:
+                    return EligibleLeadersNotAvailableError(
+                        f"Failed to elect leader for partition {topic}-{p} under strategy "
+                        f"OfflinePartitionLeaderElectionStrategy(true)")
+                leader = candidates[0]
+                isr = tuple(r for r in st.isr if r in live) if leader in st.isr else (leader,)
+                desired = replace(st, leader=leader, leader_epoch=st.leader_epoch + 1, isr=isr)
+            try:
+                stored = self.store.update_partition_state(topic, p, desired, self.lease)
+            except InvalidUpdateVersionError:
+                continue
+            log.info("controller: %s-%d %s election: leader %d -> %d (epoch %d)", topic, p,
+                     "unclean" if unclean else "preferred", st.leader, stored.leader, stored.leader_epoch)
+            return None
+        return RequestTimedOutError(f"{topic}-{p}: its state kept changing during the election; try again")
 
     def _write(self, topic: str, p: int, st: PartitionState, desired: PartitionState) -> None:
         try:

@@ -18,19 +18,23 @@ import concurrent.futures
 import logging
 import threading
 import time
+import uuid
 
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
-                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotCoordinatorError,
-                      RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
-                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
-from ..node import offsets_topic_config
+                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotControllerError,
+                      NotCoordinatorError, RequestTimedOutError, SeglogError, TopicAlreadyExistsError,
+                      TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+from ..node import internal_topic_config
 from ..offsets_format import OFFSETS_TOPIC
+from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
+from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from ..replication.manager import ReplicaManager
 from .controller import Controller
 from .metastore import NO_LEADER, BrokerInfo, PartitionState, SessionEvent, TopicAssignment, new_cluster_id
-from .placement import assign_replicas, validate_assignment
+from .placement import assign_replicas, validate_assignment, validate_new_partitions
+from .txn_routing import ClusterMarkerChannel, ClusterTxnVerifier
 
 log = logging.getLogger("seglog.cluster")
 
@@ -62,6 +66,10 @@ class ClusterMember:
         self._pid_next = self._pid_end = 0
         node.cluster_managed = True
         node.replication_waiter = self.wait_replicated
+        self.txn_verifier = ClusterTxnVerifier(self)
+        node.new_producer_id = self.init_producer_id
+        node.marker_channel_factory = lambda _: ClusterMarkerChannel(self)
+        node.transaction_verifier = self.txn_verifier
         self.replicas = ReplicaManager(node, self.broker_id, config, store, self.broker_address)
         self.view = ClusterView(self)
 
@@ -169,6 +177,7 @@ class ClusterMember:
         if controller is not None:
             controller.stop()
         self.replicas.close()
+        self.txn_verifier.close()
         self.store.close()
 
     # -- store callbacks (the store's event thread) ----------------------------------------------------------
@@ -322,7 +331,8 @@ class ClusterView:
 
     def __init__(self, member: ClusterMember):
         self.m = member
-        self._offsets_warned_until = 0.0
+        self._ids = TopicIds(self.topic_names, self._id_of)
+        self._internal_warned_until: dict[str, float] = {}
 
     @property
     def broker_id(self) -> int:
@@ -339,12 +349,27 @@ class ClusterView:
     def topic_names(self) -> list[str]:
         return sorted(self.m.assignments)
 
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The cluster's id of the topic (the same on every broker); UnknownTopicOrPartitionError if none."""
+        a = self.m.assignments.get(name)
+        if a is None:
+            raise UnknownTopicOrPartitionError(f"Unknown topic: {name}")
+        return a.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str:
+        """UnknownTopicIdError if no topic has that id."""
+        return self._ids.name(topic_id)
+
+    def _id_of(self, name: str) -> uuid.UUID | None:
+        a = self.m.assignments.get(name)
+        return None if a is None else a.topic_id
+
     def topic_partitions(self, name: str) -> tuple[int, bool]:
         """(partition count, internal) of a cluster topic; UnknownTopicOrPartitionError if there is none."""
         a = self.m.assignments.get(name)
         if a is None:
             raise UnknownTopicOrPartitionError(f"Unknown topic: {name}")
-        return len(a.partitions), name == OFFSETS_TOPIC
+        return len(a.partitions), name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 
     def topic_overrides(self, name: str) -> dict[str, str]:
         self.topic_partitions(name)
@@ -412,36 +437,52 @@ class ClusterView:
         a = self.m.assignments.get(OFFSETS_TOPIC)
         if a is None:
             # the reason travels to the client (FindCoordinator v1+ error_message), which retries meanwhile
-            raise CoordinatorNotAvailableError(self._create_offsets_topic())
+            raise CoordinatorNotAvailableError(self._create_internal_topic(OFFSETS_TOPIC))
         return partition_for_group(group_id, len(a.partitions))
 
-    def _create_offsets_topic(self) -> str:
-        """Ask for __consumer_offsets (as Kafka creates it on the first FindCoordinator); returns why there is
-        no coordinator yet."""
-        rf = self.m.config.offsets_topic_replication_factor
+    def _create_internal_topic(self, name: str) -> str:
+        """Ask for __consumer_offsets or __transaction_state (as Kafka creates them on the first FindCoordinator
+        of their kind); returns why there is no coordinator yet."""
+        cfg = self.m.config
+        if name == OFFSETS_TOPIC:
+            what, rf, rf_name, count = ("offsets topic", cfg.offsets_topic_replication_factor,
+                                        "offsets.topic.replication.factor", cfg.offsets_topic_num_partitions)
+        else:
+            what, rf, rf_name, count = ("transaction state topic", cfg.transaction_state_log_replication_factor,
+                                        "transaction.state.log.replication.factor",
+                                        cfg.transaction_state_log_num_partitions)
         live = len(self.m.brokers)
         if live < rf:
             now = time.monotonic()
-            if now >= self._offsets_warned_until:
-                self._offsets_warned_until = now + OFFSETS_WARNING_INTERVAL_S
-                log.warning("cannot create %s yet: %d live brokers, offsets.topic.replication.factor=%d "
-                            "(clients get COORDINATOR_NOT_AVAILABLE until then)", OFFSETS_TOPIC, live, rf)
-            return (f"the offsets topic {OFFSETS_TOPIC} cannot be created yet: {live} live "
-                    f"broker{'' if live == 1 else 's'}, offsets.topic.replication.factor={rf} (start more brokers, "
-                    f"or lower offsets.topic.replication.factor)")
+            if now >= self._internal_warned_until.get(name, 0.0):
+                self._internal_warned_until[name] = now + OFFSETS_WARNING_INTERVAL_S
+                log.warning("cannot create %s yet: %d live brokers, %s=%d (clients get COORDINATOR_NOT_AVAILABLE "
+                            "until then)", name, live, rf_name, rf)
+            return (f"the {what} {name} cannot be created yet: {live} live broker{'' if live == 1 else 's'}, "
+                    f"{rf_name}={rf} (start more brokers, or lower {rf_name})")
         try:
-            self.create_topic(OFFSETS_TOPIC, self.m.config.offsets_topic_num_partitions,
-                              offsets_topic_config(self.m.config), rf, timeout_ms=0)
+            self.create_topic(name, count, internal_topic_config(name, cfg), rf, timeout_ms=0)
         except TopicAlreadyExistsError:
             pass
         except SeglogError as e:
-            return f"the offsets topic {OFFSETS_TOPIC} cannot be created: {e}"
-        return f"the offsets topic {OFFSETS_TOPIC} is being created; retry"
+            return f"the {what} {name} cannot be created: {e}"
+        return f"the {what} {name} is being created; retry"
 
     def coordinator_for(self, group_id: str) -> tuple[int, str, int]:
-        st = self.m.states.get((OFFSETS_TOPIC, self._offsets_partition(group_id)))
+        return self._leader_of(OFFSETS_TOPIC, self._offsets_partition(group_id), f"group {group_id}")
+
+    def txn_coordinator_for(self, transactional_id: str) -> tuple[int, str, int]:
+        """The leader of the transactional id's __transaction_state partition (created on first use)."""
+        a = self.m.assignments.get(TRANSACTION_STATE_TOPIC)
+        if a is None:
+            raise CoordinatorNotAvailableError(self._create_internal_topic(TRANSACTION_STATE_TOPIC))
+        p = partition_for_transactional_id(transactional_id, len(a.partitions))
+        return self._leader_of(TRANSACTION_STATE_TOPIC, p, f"transactional id {transactional_id}")
+
+    def _leader_of(self, topic: str, p: int, what: str) -> tuple[int, str, int]:
+        st = self.m.states.get((topic, p))
         if st is None or st.leader == NO_LEADER or st.leader not in self.m.brokers:
-            raise CoordinatorNotAvailableError(f"no leader for the offsets partition of group {group_id}")
+            raise CoordinatorNotAvailableError(f"no leader for the {topic} partition of {what}")
         b = self.m.brokers[st.leader]
         return b.id, b.host, b.port
 
@@ -502,21 +543,39 @@ class ClusterView:
         """Make `overrides` the topic's config overrides in the cluster's metadata (every broker watching it
         applies them); InvalidConfigError before anything is stored."""
         self.topic_partitions(name)
-        overrides = {**(offsets_topic_config(self.m.config) if name == OFFSETS_TOPIC else {}), **overrides}
+        overrides = {**(internal_topic_config(name, self.m.config) or {}), **overrides}
         self.m.config.log_config().with_kafka(overrides)
         if validate_only:
             return
         self.m.store.set_topic_config(name, {k: str(v) for k, v in overrides.items()})
 
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """ElectLeaders, done by the controller (Controller.elect_leaders); on another broker every partition
+        answers NotControllerError (Kafka's clients send it to the controller and look again on that error)."""
+        controller = self.m.controller
+        if controller is None or not controller.active:
+            if partitions is None:
+                partitions = [(t, p) for t, a in list(self.m.assignments.items()) for p in a.partitions]
+            return {tp: NotControllerError("This is not the correct controller for this cluster.")
+                    for tp in partitions}
+        return controller.elect_leaders(partitions, unclean)
+
     def create_partitions(self, name: str, count: int, validate_only: bool = False,
-                          timeout_ms: int = CREATE_TIMEOUT_MS) -> None:
+                          timeout_ms: int = CREATE_TIMEOUT_MS, assignments: list[list[int]] | None = None) -> None:
+        """Grow the topic to `count` partitions, placed by ``assignments`` (one replica list per new partition,
+        checked as Kafka checks them) or else as Kafka places them; then wait as create_topic does."""
         current, _ = self.topic_partitions(name)
         if count <= current:
             raise InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than or "
                                          f"equal to the requested {count}.")
         a = self.m.assignments[name]
         rf = len(next(iter(a.partitions.values())))
-        placement = assign_replicas(list(self.m.store.list_brokers()), count - current, rf, first_partition=current)
+        brokers = list(self.m.store.list_brokers())
+        if assignments is not None:
+            placement = validate_new_partitions(assignments, current, count, rf, brokers)
+        else:
+            placement = assign_replicas(brokers, count - current, rf, first_partition=current)
         if validate_only:
             return
         self.m.store.add_partitions(name, placement)

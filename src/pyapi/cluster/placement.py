@@ -74,6 +74,35 @@ def validate_assignment(assignment: dict[int, Sequence[int]], brokers: Sequence[
     return out
 
 
+def validate_new_partitions(assignments: Sequence[Sequence[int]], current: int, count: int, replication_factor: int,
+                            brokers: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    """CreatePartitions' manual ``assignments`` (one replica list per new partition, in order) checked as Kafka
+    checks them, with its messages: only registered brokers, one list per partition added, no empty list, no
+    broker twice in one list, the topic's replication factor in every list. Returns {partition: replicas} for
+    partitions current .. count - 1; InvalidReplicaAssignmentError otherwise."""
+    unknown = sorted({r for replicas in assignments for r in replicas} - set(brokers))
+    if unknown:
+        raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: "
+                                            f"{', '.join(map(str, unknown))}.")
+    if len(assignments) != count - current:
+        raise InvalidReplicaAssignmentError(f"Increasing the number of partitions by {count - current} but "
+                                            f"{len(assignments)} assignments provided.")
+    out = {current + i: tuple(replicas) for i, replicas in enumerate(assignments)}
+    for p, replicas in out.items():
+        if not replicas:
+            raise InvalidReplicaAssignmentError(f"Cannot have replication factor of 0 for partition id {p}.")
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(f"Duplicate brokers not allowed in replica assignment: "
+                                                f"{', '.join(map(str, replicas))} for partition id {p}.")
+    bad = [(p, len(r)) for p, r in out.items() if len(r) != replication_factor]
+    if bad:
+        raise InvalidReplicaAssignmentError(
+            f"Inconsistent replication factor between partitions, partition 0 has {replication_factor} while "
+            f"partitions [{', '.join(str(p) for p, _ in bad)}] have replication factors "
+            f"[{', '.join(str(n) for _, n in bad)}], respectively.")
+    return out
+
+
 def _follower_index(leader: int, shift: int, j: int, n: int) -> int:
     """Kafka's replicaIndex: followers at distance 1 + (shift + j) mod (n - 1) from the leader."""
     distance = 1 + (shift + j) % (n - 1)

@@ -210,5 +210,25 @@ DESCRIBE_CLUSTER = Api(60, "DescribeCluster", (0, 1), flexible=0, request=(
     field("cluster_authorized_operations", "int32", default=-2147483648),
 ))
 
+# election_type (v1+): 0 preferred, 1 unclean; topic_partitions null: every partition
+ELECT_LEADERS = Api(43, "ElectLeaders", (0, 2), flexible=2, request=(
+    field("election_type", "int8", "1+"),
+    array("topic_partitions",
+          field("topic", "string"),
+          field("partitions", "[]int32"),
+          nullable="0+"),
+    field("timeout_ms", "int32", default=60000),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16", "1+"),
+    array("replica_election_results",
+          field("topic", "string"),
+          array("partition_result",
+                field("partition_id", "int32"),
+                field("error_code", "int16"),
+                field("error_message", "string", nullable="0+"))),
+))
+
 APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, ALTER_CONFIGS,
-        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER)
+        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER,
+        ELECT_LEADERS)

@@ -34,9 +34,15 @@ PRODUCE = Api(0, "Produce", (0, 9), flexible=9, request=(
     field("throttle_time_ms", "int32", "1+"),
 ))
 
-FETCH = Api(1, "Fetch", (4, 12), flexible=12, request=(
+# v13+ names topics by id; v15 moves the replica id into the tagged replica_state (KIP-903); v16 answers the
+# endpoints of the leaders it names (KIP-951)
+FETCH = Api(1, "Fetch", (4, 16), flexible=12, request=(
     field("cluster_id", "string", "12+", nullable="12+", tag=0),
-    field("replica_id", "int32", default=-1),
+    struct("replica_state",
+           field("replica_id", "int32", default=-1),
+           field("replica_epoch", "int64", default=-1),
+           versions="15+", tag=1),
+    field("replica_id", "int32", "0-14", default=-1),
     field("max_wait_ms", "int32"),
     field("min_bytes", "int32"),
     field("max_bytes", "int32", "3+", default=0x7FFFFFFF),
@@ -44,7 +50,8 @@ FETCH = Api(1, "Fetch", (4, 12), flexible=12, request=(
     field("session_id", "int32", "7+"),
     field("session_epoch", "int32", "7+", default=-1),
     array("topics",
-          field("topic", "string"),
+          field("topic", "string", "0-12"),
+          field("topic_id", "uuid", "13+"),
           array("partitions",
                 field("partition", "int32"),
                 field("current_leader_epoch", "int32", "9+", default=-1),
@@ -53,7 +60,8 @@ FETCH = Api(1, "Fetch", (4, 12), flexible=12, request=(
                 field("log_start_offset", "int64", "5+", default=-1),
                 field("partition_max_bytes", "int32"))),
     array("forgotten_topics_data",
-          field("topic", "string"),
+          field("topic", "string", "7-12"),
+          field("topic_id", "uuid", "13+"),
           field("partitions", "[]int32"),
           versions="7+"),
     field("rack_id", "string", "11+"),
@@ -62,7 +70,8 @@ FETCH = Api(1, "Fetch", (4, 12), flexible=12, request=(
     field("error_code", "int16", "7+"),
     field("session_id", "int32", "7+"),
     array("responses",
-          field("topic", "string"),
+          field("topic", "string", "0-12"),
+          field("topic_id", "uuid", "13+"),
           array("partitions",
                 field("partition_index", "int32"),
                 field("error_code", "int16"),
@@ -87,6 +96,12 @@ FETCH = Api(1, "Fetch", (4, 12), flexible=12, request=(
                       versions="4+", nullable="4+"),
                 field("preferred_read_replica", "int32", "11+", default=-1),
                 field("records", "records", nullable="0+"))),
+    array("node_endpoints",
+          field("node_id", "int32"),
+          field("host", "string"),
+          field("port", "int32"),
+          field("rack", "string", nullable="0+"),
+          versions="16+", tag=0),
 ))
 
 # timestamp -1 latest, -2 earliest, -3 (v7+) the offset of the largest timestamp

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import IntEnum
 from types import MappingProxyType
 
-from . import messages_admin, messages_data, messages_groups, messages_security
+from . import messages_admin, messages_data, messages_groups, messages_security, messages_txn
 from .compiler import Codec, compile_message
 from .schema import Api
 
@@ -36,6 +36,11 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -45,17 +50,20 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
 
 
 _APIS: dict[int, Api] = {a.key: a for a in sorted(messages_data.APIS + messages_groups.APIS + messages_admin.APIS
-                                                  + messages_security.APIS,
+                                                  + messages_security.APIS + messages_txn.APIS,
                                                   key=lambda a: a.key)}
 
 #: api key -> (min version, max version) seglog decodes and encodes, in both directions.

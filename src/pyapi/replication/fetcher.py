@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 from .. import wire_fetch
 from ..client import BrokerConnection
-from ..errors import NetworkError, OffsetOutOfRangeError, SeglogError, for_code
+from ..errors import NetworkError, OffsetOutOfRangeError, SeglogError, StorageError, for_code
 from ..protocol import ApiKey
 from ..wire_fetch import Fetched, Position
 
@@ -261,6 +261,9 @@ class LeaderFetcher(threading.Thread):
             except SeglogError as e:
                 log.info("%s: replica fetch from %d: %s", f.partition, self.leader_id, e)
                 backoff = True
+                failed = self.manager.on_log_dir_failure
+                if isinstance(e, StorageError) and failed is not None:
+                    failed(e)
         if backoff:
             self._stop_event.wait(BACKOFF_S)
 

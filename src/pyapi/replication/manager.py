@@ -52,6 +52,7 @@ class ReplicaManager:
         self.registered_epoch = -1                      # this broker's current registration (BrokerInfo.epoch)
         self._stopped_following = False
         self._stopped = threading.Event()
+        self.on_log_dir_failure = None        # called with a StorageError a follower's write raised (the broker's)
         node.add_listener(self._on_append)
         self._worker = threading.Thread(target=self._isr_worker, name=f"seglog-isr-{broker_id}", daemon=True)
         self._worker.start()

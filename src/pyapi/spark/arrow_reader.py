@@ -34,6 +34,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 
 from .. import _engine
 from ..errors import OffsetOutOfRangeError, StorageError
+from ..isolation import AbortedFilter
 from ..log import Log
 from .broker import fetch_columns
 from .catalog import open_readonly_log
@@ -176,6 +177,8 @@ def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
     try:
         start, end = _bounds(split, lg)
         offset = start
+        # read_committed: the split ends at or below the last stable offset planning saw
+        aborted = AbortedFilter(lg.aborted_transactions(start, end)) if split.read_committed else None
         while offset < end:
             try:
                 view, next_offset = lg.read_next(offset, CHUNK_BYTES)
@@ -199,17 +202,20 @@ def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
             if next_offset < 0:
                 break                   # the log ends earlier than planned: _bounds saw it as it was at open
             failures = 0
-            data = memoryview(view)
-            pos, done = 0, False
-            while pos < len(data):
-                cols = decode(data[pos:], start, end, split.include_headers, min_ts, BATCH_BYTES,
-                              path=split.location)
-                if cols["rows"]:
-                    yield to_record_batch(cols, split.topic, split.partition, schema)
-                done = cols["done"]
-                if done or cols["consumed"] == 0:
+            done = False
+            for data in aborted.runs(memoryview(view)) if aborted is not None else (memoryview(view),):
+                pos = 0
+                while pos < len(data):
+                    cols = decode(data[pos:], start, end, split.include_headers, min_ts, BATCH_BYTES,
+                                  path=split.location)
+                    if cols["rows"]:
+                        yield to_record_batch(cols, split.topic, split.partition, schema)
+                    done = cols["done"]
+                    if done or cols["consumed"] == 0:
+                        break
+                    pos += cols["consumed"]
+                if done:
                     break
-                pos += cols["consumed"]
             if done:
                 break
             offset = next_offset

@@ -27,7 +27,7 @@ __all__ = ["SeglogBatchReader", "SeglogPushdownBatchReader", "plan_batch"]
 def plan_batch(options: ReadOptions, pushed: Pushed | None = None) -> list[OffsetRangeSplit]:
     """The splits of a batch query (driver side), from a data dir or through brokers. Raises NotADataDirError,
     BrokerUnavailableError, TopicNotFoundError, SourceOptionError, DataLossError."""
-    with open_catalog(options.location) as catalog:
+    with open_catalog(options.location, options.read_committed) as catalog:
         chosen = catalog.select(options.selection, allow_empty=False)
         if pushed is not None:
             chosen = [tp for tp in chosen if pushed.keeps(*tp)]
@@ -47,7 +47,8 @@ def plan_batch(options: ReadOptions, pushed: Pushed | None = None) -> list[Offse
             min_ts = pushed.min_timestamp
         return plan_splits(catalog, ranges, options.split_bytes, options.min_partitions,
                            options.max_records_per_partition, include_headers=options.include_headers,
-                           columns=options.columns, fail_on_data_loss=options.fail_on_data_loss, min_timestamp=min_ts)
+                           columns=options.columns, fail_on_data_loss=options.fail_on_data_loss, min_timestamp=min_ts,
+                           read_committed=options.read_committed)
 
 
 class SeglogBatchReader(DataSourceReader):

@@ -27,7 +27,9 @@ planning capped at the high watermark, and a broker never returns records at or 
   below the split's end (the log was truncated, e.g. an unclean leader election) follow failOnDataLoss:
   DataLossError, or skip the missing offsets. A new leader whose high watermark has not caught up yet is
   waited for first (the same retry deadline).
-- isolation: read_uncommitted (records of aborted transactions are returned, as in local mode).
+- isolation: read_uncommitted by default, as Spark's Kafka source; with kafka.isolation.level=read_committed
+  planning ends at the last stable offset (ListOffsets LATEST with isolation 1), Fetch asks for isolation 1 and
+  the records of the aborted transactions it lists are skipped (isolation.AbortedFilter), as in local mode.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ..client import (EARLIEST, LATEST, LEADER_MOVED, BrokerConnection, ClusterC
                       parse_bootstrap)
 from ..errors import (CorruptRecordError, LeaderNotAvailableError, NetworkError, OffsetOutOfRangeError, SeglogError,
                       UnknownTopicOrPartitionError, for_code)
+from ..isolation import AbortedFilter
 from ..wire_fetch import Fetched, Position
 from .catalog import Catalog, PartitionMeta, SegmentExtent
 from .errors import BrokerUnavailableError, DataLossError, TopicNotFoundError
@@ -65,7 +68,8 @@ def _unreachable(servers: str, e: BaseException) -> BrokerUnavailableError:
 class BrokerCatalog(Catalog):
     """The topics of a Kafka-protocol cluster (see the module docstring). Holds connections: close it."""
 
-    def __init__(self, bootstrap_servers: str, request_timeout_ms: int = 30_000):
+    def __init__(self, bootstrap_servers: str, request_timeout_ms: int = 30_000, read_committed: bool = False):
+        self.read_committed = read_committed
         self.bootstrap_servers = bootstrap_servers
         self.request_timeout_ms = request_timeout_ms
         self.where = f"on the brokers at {bootstrap_servers}"
@@ -98,7 +102,7 @@ class BrokerCatalog(Catalog):
             return
         try:
             starts = self.cluster.list_offsets(todo, EARLIEST)
-            ends = self.cluster.list_offsets(todo, LATEST)
+            ends = self.cluster.list_offsets(todo, LATEST, 1 if self.read_committed else 0)
         except NetworkError as e:
             raise _unreachable(self.bootstrap_servers, e) from None
         for tp in todo:
@@ -214,7 +218,8 @@ class _Fetcher:
         """The partition's answer to a Fetch that does not wait (wire_fetch.fetch)."""
         key = (self.split.topic, self.split.partition)
         fetched = wire_fetch.fetch(self._connection(), {key: Position(offset, max_bytes)}, max_bytes=max_bytes,
-                                   what=f"fetch of {self.where}").get(key)
+                                   what=f"fetch of {self.where}",
+                                   isolation_level=1 if self.split.read_committed else 0).get(key)
         if fetched is None:
             raise UnknownTopicOrPartitionError(f"the fetch response has no {self.where}")
         return fetched
@@ -287,19 +292,25 @@ def fetch_columns(split: OffsetRangeSplit, min_timestamp: int, max_output_bytes:
                     return
                 retry.sleep()
                 continue
-            pos = 0
-            while pos < len(view):
-                cols = decode(view[pos:], offset, end, split.include_headers, min_timestamp, max_output_bytes,
-                              verify_crc=True, path=where)
-                if cols["consumed"] == 0:
-                    break
-                pos += cols["consumed"]
-                offset = max(offset, cols["next_offset"])
-                if cols["rows"]:
-                    yield cols
-                if cols["done"]:
-                    return
-            if pos == 0:
+            consumed = 0
+            for chunk in AbortedFilter(p.aborted_transactions).runs(view) if split.read_committed else (view,):
+                pos = 0
+                while pos < len(chunk):
+                    cols = decode(chunk[pos:], offset, end, split.include_headers, min_timestamp,
+                                  max_output_bytes, verify_crc=True, path=where)
+                    if cols["consumed"] == 0:
+                        break
+                    pos += cols["consumed"]
+                    offset = max(offset, cols["next_offset"])
+                    if cols["rows"]:
+                        yield cols
+                    if cols["done"]:
+                        return
+                consumed += pos
+            if split.read_committed and p.next_offset > offset:
+                offset = p.next_offset                # past the aborted batches and markers skipped at the end
+                consumed += 1
+            if consumed == 0:
                 if max_bytes >= MAX_FETCH_BYTES:
                     raise CorruptRecordError(f"the batch at offset {offset} of {where} does not fit in a "
                                              f"{MAX_FETCH_BYTES}-byte fetch response", path=where, offset=offset)

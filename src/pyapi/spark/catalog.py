@@ -168,7 +168,8 @@ class DataDir(Catalog):
     or holds neither partition directories nor seglog's data dir files (meta.properties, topics.json).
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, read_committed: bool = False):
+        self.read_committed = read_committed
         self.path = os.path.abspath(os.path.expanduser(str(path)))
         self.where = f"in data directory {self.path}"
         if not os.path.exists(self.path):
@@ -210,7 +211,7 @@ class DataDir(Catalog):
                                 location=self.partition_path(topic, partition), estimated_bytes=size, **read_args)
 
     def open(self, topic: str, partition: int) -> "PartitionLog":
-        return PartitionLog(self.partition_path(topic, partition), topic, partition)
+        return PartitionLog(self.partition_path(topic, partition), topic, partition, self.read_committed)
 
 
 def _listing(topics: dict) -> str:
@@ -228,11 +229,12 @@ def open_readonly_log(path: str, topic: str, partition: int) -> Log:
 class PartitionLog(PartitionMeta):
     """One partition's metadata through a read-only Log. Use as a context manager (closes the Log).
 
-    ``committed_end`` is the high watermark capped by the end offset: readers never go past it.
+    ``committed_end`` is the high watermark capped by the end offset (with read_committed, the last stable
+    offset): readers never go past it.
     Raises NotADataDirError when the directory is not a partition log (no segment files).
     """
 
-    def __init__(self, path: str, topic: str, partition: int):
+    def __init__(self, path: str, topic: str, partition: int, read_committed: bool = False):
         self.path = path
         self.topic = topic
         self.partition = partition
@@ -241,7 +243,8 @@ class PartitionLog(PartitionMeta):
         except StorageError as e:
             raise NotADataDirError(f"cannot open partition {topic}-{partition} read-only: {e}", path) from None
         self.start_offset = self.log.start_offset
-        self.committed_end = min(self.log.high_watermark, self.log.end_offset)
+        self.committed_end = min(self.log.last_stable_offset if read_committed else self.log.high_watermark,
+                                 self.log.end_offset)
         self._bases = self.log.segment_bases
         self._segments: dict[int, object] = {}
 

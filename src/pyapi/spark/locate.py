@@ -9,9 +9,10 @@ from .options import Location
 __all__ = ["open_catalog"]
 
 
-def open_catalog(location: Location) -> Catalog:
-    """A DataDir (``path``) or a BrokerCatalog (``kafka.bootstrap.servers``). Raises NotADataDirError /
-    BrokerUnavailableError when it cannot be reached."""
+def open_catalog(location: Location, read_committed: bool = False) -> Catalog:
+    """A DataDir (``path``) or a BrokerCatalog (``kafka.bootstrap.servers``); with read_committed, partitions
+    end at their last stable offset. Raises NotADataDirError / BrokerUnavailableError when it cannot be
+    reached."""
     if location.broker_mode:
-        return BrokerCatalog(location.bootstrap_servers, location.request_timeout_ms)
-    return DataDir(location.path)
+        return BrokerCatalog(location.bootstrap_servers, location.request_timeout_ms, read_committed)
+    return DataDir(location.path, read_committed)

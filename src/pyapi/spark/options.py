@@ -24,6 +24,9 @@ Reader options (batch and streaming) -> :class:`ReadOptions`::
     maxOffsetsPerTrigger              streaming: records per micro-batch over all partitions
     pushFilters                       "false" (default) | "true": batch filter pushdown, safe only for a
                                       DataFrame that one query scans once (see seglog.spark.filters)
+    kafka.isolation.level             "read_uncommitted" (default, as Spark's Kafka source) | "read_committed":
+                                      stop at each partition's last stable offset and skip the records of
+                                      aborted transactions (transaction markers are never rows)
 
 A user-specified schema (``.schema("value binary")``) is a projection: the reader builds only its columns
 (see seglog.spark.projection).
@@ -118,6 +121,7 @@ class ReadOptions:
     push_filters: bool = False
     max_records_per_partition: int | None = None
     columns: tuple[str, ...] | None = None          # a user schema's projection (seglog.spark.projection)
+    read_committed: bool = False                    # kafka.isolation.level=read_committed
 
     @property
     def path(self) -> str | None:
@@ -346,6 +350,10 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
     min_parts = opts.get("minpartitions")
     max_records = opts.get("maxrecordsperpartition")
     push = opts.get("pushfilters")
+    isolation = str(opts.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise SourceOptionError("option kafka.isolation.level must be 'read_uncommitted' (the default) or "
+                                f"'read_committed', got {opts['kafka.isolation.level']!r}")
     return ReadOptions(
         location=location, selection=selection, starting=starting, ending=ending,
         fail_on_data_loss=parse_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
@@ -358,6 +366,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         push_filters=parse_bool(push, "pushFilters") if push not in (None, "") else False,
         max_records_per_partition=(_positive_int(max_records, "maxRecordsPerPartition")
                                    if max_records not in (None, "") else None),
+        read_committed=isolation == "read_committed",
     )
 
 

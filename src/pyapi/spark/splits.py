@@ -30,6 +30,8 @@ class OffsetRangeSplit(InputPartition):
     ``columns``: the columns to build, as a user schema names them (seglog.spark.projection); None for the whole
     schema (with headers when ``include_headers``). ``include_headers`` is what the engine decodes: true
     whenever ``columns`` names headers.
+    ``read_committed``: skip the records of aborted transactions (planning capped ``end`` at the last stable
+    offset).
     """
     topic: str
     partition: int
@@ -43,3 +45,4 @@ class OffsetRangeSplit(InputPartition):
     bootstrap_servers: str | None = None
     request_timeout_ms: int = 30_000
     columns: tuple[str, ...] | None = None
+    read_committed: bool = False

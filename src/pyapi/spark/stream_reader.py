@@ -65,7 +65,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _catalog(self) -> Catalog:
         """A fresh catalog (data dir listing or broker metadata) for one call; close it after use."""
-        return open_catalog(self.options.location)
+        return open_catalog(self.options.location, self.options.read_committed)
 
     def _current(self) -> dict[tuple[str, int], tuple[int, int]]:
         """(log start, committed end) of every partition the query selects right now."""
@@ -149,7 +149,8 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                     self.options.max_records_per_partition,
                                     include_headers=self.options.include_headers,
                                     columns=self.options.columns,
-                                    fail_on_data_loss=self.options.fail_on_data_loss))
+                                    fail_on_data_loss=self.options.fail_on_data_loss,
+                                    read_committed=self.options.read_committed))
 
     def commit(self, end: dict) -> None:
         """Nothing to do: offsets live in Spark's checkpoint only."""
