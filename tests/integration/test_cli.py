@@ -397,6 +397,9 @@ def test_help_of_every_command():
                     "--property", "--bootstrap-server"],
         "groups": ["--list", "--describe", "--all-groups", "--delete", "--reset-offsets", "--to-earliest",
                    "--to-latest", "--to-offset", "--to-datetime", "--execute", "--bootstrap-server"],
+        "acls": ["--add", "--remove", "--list", "--allow-principal", "--deny-principal", "--allow-host",
+                 "--deny-host", "--operation", "--topic", "--group", "--cluster", "--transactional-id",
+                 "--resource-pattern-type", "--principal", "--force", "--bootstrap-server"],
         "demo": ["--records"],
         "dump-log": ["--print-payload"],
     }

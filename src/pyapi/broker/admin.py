@@ -14,6 +14,8 @@ change configs                     IncrementalAlterConfigs (SET / DELETE), then 
 offsets                            ListOffsets (earliest, latest, by timestamp) at each partition's leader
 groups                             ListGroups at every broker, DescribeGroups / OffsetFetch / OffsetCommit
                                    (generation -1: a simple commit) / DeleteGroups at the group's coordinator
+ACLs                               CreateAcls / DescribeAcls / DeleteAcls at any broker (a cluster's ACLs are in
+                                   ZooKeeper, every broker answers for all of them)
 producer(), consumer()             seglog.Producer / seglog.Consumer over a seglog.remote.RemoteNode of their
                                    own (own connections, so a consumer's long poll never holds up the admin)
 =================================  ==============================================================================
@@ -31,6 +33,8 @@ from ..errors import SeglogError
 from ..offsets_format import TopicPartition
 from ..protocol import ApiKey
 from ..remote import RemoteNode
+from ..security.acls import AclBinding, AclBindingFilter
+from ..security.acls_wire import binding_from_wire, binding_to_wire, filter_to_wire
 from ..txn.coordinator import TransactionDescription, TransactionListing
 
 __all__ = ["BrokerAdmin"]
@@ -169,6 +173,38 @@ class BrokerAdmin(Admin):
         return GroupInfo(group_id, entry["group_state"] or "Dead", entry["protocol_type"], entry["protocol_data"],
                          members, f"{host}:{port} ({node_id})")
 
+    # -- ACLs -----------------------------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """CreateAcls; the first refused binding's error (the others are stored)."""
+        conn = self.cluster.any()
+        r = conn.request(ApiKey.CREATE_ACLS, {"creations": [binding_to_wire(b, "resource_pattern_type")
+                                                            for b in bindings]})
+        for result in r["results"]:
+            if result["error_code"]:
+                raise error_for(result["error_code"], result["error_message"])
+
+    def describe_acls(self, selection: AclBindingFilter) -> list[AclBinding]:
+        """DescribeAcls: every binding the filter matches."""
+        conn = self.cluster.any()
+        r = conn.request(ApiKey.DESCRIBE_ACLS, filter_to_wire(selection))
+        if r["error_code"]:
+            raise error_for(r["error_code"], r["error_message"])
+        v = conn.version(ApiKey.DESCRIBE_ACLS)
+        return [binding_from_wire({**res, **a}, v) for res in r["resources"] for a in res["acls"]]
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
+        """DeleteAcls: the bindings deleted; the first refused filter's error."""
+        conn = self.cluster.any()
+        r = conn.request(ApiKey.DELETE_ACLS, {"filters": [filter_to_wire(f) for f in filters]})
+        v = conn.version(ApiKey.DELETE_ACLS)
+        deleted = []
+        for result in r["filter_results"]:
+            if result["error_code"]:
+                raise error_for(result["error_code"], result["error_message"])
+            deleted += [binding_from_wire(m, v) for m in result["matching_acls"]]
+        return deleted
+
     # -- clients --------------------------------------------------------------------------------------------
 
     def list_transactions(self) -> list[tuple[int, TransactionListing]]:
@@ -187,3 +223,4 @@ class BrokerAdmin(Admin):
                           retry_timeout=self.retry_timeout)
         self._clients.append(node)
         return node
+

@@ -15,8 +15,8 @@ from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, Re
                       SaslAuthenticationError, SecurityDisabledError, SeglogError, UnacceptableCredentialError,
                       UnsupportedSaslMechanismError)
 from ..protocol import ApiKey
-from ..security.acls import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                             PatternType, ResourcePattern, ResourceType)
+from ..security.acls import AclOperation, ResourcePattern, ResourceType
+from ..security.acls_wire import binding_from_wire, binding_to_wire, filter_from_wire
 from ..security.sasl import FAILED_LOGIN_DELAY
 from ..security.scram import MECHANISM_IDS, check_iterations, credential_from_salted
 
@@ -137,33 +137,12 @@ def _acl_refusal(handlers, operation: AclOperation) -> tuple[int, str | None] | 
     return None
 
 
-def _enum(kind, code: int):
-    """The enum member of a wire code; an unknown code is UNKNOWN (0), which validation refuses."""
-    try:
-        return kind(code)
-    except ValueError:
-        return kind(0)
-
-
-def _filter(f: dict, version: int) -> AclBindingFilter:
-    return AclBindingFilter(_enum(ResourceType, f["resource_type_filter"]), f["resource_name_filter"],
-                            _enum(PatternType, f["pattern_type_filter"]) if version >= 1 else PatternType.LITERAL,
-                            f["principal_filter"], f["host_filter"], _enum(AclOperation, f["operation"]),
-                            _enum(AclPermissionType, f["permission_type"]))
-
-
-def _binding_fields(b: AclBinding) -> dict:
-    return {"resource_type": b.pattern.resource_type, "resource_name": b.pattern.name,
-            "pattern_type": b.pattern.pattern_type, "principal": b.entry.principal, "host": b.entry.host,
-            "operation": b.entry.operation, "permission_type": b.entry.permission}
-
-
 async def handle_describe_acls(handlers, header, body):
     """DescribeAcls (Describe on the cluster): the bindings the filter matches, grouped by resource pattern."""
     refused = _acl_refusal(handlers, AclOperation.DESCRIBE)
     if refused is not None:
         return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1], "resources": []}
-    selection = _filter(body, header.api_version)
+    selection = filter_from_wire(body, header.api_version)
     try:
         selection.validate()
     except SeglogError as e:
@@ -184,13 +163,7 @@ async def handle_create_acls(handlers, header, body):
     if refused is not None:
         return {"throttle_time_ms": 0, "results": [{"error_code": refused[0], "error_message": refused[1]}
                                                    for _ in body["creations"]]}
-    v = header.api_version
-    bindings = [AclBinding(ResourcePattern(_enum(ResourceType, c["resource_type"]), c["resource_name"],
-                                           _enum(PatternType, c["resource_pattern_type"]) if v >= 1
-                                           else PatternType.LITERAL),
-                           AccessControlEntry(c["principal"], c["host"], _enum(AclOperation, c["operation"]),
-                                              _enum(AclPermissionType, c["permission_type"])))
-                for c in body["creations"]]
+    bindings = [binding_from_wire(c, header.api_version, "resource_pattern_type") for c in body["creations"]]
     results = await handlers.broker.on_disk(handlers.broker.authorizer.create_acls, bindings)
     return {"throttle_time_ms": 0, "results": [{"error_code": 0 if e is None else e.code,
                                                 "error_message": None if e is None else str(e)} for e in results]}
@@ -202,7 +175,7 @@ async def handle_delete_acls(handlers, header, body):
     if refused is not None:
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": refused[0], "error_message": refused[1], "matching_acls": []} for _ in body["filters"]]}
-    filters = [_filter(f, header.api_version) for f in body["filters"]]
+    filters = [filter_from_wire(f, header.api_version) for f in body["filters"]]
     results = await handlers.broker.on_disk(handlers.broker.authorizer.delete_acls, filters)
     out = []
     for r in results:
@@ -210,7 +183,7 @@ async def handle_delete_acls(handlers, header, body):
             out.append({"error_code": r.code, "error_message": str(r), "matching_acls": []})
         else:
             out.append({"error_code": 0, "error_message": None, "matching_acls": [
-                {"error_code": 0, "error_message": None, **_binding_fields(b)} for b in r]})
+                {"error_code": 0, "error_message": None, **binding_to_wire(b)} for b in r]})
     return {"throttle_time_ms": 0, "filter_results": out}
 
 
