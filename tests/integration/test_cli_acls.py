@@ -126,6 +126,8 @@ def test_usage_and_refusals(broker, start_broker, tmp_path):
           *b, "--add", "--allow-principal", "User:a", "--topic", "t", "--resource-pattern-type", "match")
     fails(2, "Option \"[list]\" can't be used with option \"[allow-principal]\"",
           *b, "--list", "--allow-principal", "User:a")
+    fails(2, "Option \"[principal]\" can't be used with option \"[add]\"",
+          *b, "--add", "--allow-principal", "User:a", "--topic", "t", "--principal", "User:a")
     fails(2, "Unknown AclOperation name 'Fly'", *b, "--add", "--allow-principal", "User:a", "--operation", "Fly",
           "--topic", "t")
     # the broker refuses a principal that may not alter the cluster, and a broker without an authorizer

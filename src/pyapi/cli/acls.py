@@ -156,11 +156,11 @@ def _confirm(args, question: str) -> bool:
 
 def cmd_acls(args) -> int:
     if args.list:
-        for name in ("allow_principal", "deny_principal", "allow_host", "deny_host", "force"):
+        for name in ("allow_principal", "deny_principal", "allow_host", "deny_host"):
             if getattr(args, name):
                 raise UsageError(f'Option "[list]" can\'t be used with option "[{name.replace("_", "-")}]"')
     elif args.principal:
-        raise UsageError('Option "[principal]" can only be used with option "[list]"')
+        raise UsageError(f'Option "[principal]" can\'t be used with option "[{"add" if args.add else "remove"}]"')
     pattern_type = _pattern_type(args.resource_pattern_type, args.add)
     resources = _resources(args, pattern_type)
     entries = [] if args.list else _entries(args)
