@@ -7,6 +7,13 @@ import socket
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge results, not speed: Hypothesis's default 200 ms deadline per example fails a test whose
+# first example imports a client library on a loaded 2-core machine (CI), and so does the too-slow health check.
+# Speed goals live in bench/.
+settings.register_profile("seglog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("seglog")
 
 
 # -- a hang must end the run, not stall it -----------------------------------------------------------------------

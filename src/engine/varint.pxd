@@ -26,34 +26,17 @@ cdef inline unsigned char *put_varint(unsigned char *p, int64_t v) noexcept nogi
     p[0] = <unsigned char>u
     return p + 1
 
-cdef inline const unsigned char *get_varlong(const unsigned char *p, const unsigned char *end,
-                                              int64_t *out) noexcept nogil:
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef unsigned char b
-    while True:
-        if p >= end or shift > 63:
-            return NULL
-        b = p[0]
-        p += 1
-        result |= <uint64_t>(b & 0x7f) << shift
-        if not (b & 0x80):
-            break
-        shift += 7
-    out[0] = unzigzag(result)
-    return p
-
-cdef inline const unsigned char *get_varint(const unsigned char *p, const unsigned char *end,
-                                             int64_t *out) noexcept nogil:
-    # fast path: one byte
-    if p < end and not (p[0] & 0x80):
-        out[0] = unzigzag(p[0])
+cdef inline const unsigned char *get_uvarint(const unsigned char *p, const unsigned char *end, int max_shift,
+                                              uint64_t *out) noexcept nogil:
+    """The raw base-128 value at p, at most max_shift / 7 + 1 bytes; NULL on truncation or a longer encoding."""
+    if p < end and not (p[0] & 0x80):              # fast path: one byte
+        out[0] = p[0]
         return p + 1
     cdef uint64_t result = 0
     cdef int shift = 0
     cdef unsigned char b
     while True:
-        if p >= end or shift > 28:
+        if p >= end or shift > max_shift:
             return NULL
         b = p[0]
         p += 1
@@ -61,7 +44,22 @@ cdef inline const unsigned char *get_varint(const unsigned char *p, const unsign
         if not (b & 0x80):
             break
         shift += 7
-    if result > 0xFFFFFFFFu:
+    out[0] = result
+    return p
+
+cdef inline const unsigned char *get_varlong(const unsigned char *p, const unsigned char *end,
+                                              int64_t *out) noexcept nogil:
+    cdef uint64_t u
+    p = get_uvarint(p, end, 63, &u)
+    if p != NULL:
+        out[0] = unzigzag(u)
+    return p
+
+cdef inline const unsigned char *get_varint(const unsigned char *p, const unsigned char *end,
+                                             int64_t *out) noexcept nogil:
+    cdef uint64_t u
+    p = get_uvarint(p, end, 28, &u)
+    if p == NULL or u > 0xFFFFFFFFu:
         return NULL
-    out[0] = unzigzag(result)
+    out[0] = unzigzag(u)
     return p

@@ -308,6 +308,10 @@ class BrokerConfig:
     sasl_jaas_config: str = _k("sasl.jaas.config", "string", "", secret=True)
     sasl_server_max_receive_size: int = _k("sasl.server.max.receive.size", "int", 524288, low=1)
     connections_max_reauth_ms: int = _k("connections.max.reauth.ms", "long", 0, low=0)
+    # -- authorization (seglog.security.authorizer) -------------------------------------------------------------
+    authorizer_class_name: str = _k("authorizer.class.name", "string", "")
+    super_users: str = _k("super.users", "string", "")
+    allow_everyone_if_no_acl_found: bool = _k("allow.everyone.if.no.acl.found", "bool", False)
     #: ``listener.name.<listener>.<config>`` settings (Kafka's per-listener overrides), as sorted (name, value)
     #: pairs; see seglog.security.listeners.listener_setting.
     listener_overrides: tuple = field(default=(), repr=False)
@@ -321,6 +325,9 @@ class BrokerConfig:
             for k, v in dict(self.listener_overrides).items())))
         from .security.listeners import broker_listeners
         broker_listeners(self)                     # every listener, protocol map and inter-broker name checked
+        from .security.authorizer import check_authorizer_class, parse_super_users
+        check_authorizer_class(self.authorizer_class_name)
+        parse_super_users(self.super_users)
         if self.zookeeper_connect:
             parse_zookeeper_connect(self.zookeeper_connect)
 

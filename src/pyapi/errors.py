@@ -444,8 +444,8 @@ class TransactionCoordinatorFencedError(SeglogError):
 
 
 class TransactionalIdAuthorizationFailedError(SeglogError):
-    """A produce request carries transactional record batches without a transactional id (Kafka answers this
-    code, as it does for a transactional id the client may not use)."""
+    """Not authorized to use the transactional id (Write on the TransactionalId resource), or a produce
+    request carries transactional record batches without a transactional id (Kafka answers this code for both)."""
 
     code = 53
     kafka_name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"

@@ -5,7 +5,8 @@ environment without the system's site-packages and with no compiler on the PATH,
 declared dependencies itself (from the index pip is configured with). There it runs wheels/smoke.py
 (append/roll/recover/read with every codec, the `seglog` command), and `import seglog` must not even try to
 import a library only an extra needs. The extension compiles once, with CFLAGS=-g0 as the release wheels are
-([tool.cibuildwheel] environment); the module takes ~1 min."""
+([tool.cibuildwheel] environment), and that one compilation must print no compiler warning; the module takes
+~1 min."""
 
 import email.parser
 import glob
@@ -76,13 +77,18 @@ def sdist(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def wheel(sdist, tmp_path_factory):
-    """Built from the sdist tarball, not from the tree."""
+def wheel_build(sdist, tmp_path_factory):
+    """Built from the sdist tarball, not from the tree: (the wheel's path, the build's output)."""
     out = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), sdist],
-        env=dict(os.environ, CFLAGS="-g0"))
+    done = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v", "-w", str(out),
+                sdist], env=dict(os.environ, CFLAGS="-g0"))
     [path] = glob.glob(str(out / "seglog-*.whl"))
-    return path
+    return path, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(wheel_build):
+    return wheel_build[0]
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +105,15 @@ def test_sdist_carries_the_engine_sources(sdist):
         if f.endswith((".pyx", ".pxd", ".pxi", ".h")) or f == "crc32c_impl.c":
             assert f"src/engine/{f}" in names, f
     assert {"setup.py", "pyproject.toml", "README.md", "src/pyapi/log.py"} <= names
+
+
+def test_engine_compiles_without_warnings(wheel_build):
+    """A warning such as "may be used uninitialized" or a signed/unsigned comparison points at Cython code whose
+    control flow or types the C compiler cannot follow."""
+    output = wheel_build[1]
+    assert "_engine.c" in output                       # the compiler ran on the engine: its output is here
+    warnings = [line for line in output.splitlines() if re.search(r":\d+:(\d+:)? warning:", line)]   # the compiler's
+    assert not warnings, "\n".join(warnings)
 
 
 def test_wheel_contents(wheel):

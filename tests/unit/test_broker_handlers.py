@@ -22,6 +22,9 @@ UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, ILLEGAL_GENERATION = 3, 7, 22
 NOT_COORDINATOR, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND = 16, 68, 69
 PRODUCE_V9 = RequestHeader(0, 9, 1, "test")
 
+# A broker stub without an authorizer: every request is allowed, as a broker without authorizer.class.name.
+ALLOW_ALL = {"allowed": lambda *args: True, "allowed_any": lambda *args: True}
+
 
 class ReplicasThatNeverCatchUp:
     """A view whose acks=all waits last their whole timeout and fail, as a leader's whose followers are stuck
@@ -58,7 +61,7 @@ def handlers(tmp_path):
     node.create_topic("slow", 4)
     node.create_topic("fast", 2)
     view = ReplicasThatNeverCatchUp()
-    broker = SimpleNamespace(node=node, config=node.config, view=view, metrics=Metrics(),
+    broker = SimpleNamespace(**ALLOW_ALL, node=node, config=node.config, view=view, metrics=Metrics(),
                              on_disk=_inline, append_on_disk=lambda topic, index, fn, *args: _inline(fn, *args))
     yield Handlers(broker)
     node.close()
@@ -104,7 +107,7 @@ def test_offset_commit_keeps_the_errors_of_partitions_refused_before_the_group_c
             raise e
 
     view = SimpleNamespace(check_coordinator=lambda group_id: None)
-    h = Handlers(SimpleNamespace(node=SimpleNamespace(group_coordinator=Coordinator()), config=None, view=view))
+    h = Handlers(SimpleNamespace(**ALLOW_ALL, node=SimpleNamespace(group_coordinator=Coordinator()), config=None, view=view))
     partition = {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1, "committed_metadata": ""}
     body = {"group_id": "g", "generation_id_or_member_epoch": 8, "member_id": "m", "group_instance_id": None,
             "topics": [{"name": "t", "partitions": [partition]}, {"name": "gone", "partitions": [partition]}]}
@@ -128,7 +131,7 @@ def test_delete_groups_answers_per_group_as_kafka(tmp_path):
             raise NotCoordinatorError(f"not the coordinator of {group_id}")
 
     view = SimpleNamespace(check_coordinator=check_coordinator)
-    h = Handlers(SimpleNamespace(node=node, config=node.config, view=view))
+    h = Handlers(SimpleNamespace(**ALLOW_ALL, node=node, config=node.config, view=view))
     try:
         r = asyncio.run(h.handle_delete_groups(None, {"groups_names": ["idle", "busy", "ghost", "elsewhere", "idle"]}))
         assert [(e["group_id"], e["error_code"]) for e in r["results"]] == \
@@ -144,7 +147,7 @@ def test_metadata_carries_the_leader_epoch_of_each_partition(tmp_path):
     """v7+: each partition's leader epoch, never -1 for a led partition (librdkafka fences on it)."""
     node = Node(tmp_path / "d")
     node.create_topic("t", 2)
-    h = Handlers(SimpleNamespace(node=node, config=node.config, view=LocalView(node, 0, "127.0.0.1", 9092)))
+    h = Handlers(SimpleNamespace(**ALLOW_ALL, node=node, config=node.config, view=LocalView(node, 0, "127.0.0.1", 9092)))
     try:
         body = {"topics": [{"name": "t"}], "allow_auto_topic_creation": False}
         [t] = asyncio.run(h.handle_metadata(SimpleNamespace(api_version=8), body))["topics"]

@@ -173,9 +173,10 @@ OLD = _old_messages()
 def _old_struct_fits(api_key: int, version: int, response: bool) -> bool:
     """kafka.protocol.old has a struct of the right direction for this version (its AlterConfigsResponse list
     holds AlterConfigsRequest_v1 as the v1 response, and its DescribeLogDirsRequest_v0 has one int32 where
-    Kafka has an array of partitions: slips there, not wire formats to compare with)."""
+    Kafka has an array of partitions; its DescribeAcls v2 structs are not flexible, Kafka's are from v2: slips
+    there, not wire formats to compare with)."""
     from kafka.protocol.old.api import Response
-    if (api_key, response) == (35, False):
+    if (api_key, response) == (35, False) or (api_key == 29 and version >= 2):
         return False
     structs = OLD.get((api_key, response), ())
     return version < len(structs) and issubclass(structs[version], Response) == response

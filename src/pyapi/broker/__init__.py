@@ -25,6 +25,7 @@ from .server import Broker
 __all__ = ["Broker", "RunningBroker", "serve", "run_forever"]
 
 log = logging.getLogger("seglog.broker")
+DEFAULT_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 
 def _config(data_dir, config, overrides) -> BrokerConfig:
@@ -45,8 +46,12 @@ class RunningBroker:
     cleanly (also on leaving the ``with`` block)."""
 
     def __init__(self, data_dir, config=None, *, host: str = "127.0.0.1", port: int = 0,
-                 metrics_port: int | None = None, metadata_store=None, ssl=None, sasl_users=None, **overrides):
+                 metrics_port: int | None = None, metadata_store=None, ssl=None, sasl_users=None, acls=None,
+                 **overrides):
         overrides = {k.replace("_", "."): v for k, v in overrides.items()}
+        if acls is not None and not (overrides.get("authorizer.class.name")
+                                     or (isinstance(config, Mapping) and config.get("authorizer.class.name"))):
+            overrides["authorizer.class.name"] = DEFAULT_AUTHORIZER
         ssl_context = None
         if ssl is not None or sasl_users is not None:
             if "listeners" in overrides or (config is not None and "listeners" in dict(config)):
@@ -65,6 +70,10 @@ class RunningBroker:
                 metadata_store = zookeeper_store(self.config)
             self.broker = Broker(self.node, self.config, host=host, port=port, metrics_port=metrics_port,
                                  metadata_store=metadata_store, ssl_context=ssl_context, sasl_users=sasl_users)
+            refused = [(b, e) for b, e in zip(acls or (), self.broker.authorizer.create_acls(list(acls or ())))
+                       if e is not None] if acls else []
+            if refused:
+                raise InvalidConfigError(f"acls: {refused[0][0]} refused: {refused[0][1]}")
         except BaseException:
             self.node.close()
             raise
@@ -132,19 +141,24 @@ class RunningBroker:
 
 def serve(data_dir, config: BrokerConfig | Mapping[str, Any] | None = None, *, host: str = "127.0.0.1",
           port: int = 0, metrics_port: int | None = None, ssl=None, sasl_users: Mapping[str, str] | None = None,
-          **overrides) -> RunningBroker:
+          acls=None, **overrides) -> RunningBroker:
     """Start a broker on `data_dir` (a free port on 127.0.0.1 by default) in a background thread.
 
     ``ssl`` (a server ``ssl.SSLContext``, or a mapping of Kafka's ssl.* settings such as
     ``{"ssl.keystore.location": "server.pem"}``) and ``sasl_users`` ({user: password}, accepted by PLAIN,
     SCRAM-SHA-256 and SCRAM-SHA-512) make its one listener SSL, SASL_PLAINTEXT or SASL_SSL.
 
+    ``acls`` (seglog.security.acls.AclBinding objects, e.g. ``AclBinding.allow("User:alice", "Read", "Topic",
+    "orders")``) turns authorization on (authorizer.class.name, unless given, is Kafka's AclAuthorizer) and adds
+    them to the data dir's ACLs; ``super_users="User:admin"`` and ``allow_everyone_if_no_acl_found=True`` are
+    Kafka's super.users and allow.everyone.if.no.acl.found. The in-process Node is never checked.
+
     ``metrics_port``: serve /metrics and /metrics.json there too (0: a free port, see ``.metrics_port``).
     Keyword overrides use config names with '_' for '.' (e.g. ``auto_create_topics_enable=False``); being
     Python code, an unknown keyword is an error (InvalidConfigError), while unknown names in `config` (a
     server.properties mapping) are logged as a WARNING and ignored, as Kafka treats its properties file."""
     return RunningBroker(data_dir, config, host=host, port=port, metrics_port=metrics_port, ssl=ssl,
-                         sasl_users=sasl_users, **overrides)
+                         sasl_users=sasl_users, acls=acls, **overrides)
 
 
 def zookeeper_store(config: BrokerConfig):

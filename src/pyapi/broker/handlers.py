@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import errors
 from ..errors import SeglogError
 from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
+from ..security.acls import AclOperation as Op
+from ..security.acls import ResourceType as Res
 from .handler_support import GROUP_THREADS, CloseConnection, _err, _off_loop
 from .handlers_admin import AdminHandlers
 from .handlers_data import DataHandlers
@@ -56,6 +58,7 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
             requested = None                                      # v0 has no null: an empty array means all
         allow_create = body["allow_auto_topic_creation"]          # True for versions before the field existed
         topics = []
+        by_id: dict[str, object] = {}                             # names of the topics asked for by id: their ids
         if requested is not None and any(t["name"] is None for t in requested):
             named = []                                            # v10+ may name a topic by its id only
             for t in requested:
@@ -66,12 +69,29 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
                         topics.append({"error_code": _err(e), "name": None, "topic_id": t["topic_id"],
                                        "partitions": []})
                         continue
+                    by_id[t["name"]] = t["topic_id"]
                 named.append(t)
             requested = named
-        names = view.topic_names() if requested is None else [t["name"] for t in requested]
+        allowed = self.broker.allowed
+        if requested is None:                      # every topic: those the principal may not describe are left out
+            names = [n for n in view.topic_names() if allowed(Op.DESCRIBE, Res.TOPIC, n)]
+        else:
+            names = [t["name"] for t in requested]
         for name in names:
+            if requested is not None and not allowed(Op.DESCRIBE, Res.TOPIC, name):
+                # a topic asked for by id is answered by its id, its name withheld (as Kafka)
+                topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "partitions": [],
+                               **({"name": None, "topic_id": by_id[name]} if name in by_id else {"name": name})})
+                continue
             try:
-                if requested is not None and allow_create and self.config.auto_create_topics_enable:
+                create = requested is not None and allow_create and self.config.auto_create_topics_enable
+                if create and not self.may_create_topic(name):
+                    create = False                    # auto-creation needs Create: a missing topic is refused
+                    try:
+                        view.topic_partitions(name)
+                    except errors.UnknownTopicOrPartitionError:
+                        raise errors.TopicAuthorizationFailedError(f"Not authorized to create topic {name}") from None
+                if create:
                     count, internal = await _off_loop(view.ensure_topic, name)
                 else:
                     count, internal = view.topic_partitions(name)

@@ -9,6 +9,8 @@ import shutil
 from .. import errors
 from ..config import KAFKA_NAMES
 from ..errors import SeglogError
+from ..security.acls import AclOperation as Op
+from ..security.acls import ResourceType as Res
 from ..topic_names import validate_topic_name
 from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC, EXCESSIVE_BATCH,
                               LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
@@ -22,6 +24,14 @@ class AdminHandlers:
 
     # -- admin ------------------------------------------------------------------------------------------------
 
+    def may_create_topic(self, name: str) -> bool:
+        """Create on the cluster or on the topic (Kafka's rule for CreateTopics and auto-creation)."""
+        return self.broker.allowed(Op.CREATE, Res.CLUSTER) or self.broker.allowed(Op.CREATE, Res.TOPIC, name)
+
+    def check_topic(self, name: str, operation: Op) -> None:
+        if not self.broker.allowed(operation, Res.TOPIC, name):
+            raise errors.TopicAuthorizationFailedError(f"Not authorized to access topics: [{name}]")
+
     async def handle_create_topics(self, header, body):
         records = 0
         for t in body["topics"]:
@@ -34,6 +44,8 @@ class AdminHandlers:
         for t in body["topics"]:
             name = t["name"]
             try:
+                if not self.may_create_topic(name):
+                    raise errors.TopicAuthorizationFailedError(f"Not authorized to create topic {name}")
                 configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
                 partitions = None if t["num_partitions"] == -1 else t["num_partitions"]
                 rf = None if t["replication_factor"] == -1 else t["replication_factor"]
@@ -51,8 +63,10 @@ class AdminHandlers:
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
                                 validate_only=body["validate_only"], timeout_ms=body["timeout_ms"],
                                 assignment=assignment)
-                results.append({"name": name, "error_code": 0, "error_message": None,
-                                **self._created_topic(partitions, rf, configs)})
+                created = self._created_topic(partitions, rf, configs)
+                if not self.broker.allowed(Op.DESCRIBE_CONFIGS, Res.TOPIC, name):    # v5+: configs withheld
+                    created.update(configs=[], topic_config_error_code=errors.TopicAuthorizationFailedError.code)
+                results.append({"name": name, "error_code": 0, "error_message": None, **created})
             except SeglogError as e:
                 results.append({"name": name, "error_code": _err(e), "error_message": str(e)})
         return {"topics": results}
@@ -70,6 +84,7 @@ class AdminHandlers:
         out = []
         for name in body["topic_names"]:
             try:
+                self.check_topic(name, Op.DELETE)
                 await _off_loop(self.broker.view.delete_topic, name)
                 out.append({"name": name, "error_code": 0})
             except SeglogError as e:
@@ -89,6 +104,7 @@ class AdminHandlers:
         out = []
         for t in body["topics"]:
             try:
+                self.check_topic(t["name"], Op.ALTER)
                 assignments = None if t["assignments"] is None else [a["broker_ids"] for a in t["assignments"]]
                 await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
                                 validate_only=body["validate_only"], timeout_ms=body["timeout_ms"],
@@ -100,18 +116,24 @@ class AdminHandlers:
 
     async def handle_elect_leaders(self, header, body):
         """ElectLeaders (v0 preferred; v1+ election_type 0 preferred, 1 unclean) through the view: the controller
-        elects in a cluster, a lone broker never needs to. Results per topic, per partition asked (null: all)."""
+        elects in a cluster, a lone broker never needs to. Results per topic, per partition asked (null: all).
+        Needs Alter on the cluster: else CLUSTER_AUTHORIZATION_FAILED for the request and each partition asked."""
         election_type = body["election_type"] if header.api_version >= 1 else 0
         if election_type not in (0, 1):
             return {"error_code": errors.InvalidRequestError.code, "replica_election_results": []}
         asked = None if body["topic_partitions"] is None else [
             (t["topic"], p) for t in body["topic_partitions"] for p in dict.fromkeys(t["partitions"])]
-        results = await _off_loop(self.broker.view.elect_leaders, asked, election_type == 1)
+        top = 0
+        if self.broker.allowed(Op.ALTER, Res.CLUSTER):
+            results = await _off_loop(self.broker.view.elect_leaders, asked, election_type == 1)
+        else:
+            denied = errors.ClusterAuthorizationFailedError("Cluster authorization failed (Alter on the cluster)")
+            top, results = denied.code, dict.fromkeys(asked or (), denied)
         by_topic: dict[str, list] = {}
         for (topic, p), e in results.items():
             by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": 0 if e is None else _err(e),
                                                    "error_message": None if e is None else str(e)})
-        return {"error_code": 0, "replica_election_results": [{"topic": t, "partition_result": parts}
+        return {"error_code": top, "replica_election_results": [{"topic": t, "partition_result": parts}
                                                               for t, parts in by_topic.items()]}
 
     async def handle_describe_cluster(self, header, body):
@@ -128,7 +150,10 @@ class AdminHandlers:
 
     async def handle_describe_log_dirs(self, header, body):
         """The one log dir of this broker: the partitions it holds (of the topics asked for, or all), their
-        sizes, and the disk's total and usable bytes (v4+)."""
+        sizes, and the disk's total and usable bytes (v4+). Describe on the cluster, else no log dir and
+        CLUSTER_AUTHORIZATION_FAILED (v3+)."""
+        if not self.broker.allowed(Op.DESCRIBE, Res.CLUSTER):
+            return {"error_code": errors.ClusterAuthorizationFailedError.code, "results": []}
         return {"results": [await self.broker.on_disk(self._describe_log_dir, body["topics"])]}
 
     def _describe_log_dir(self, wanted) -> dict:
@@ -150,6 +175,7 @@ class AdminHandlers:
         for r in body["resources"]:
             keys = r["configuration_keys"] or None              # as Kafka: null or empty asks for every config
             try:
+                self._check_configs(r["resource_type"], r["resource_name"], Op.DESCRIBE_CONFIGS)
                 if r["resource_type"] == RESOURCE_TOPIC:
                     configs = self._topic_configs(r["resource_name"], keys)
                 elif r["resource_type"] == RESOURCE_BROKER:
@@ -223,6 +249,7 @@ class AdminHandlers:
             try:
                 if seen[(rtype, name)] > 1:
                     raise errors.InvalidRequestError(f"Error due to duplicate resource {name!r} of type {rtype}")
+                self._check_configs(rtype, name, Op.ALTER_CONFIGS)
                 names = [c["name"] for c in r["configs"]]
                 if len(set(names)) != len(names):
                     raise errors.InvalidRequestError("Error due to duplicate config keys")
@@ -247,6 +274,14 @@ class AdminHandlers:
                 answer.update(error_code=_err(e), error_message=str(e))
             out.append(answer)
         return out
+
+    def _check_configs(self, resource_type: int, name: str, operation: Op) -> None:
+        """DescribeConfigs / AlterConfigs on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker's
+        configs, on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+        if resource_type == RESOURCE_TOPIC:
+            self.check_topic(name, operation)
+        elif resource_type == RESOURCE_BROKER:
+            self.broker.authorize_cluster(operation)
 
     def _topic_configs(self, name: str, keys):
         overrides = self.broker.view.topic_overrides(name)

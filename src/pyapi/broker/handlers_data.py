@@ -8,8 +8,12 @@ from typing import Any
 
 from .. import errors
 from ..errors import SeglogError
+from ..security.acls import AclOperation as Op
+from ..security.acls import ResourceType as Res
 from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err
 from .record_errors import record_errors
+
+TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
 
 class DataHandlers:
@@ -24,20 +28,22 @@ class DataHandlers:
         partitions takes about timeout_ms at worst, not that much per partition. An acks=0 request gets no
         answer; if any of its partitions failed, the connection is closed (CloseConnection), which is how
         Kafka tells such a client to refresh its metadata."""
-        acks = body["acks"]
+        acks, tid = body["acks"], body["transactional_id"]
         if header.api_version < 3:              # message format v0/v1: advertised (as Kafka does), never served
             err = errors.UnsupportedVersionError.code
         elif acks not in (-1, 0, 1):
             err = errors.InvalidRequiredAcksError.code
+        elif tid is not None and not self.broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+            err = errors.TransactionalIdAuthorizationFailedError.code     # Write on the transactional id, as Kafka
         else:
             err = 0
         deadline = time.monotonic() + max(body["timeout_ms"], 0) / 1000
         responses, appends = [], []
         for topic in body["topic_data"]:
             parts = []
+            topic_err = err or (0 if self.broker.allowed(Op.WRITE, Res.TOPIC, topic["name"]) else TOPIC_DENIED)
             for pd in topic["partition_data"]:
-                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, err,
-                                                body["transactional_id"]))
+                appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, topic_err, tid))
             responses.append({"name": topic["name"], "partition_responses": parts})
         # one partition after the other, on the disk threads: a request inflates one batch at a time
         done = [await append for append in appends]
@@ -72,7 +78,9 @@ class DataHandlers:
         if err:
             out["error_message"] = {errors.UnsupportedVersionError.code: "Produce v0-2 (message format v0 and "
                                                                          "v1) is not supported",
-                                    errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}"
+                                    errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}",
+                                    errors.TransactionalIdAuthorizationFailedError.code:
+                                        f"Transactional Id authorization failed for {transactional_id}",
                                     }.get(err)
             return out, None
         part = None
@@ -135,11 +143,17 @@ class DataHandlers:
                     continue
                 ids[name] = t["topic_id"]
             wanted += [(name, p) for p in t["partitions"]]
+        # a follower needs ClusterAction on the cluster, a consumer Read on each topic (by its name once an id
+        # is resolved, as Kafka)
+        if replica:
+            denied = set() if self.broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER) else {t for t, _ in wanted}
+        else:
+            denied = {t for t in {t for t, _ in wanted} if not self.broker.allowed(Op.READ, Res.TOPIC, t)}
         while True:
             version = self.broker.data_version()
             responses, total, failed, corrupt = await self.broker.on_disk(
                 self._read_partitions, wanted, body["max_bytes"], replica, replica_id,
-                body.get("isolation_level", 0))
+                body.get("isolation_level", 0), denied)
             for topic, index in corrupt:                    # the Log logged each (file, offset, position)
                 self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
@@ -152,9 +166,10 @@ class DataHandlers:
             await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
             self.broker.note_wait(time.monotonic() - started)
 
-    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int, isolation: int):
+    def _read_partitions(self, wanted, max_bytes: int, replica: bool, replica_id: int, isolation: int,
+                         denied: set):
         """(responses, bytes read, whether a partition failed, [(topic, partition) that met a corrupt batch]);
-        runs on a disk thread."""
+        the partitions of `denied` topics are answered TOPIC_AUTHORIZATION_FAILED; runs on a disk thread."""
         by_topic: dict[str, list] = {}
         order: list[str] = []
         total = 0
@@ -168,6 +183,10 @@ class DataHandlers:
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                      "records": b""}
             by_topic[topic].append(entry)
+            if topic in denied:
+                entry["error_code"] = TOPIC_DENIED
+                failed = True
+                continue
             try:
                 self.broker.view.check_fetch(topic, p["partition"], p["current_leader_epoch"], replica)
                 part = self.node.partition(topic, p["partition"])
@@ -219,6 +238,8 @@ class DataHandlers:
             for p in t["partitions"]:
                 out = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1, "offset": -1}
                 try:
+                    if not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, t["name"]):
+                        raise errors.TopicAuthorizationFailedError()
                     self.broker.view.check_fetch(t["name"], p["partition_index"], p["current_leader_epoch"], False)
                     part = self.node.partition(t["name"], p["partition_index"])
                     ts = p["timestamp"]
@@ -246,12 +267,20 @@ class DataHandlers:
         return {"topics": topics}
 
     async def handle_offset_for_leader_epoch(self, header, body):
+        """A follower's request needs ClusterAction on the cluster (else every partition is answered
+        CLUSTER_AUTHORIZATION_FAILED), a consumer's Describe on each topic."""
+        follower = body["replica_id"] >= 0
+        cluster_denied = follower and not self.broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER)
         topics = []
         for t in body["topics"]:
             parts = []
             for p in t["partitions"]:
                 out = {"partition": p["partition"], "error_code": 0, "leader_epoch": -1, "end_offset": -1}
                 try:
+                    if cluster_denied:
+                        raise errors.ClusterAuthorizationFailedError()
+                    if not follower and not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, t["topic"]):
+                        raise errors.TopicAuthorizationFailedError()
                     self.broker.view.check_fetch(t["topic"], p["partition"], p["current_leader_epoch"],
                                                  body["replica_id"] >= 0)
                     epoch, end = self.node.partition(t["topic"], p["partition"]).log.end_offset_for_epoch(
@@ -272,6 +301,8 @@ class DataHandlers:
             for p in t["partitions"]:
                 out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
                 try:
+                    if not self.broker.allowed(Op.DELETE, Res.TOPIC, t["name"]):
+                        raise errors.TopicAuthorizationFailedError()
                     if self.broker.view.topic_partitions(t["name"])[1]:
                         raise errors.InvalidTopicError(f"Cannot delete records of internal topic {t['name']}")
                     self.broker.view.check_produce(t["name"], p["partition_index"], 1)       # the leader's job
@@ -294,6 +325,8 @@ class DataHandlers:
             for p in t["partition_indexes"]:
                 out = {"partition_index": p, "error_code": 0, "error_message": None, "active_producers": []}
                 try:
+                    if not self.broker.allowed(Op.READ, Res.TOPIC, t["name"]):
+                        raise errors.TopicAuthorizationFailedError()
                     self.broker.view.check_produce(t["name"], p, 1)                  # the leader's answer
                     producers = self.node.partition(t["name"], p).log.active_producers()
                     out["active_producers"] = [

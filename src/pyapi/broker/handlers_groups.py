@@ -11,7 +11,11 @@ from .. import errors
 from ..errors import SeglogError
 from ..group import GroupState
 from ..offsets_format import OffsetAndMetadata, TopicPartition
+from ..security.acls import AclOperation as Op
+from ..security.acls import ResourceType as Res
 from .handler_support import _err, _off_loop
+
+TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
 
 class GroupHandlers:
@@ -29,7 +33,14 @@ class GroupHandlers:
         return self._find_coordinator(body["key"], body["key_type"])
 
     def _find_coordinator(self, key: str, key_type: int) -> dict:
-        """key_type 0: a group's coordinator, 1: a transactional id's."""
+        """key_type 0: a group's coordinator (Describe on the group), 1: a transactional id's (Describe on the
+        transactional id)."""
+        if key_type == 0 and not self.broker.allowed(Op.DESCRIBE, Res.GROUP, key):
+            return {"error_code": errors.GroupAuthorizationFailedError.code, "error_message": None,
+                    "node_id": -1, "host": "", "port": -1}
+        if key_type == 1 and not self.broker.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
+            return {"error_code": errors.TransactionalIdAuthorizationFailedError.code, "error_message": None,
+                    "node_id": -1, "host": "", "port": -1}
         try:
             if key_type == 0:
                 node_id, host, port = self.broker.view.coordinator_for(key)
@@ -41,9 +52,17 @@ class GroupHandlers:
             return {"error_code": _err(e), "error_message": str(e), "node_id": -1, "host": "", "port": -1}
         return {"error_code": 0, "error_message": None, "node_id": node_id, "host": host, "port": port}
 
-    def _coordinator(self, group_id: str):
-        self.broker.view.check_coordinator(group_id)
+    async def _coordinator(self, group_id: str, operation: Op = Op.READ):
+        """The coordinator of a group this broker coordinates, once the principal may do `operation` on the
+        group (GroupAuthorizationFailedError; checked here, on the event loop, where the request's connection
+        is known)."""
+        self.check_group(group_id, operation)
+        await _off_loop(self.broker.view.check_coordinator, group_id)
         return self.node.group_coordinator
+
+    def check_group(self, group_id: str, operation: Op) -> None:
+        if not self.broker.allowed(operation, Res.GROUP, group_id):
+            raise errors.GroupAuthorizationFailedError(f"Not authorized to access group: {group_id}")
 
     async def _group_call(self, fn, *args, **kwargs):
         """A group coordinator call that may wait for an offsets write, on the group threads (GROUP_THREADS)."""
@@ -57,7 +76,7 @@ class GroupHandlers:
         v = header.api_version
         gid = body["group_id"]
         try:
-            coord = await _off_loop(self._coordinator, gid)
+            coord = await self._coordinator(gid)
             fut = await self._group_call(
                 coord.join_group, gid, body["member_id"], body["protocol_type"],
                 [(p["name"], bytes(p["metadata"])) for p in body["protocols"]], body["session_timeout_ms"],
@@ -88,7 +107,7 @@ class GroupHandlers:
 
     async def handle_sync_group(self, header, body):
         try:
-            coord = await _off_loop(self._coordinator, body["group_id"])
+            coord = await self._coordinator(body["group_id"])
             fut = await self._group_call(
                 coord.sync_group, body["group_id"], body["generation_id"], body["member_id"],
                 {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
@@ -102,7 +121,7 @@ class GroupHandlers:
 
     async def handle_heartbeat(self, header, body):
         try:
-            coord = await _off_loop(self._coordinator, body["group_id"])
+            coord = await self._coordinator(body["group_id"])
             coord.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
                             group_instance_id=body["group_instance_id"])
         except SeglogError as e:
@@ -115,7 +134,7 @@ class GroupHandlers:
         members = ([(m["member_id"], m["group_instance_id"]) for m in body["members"]] if batch
                    else [(body["member_id"], None)])
         try:
-            coord = await _off_loop(self._coordinator, body["group_id"])
+            coord = await self._coordinator(body["group_id"])
             errs = await self._group_call(coord.leave_group, body["group_id"], members)
         except SeglogError as e:
             return {"error_code": _err(e)}
@@ -134,12 +153,17 @@ class GroupHandlers:
                 placed.append(tp)
                 offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
                                                 p["committed_metadata"] or "", now)
+        denied = {tp for tp in placed if not self.broker.allowed(Op.READ, Res.TOPIC, tp.topic)}
         try:
-            coord = await _off_loop(self._coordinator, body["group_id"])
-            errs = await self._group_call(coord.commit_offsets, body["group_id"], offsets,
-                                   body["generation_id_or_member_epoch"], body["member_id"],
-                                   group_instance_id=body["group_instance_id"])
+            coord = await self._coordinator(body["group_id"])
+            offsets = {tp: om for tp, om in offsets.items() if tp not in denied}      # topics need Read
+            errs = {}
+            if offsets:
+                errs = await self._group_call(coord.commit_offsets, body["group_id"], offsets,
+                                              body["generation_id_or_member_epoch"], body["member_id"],
+                                              group_instance_id=body["group_instance_id"])
             codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()}
+            codes.update(dict.fromkeys(denied, TOPIC_DENIED))
         except SeglogError as e:
             codes = dict.fromkeys(placed, _err(e))
             # partitions refused before the group check (unknown ones) keep their own error, as in Kafka
@@ -159,26 +183,30 @@ class GroupHandlers:
         return await self._offset_fetch(body["group_id"], body["topics"], header.api_version, stable)
 
     async def _offset_fetch(self, group: str, topics, version: int, require_stable: bool) -> dict:
-        """require_stable (v7+, read_committed consumers): partitions whose offsets a transaction still has
-        pending answer UNSTABLE_OFFSET_COMMIT (retriable), as Kafka's coordinator does."""
+        """Describe on the group; of the topics, those the principal may not describe are left out of an
+        every-topic answer and answered TOPIC_AUTHORIZATION_FAILED when named (as Kafka). require_stable (v7+,
+        read_committed consumers): partitions whose offsets a transaction still has pending answer
+        UNSTABLE_OFFSET_COMMIT (retriable), as Kafka's coordinator does."""
+        denied: set[TopicPartition] = set()
         try:
-            coord = await _off_loop(self._coordinator, group)
+            coord = await self._coordinator(group, Op.DESCRIBE)
             if topics is None:
                 stored = coord.fetch_offsets(group, None)
-                wanted = sorted(stored)
+                wanted = sorted(tp for tp in stored if self.broker.allowed(Op.DESCRIBE, Res.TOPIC, tp.topic))
             else:
                 wanted = [TopicPartition(t["name"], p) for t in topics for p in t["partition_indexes"]]
-                stored = coord.fetch_offsets(group, wanted)
+                denied = {tp for tp in wanted if not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, tp.topic)}
+                stored = coord.fetch_offsets(group, [tp for tp in wanted if tp not in denied])
             unstable = coord.unstable_offsets(group, wanted) if require_stable else set()
         except SeglogError as e:
             if version >= 2:
                 return {"error_code": _err(e), "topics": []}
             wanted = [TopicPartition(t["name"], p) for t in topics or () for p in t["partition_indexes"]]
             return {"topics": self._offset_topics(wanted, {}, _err(e))}
-        return {"error_code": 0, "topics": self._offset_topics(wanted, stored, 0, unstable)}
+        return {"error_code": 0, "topics": self._offset_topics(wanted, stored, 0, denied, unstable)}
 
     @staticmethod
-    def _offset_topics(wanted, stored, code, unstable=frozenset()):
+    def _offset_topics(wanted, stored, code, denied=frozenset(), unstable=frozenset()):
         by_topic: dict[str, list] = {}
         for tp in wanted:
             om = None if tp in unstable else stored.get(tp)
@@ -186,14 +214,15 @@ class GroupHandlers:
                 "partition_index": tp.partition, "committed_offset": -1 if om is None else om.offset,
                 "committed_leader_epoch": -1 if om is None else om.leader_epoch,
                 "metadata": "" if om is None else om.metadata,
-                "error_code": errors.UnstableOffsetCommitError.code if tp in unstable else code})
+                "error_code": TOPIC_DENIED if tp in denied else
+                errors.UnstableOffsetCommitError.code if tp in unstable else code})
         return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
     async def handle_describe_groups(self, header, body):
         out = []
         for group in body["groups"]:
             try:
-                coord = await _off_loop(self._coordinator, group)
+                coord = await self._coordinator(group, Op.DESCRIBE)
                 [d] = coord.describe_groups([group])
             except SeglogError as e:
                 out.append({"error_code": _err(e), "group_id": group, "group_state": "", "protocol_type": "",
@@ -215,16 +244,23 @@ class GroupHandlers:
             listing = []                                  # no offsets topic yet: no groups
         except SeglogError as e:
             return {"error_code": _err(e), "groups": []}
+        # Describe on the cluster lists every group, else the groups the principal may describe (as Kafka)
+        everyone = self.broker.allowed(Op.DESCRIBE, Res.CLUSTER)
         return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
                                              "group_state": g.state.value}
-                                            for g in listing if g.state is not GroupState.DEAD]}
+                                            for g in listing if g.state is not GroupState.DEAD
+                                            and (everyone or self.broker.allowed(Op.DESCRIBE, Res.GROUP, g.group_id))]}
 
     async def handle_delete_groups(self, header, body):
         """DeleteGroups, as Kafka: per group (a repeated name answered once) NOT_COORDINATOR when another broker
         coordinates it, else the coordinator's answer: deleted with its offsets, GROUP_ID_NOT_FOUND, or
         NON_EMPTY_GROUP while it has members. (Kafka's INVALID_GROUP_ID is for a null id, which v0-1 cannot
         carry: such a request fails to decode.)"""
-        results = await self._group_call(self._delete_groups, list(dict.fromkeys(body["groups_names"])))
+        wanted = list(dict.fromkeys(body["groups_names"]))
+        denied = {g: errors.GroupAuthorizationFailedError(f"Not authorized to access group: {g}") for g in wanted
+                  if not self.broker.allowed(Op.DELETE, Res.GROUP, g)}
+        results = await self._group_call(self._delete_groups, [g for g in wanted if g not in denied])
+        results = {g: denied[g] if g in denied else results[g] for g in wanted}
         return {"results": [{"group_id": g, "error_code": 0 if e is None else _err(e)} for g, e in results.items()]}
 
     def _delete_groups(self, group_ids: list[str]) -> dict[str, SeglogError | None]:
@@ -247,9 +283,12 @@ class GroupHandlers:
         """OffsetDelete at the group's coordinator: a top-level error (NOT_COORDINATOR, GROUP_ID_NOT_FOUND,
         NON_EMPTY_GROUP, INVALID_GROUP_ID) or one per partition (GROUP_SUBSCRIBED_TO_TOPIC; 0: deleted)."""
         wanted = [TopicPartition(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+        denied = {tp for tp in wanted if not self.broker.allowed(Op.READ, Res.TOPIC, tp.topic)}
         try:
-            coord = await _off_loop(self._coordinator, body["group_id"])
-            errs = await self._group_call(coord.delete_offsets, body["group_id"], wanted)
+            coord = await self._coordinator(body["group_id"], Op.DELETE)
+            errs = await self._group_call(coord.delete_offsets, body["group_id"],
+                                          [tp for tp in wanted if tp not in denied])
+            errs.update(dict.fromkeys(denied, errors.TopicAuthorizationFailedError()))
         except SeglogError as e:
             return {"error_code": _err(e), "topics": []}
         return {"error_code": 0, "topics": [

@@ -1,13 +1,22 @@
 """Handlers of the transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 TxnOffsetCommit, WriteTxnMarkers, DescribeTransactions, ListTransactions. They translate to the node's
 transaction coordinator (seglog.txn.coordinator), its group coordinator (TxnOffsetCommit) and, for
-WriteTxnMarkers, seglog.txn.markers.write_here at this partition leader."""
+WriteTxnMarkers, seglog.txn.markers.write_here at this partition leader.
+
+Authorization is Kafka's (checked on the event loop, where the request's principal is known): a client's
+transaction APIs need Write on the TransactionalId (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), AddPartitionsToTxn
+also Write on each topic, AddOffsetsToTxn and TxnOffsetCommit Read on the group (and TxnOffsetCommit Read on each
+topic); an idempotent producer's InitProducerId needs IdempotentWrite on the cluster or Write on some topic; the
+brokers' APIs (AddPartitionsToTxn v4, WriteTxnMarkers) ClusterAction on the cluster; DescribeTransactions and
+ListTransactions show only the transactional ids (and topics) the principal may describe."""
 
 from __future__ import annotations
 
 from .. import errors
 from ..errors import SeglogError
 from ..offsets_format import OffsetAndMetadata, TopicPartition
+from ..security.acls import AclOperation as Op
+from ..security.acls import ResourceType as Res
 from ..txn.log_format import TRANSACTION_STATE_TOPIC
 from ..txn.markers import Marker, write_here
 from ..txn.metadata import TxnState
@@ -16,6 +25,8 @@ from .handler_support import _err, _off_loop
 # Versions before these cannot carry PRODUCER_FENCED: Kafka answers INVALID_PRODUCER_EPOCH to them instead
 _FENCED_SINCE = {"init_producer_id": 4, "add_partitions": 2, "add_offsets": 2, "end_txn": 2}
 OPERATION_NOT_ATTEMPTED = 55
+TXN_DENIED = errors.TransactionalIdAuthorizationFailedError.code
+TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
 
 def _code(exc: BaseException, api: str, version: int) -> int:
@@ -35,6 +46,11 @@ class TxnHandlers:
 
     async def handle_init_producer_id(self, header, body):
         try:
+            if body["transactional_id"] is not None:
+                self.broker.authorize_transactional_id(body["transactional_id"])
+            elif not (self.broker.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER)
+                      or self.broker.allowed_any(Op.WRITE, Res.TOPIC)):        # Kafka's rules since KIP-679
+                raise errors.ClusterAuthorizationFailedError("Cluster authorization failed (IdempotentWrite)")
             if body["transactional_id"] is None:
                 pid, epoch = await _off_loop(self.broker.view.init_producer_id), 0
             else:
@@ -51,6 +67,8 @@ class TxnHandlers:
         KIP-890 check), answered per transaction."""
         v = header.api_version
         if v >= 4:
+            if not self.broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER):    # the brokers' batched form
+                return {"error_code": errors.ClusterAuthorizationFailedError.code, "results_by_transaction": []}
             results = []
             for t in body["transactions"]:
                 wanted = [(topic["name"], p) for topic in t["topics"] for p in topic["partitions"]]
@@ -64,6 +82,12 @@ class TxnHandlers:
         return {"results_by_topic_v3_and_below": _by_topic(codes)}
 
     async def _add_partitions(self, tid, pid, epoch, wanted, verify_only: bool, version: int) -> dict:
+        if version < 4:                              # a client's: Write on the transactional id and on each topic
+            if not self.broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+                return dict.fromkeys(wanted, TXN_DENIED)
+            denied = {t for t in {t for t, _ in wanted} if not self.broker.allowed(Op.WRITE, Res.TOPIC, t)}
+            if denied:                               # nothing added: the others are answered OPERATION_NOT_ATTEMPTED
+                return {tp: TOPIC_DENIED if tp[0] in denied else OPERATION_NOT_ATTEMPTED for tp in wanted}
         try:
             if verify_only:
                 found = await self._txn_call("verify", tid, pid, epoch, wanted)
@@ -77,6 +101,10 @@ class TxnHandlers:
             return dict.fromkeys(wanted, _code(e, "add_partitions", version))
 
     async def handle_add_offsets_to_txn(self, header, body):
+        if not self.broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, body["transactional_id"]):
+            return {"error_code": TXN_DENIED}
+        if not self.broker.allowed(Op.READ, Res.GROUP, body["group_id"]):
+            return {"error_code": errors.GroupAuthorizationFailedError.code}
         try:
             await self._txn_call("add_offsets", body["transactional_id"], body["producer_id"],
                                  body["producer_epoch"], body["group_id"])
@@ -85,6 +113,8 @@ class TxnHandlers:
         return {"error_code": 0}
 
     async def handle_end_txn(self, header, body):
+        if not self.broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, body["transactional_id"]):
+            return {"error_code": TXN_DENIED}
         try:
             await self._txn_call("end_txn", body["transactional_id"], body["producer_id"], body["producer_epoch"],
                                  body["committed"])
@@ -100,15 +130,21 @@ class TxnHandlers:
                 placed.append(tp)
                 offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
                                                 p["committed_metadata"] or "")
+        denied = {tp: TOPIC_DENIED for tp in offsets if not self.broker.allowed(Op.READ, Res.TOPIC, tp.topic)}
         try:
-            coord = await _off_loop(self._coordinator, body["group_id"])
-            errs = await self._group_call(coord.txn_commit_offsets, body["group_id"], body["transactional_id"],
-                                          body["producer_id"], body["producer_epoch"], offsets,
-                                          body["generation_id"], body["member_id"],
-                                          group_instance_id=body["group_instance_id"])
-            codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()}
+            self.broker.authorize_transactional_id(body["transactional_id"])
+            coord = await self._coordinator(body["group_id"], Op.READ)
+            allowed = {tp: om for tp, om in offsets.items() if tp not in denied}
+            errs = {} if not allowed else await self._group_call(
+                coord.txn_commit_offsets, body["group_id"], body["transactional_id"], body["producer_id"],
+                body["producer_epoch"], allowed, body["generation_id"], body["member_id"],
+                group_instance_id=body["group_instance_id"])
+            codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()} | denied
         except SeglogError as e:
             codes = dict.fromkeys(placed, _err(e))
+            if not isinstance(e, (errors.TransactionalIdAuthorizationFailedError,
+                                  errors.GroupAuthorizationFailedError)):
+                codes.update(denied)
             codes.update({tp: _err(x) for tp, x in getattr(e, "partition_errors", {}).items()})
         by_topic: dict[str, list] = {}
         for tp in placed:
@@ -118,7 +154,11 @@ class TxnHandlers:
     async def handle_write_txn_markers(self, header, body):
         """Between brokers: append each marker to the partitions this broker leads (NOT_LEADER_OR_FOLLOWER for
         the others), acknowledged once the in-sync replicas have it."""
-        self.broker.authorize_cluster("CLUSTER_ACTION")
+        if not self.broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER):
+            return {"markers": [{"producer_id": m["producer_id"], "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p, "error_code": errors.ClusterAuthorizationFailedError.code}
+                    for p in t["partition_indexes"]]} for t in m["topics"]]} for m in body["markers"]]}
         markers = [Marker(t["name"], p, m["producer_id"], m["producer_epoch"], m["transaction_result"],
                           m["coordinator_epoch"])
                    for m in body["markers"] for t in m["topics"] for p in t["partition_indexes"]]
@@ -137,13 +177,21 @@ class TxnHandlers:
         return {"markers": out}
 
     async def handle_describe_transactions(self, header, body):
-        ids = body["transactional_ids"]
-        if TRANSACTION_STATE_TOPIC not in self.node.topics(include_internal=True):
+        """Describe on each transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); only the topics the
+        principal may describe are listed."""
+        asked = body["transactional_ids"]
+        ids = [t for t in asked if self.broker.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, t)]
+        if not ids:
+            found = []
+        elif TRANSACTION_STATE_TOPIC not in self.node.topics(include_internal=True):
             found = [errors.NotCoordinatorError("no transactional id is coordinated here")] * len(ids)
         else:
             found = await self._txn_call("describe", ids)
+        denied = errors.TransactionalIdAuthorizationFailedError("Transactional Id authorization failed")
+        by_id = dict(zip(ids, found))
         out = []
-        for tid, d in zip(ids, found):
+        for tid in asked:
+            d = by_id.get(tid, denied)
             if isinstance(d, SeglogError):
                 out.append({"error_code": _err(d), "transactional_id": tid, "transaction_state": "",
                             "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
@@ -151,7 +199,8 @@ class TxnHandlers:
                 continue
             by_topic: dict[str, list] = {}
             for topic, p in d.partitions:
-                by_topic.setdefault(topic, []).append(p)
+                if self.broker.allowed(Op.DESCRIBE, Res.TOPIC, topic):
+                    by_topic.setdefault(topic, []).append(p)
             out.append({"error_code": 0, "transactional_id": tid, "transaction_state": d.state,
                         "transaction_timeout_ms": d.timeout_ms, "transaction_start_time_ms": d.start_ms,
                         "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
@@ -171,7 +220,8 @@ class TxnHandlers:
         unknown, found = coord.list(body["state_filters"], body["producer_id_filters"])
         return {"error_code": 0, "unknown_state_filters": unknown,
                 "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
-                                        "transaction_state": t.state} for t in found]}
+                                        "transaction_state": t.state} for t in found
+                                       if self.broker.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, t.transactional_id)]}
 
 
 def _by_topic(codes: dict) -> list:

@@ -1,4 +1,5 @@
-"""The security APIs: SaslHandshake, SaslAuthenticate, DescribeUserScramCredentials, AlterUserScramCredentials.
+"""The security APIs: SaslHandshake, SaslAuthenticate, DescribeUserScramCredentials, AlterUserScramCredentials,
+DescribeAcls, CreateAcls, DeleteAcls.
 
 They run on the connection's task like every handler (``handlers.broker.connection()`` is the connection whose
 request is being answered). A failed authentication is answered (SASL_AUTHENTICATION_FAILED with Kafka's
@@ -10,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 
-from ..errors import (IllegalSaslStateError, ResourceNotFoundError, SaslAuthenticationError, SeglogError,
-                      UnacceptableCredentialError, UnsupportedSaslMechanismError)
+from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, ResourceNotFoundError,
+                      SaslAuthenticationError, SecurityDisabledError, SeglogError, UnacceptableCredentialError,
+                      UnsupportedSaslMechanismError)
 from ..protocol import ApiKey
+from ..security.acls import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                             PatternType, ResourcePattern, ResourceType)
 from ..security.sasl import FAILED_LOGIN_DELAY
 from ..security.scram import MECHANISM_IDS, check_iterations, credential_from_salted
 
+CLUSTER_DENIED = "Cluster authorization failed."          # Kafka's message for CLUSTER_AUTHORIZATION_FAILED
 SASL_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
 
@@ -60,9 +65,11 @@ async def handle_sasl_authenticate(handlers, header, body):
 
 
 async def handle_describe_user_scram_credentials(handlers, header, body):
-    handlers.broker.authorize_cluster("DESCRIBE")
+    if not handlers.broker.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ClusterAuthorizationFailedError.code,
+                "error_message": CLUSTER_DENIED, "results": []}
     known = handlers.broker.credentials.describe()
-    asked = None if body["users"] is None else [u["name"] for u in body["users"]]
+    asked = [u["name"] for u in body["users"]] if body["users"] else None       # null or empty: every user
     results = []
     for user in (sorted(known) if asked is None else asked):
         if user not in known:
@@ -77,7 +84,11 @@ async def handle_describe_user_scram_credentials(handlers, header, body):
 
 
 async def handle_alter_user_scram_credentials(handlers, header, body):
-    handlers.broker.authorize_cluster("ALTER")
+    if not handlers.broker.allowed(AclOperation.ALTER, ResourceType.CLUSTER):
+        names = list(dict.fromkeys([d["name"] for d in body["deletions"]] + [u["name"] for u in body["upsertions"]]))
+        return {"throttle_time_ms": 0, "results": [
+            {"user": n, "error_code": ClusterAuthorizationFailedError.code, "error_message": CLUSTER_DENIED}
+            for n in names]}
     known = handlers.broker.credentials.describe()
     errors: dict[str, tuple[int, str]] = {}
     upserts, deletions = [], []
@@ -111,9 +122,104 @@ async def handle_alter_user_scram_credentials(handlers, header, body):
         for n in names]}
 
 
+# -- ACLs -------------------------------------------------------------------------------------------------------
+
+NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+def _acl_refusal(handlers, operation: AclOperation) -> tuple[int, str | None] | None:
+    """(error code, message) when the ACL APIs cannot be served: no authorizer (SECURITY_DISABLED) or the
+    principal may not `operation` the cluster (CLUSTER_AUTHORIZATION_FAILED); None when they can."""
+    if handlers.broker.authorizer is None:
+        return SecurityDisabledError.code, NO_AUTHORIZER
+    if not handlers.broker.allowed(operation, ResourceType.CLUSTER):
+        return ClusterAuthorizationFailedError.code, CLUSTER_DENIED
+    return None
+
+
+def _enum(kind, code: int):
+    """The enum member of a wire code; an unknown code is UNKNOWN (0), which validation refuses."""
+    try:
+        return kind(code)
+    except ValueError:
+        return kind(0)
+
+
+def _filter(f: dict, version: int) -> AclBindingFilter:
+    return AclBindingFilter(_enum(ResourceType, f["resource_type_filter"]), f["resource_name_filter"],
+                            _enum(PatternType, f["pattern_type_filter"]) if version >= 1 else PatternType.LITERAL,
+                            f["principal_filter"], f["host_filter"], _enum(AclOperation, f["operation"]),
+                            _enum(AclPermissionType, f["permission_type"]))
+
+
+def _binding_fields(b: AclBinding) -> dict:
+    return {"resource_type": b.pattern.resource_type, "resource_name": b.pattern.name,
+            "pattern_type": b.pattern.pattern_type, "principal": b.entry.principal, "host": b.entry.host,
+            "operation": b.entry.operation, "permission_type": b.entry.permission}
+
+
+async def handle_describe_acls(handlers, header, body):
+    """DescribeAcls (Describe on the cluster): the bindings the filter matches, grouped by resource pattern."""
+    refused = _acl_refusal(handlers, AclOperation.DESCRIBE)
+    if refused is not None:
+        return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1], "resources": []}
+    selection = _filter(body, header.api_version)
+    try:
+        selection.validate()
+    except SeglogError as e:
+        return {"throttle_time_ms": 0, "error_code": e.code, "error_message": str(e), "resources": []}
+    resources: dict[ResourcePattern, list] = {}
+    for b in handlers.broker.authorizer.acls(selection):
+        resources.setdefault(b.pattern, []).append(
+            {"principal": b.entry.principal, "host": b.entry.host, "operation": b.entry.operation,
+             "permission_type": b.entry.permission})
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": [
+        {"resource_type": p.resource_type, "resource_name": p.name, "pattern_type": p.pattern_type, "acls": acls}
+        for p, acls in resources.items()]}
+
+
+async def handle_create_acls(handlers, header, body):
+    """CreateAcls (Alter on the cluster): each creation stored or refused with its own error."""
+    refused = _acl_refusal(handlers, AclOperation.ALTER)
+    if refused is not None:
+        return {"throttle_time_ms": 0, "results": [{"error_code": refused[0], "error_message": refused[1]}
+                                                   for _ in body["creations"]]}
+    v = header.api_version
+    bindings = [AclBinding(ResourcePattern(_enum(ResourceType, c["resource_type"]), c["resource_name"],
+                                           _enum(PatternType, c["resource_pattern_type"]) if v >= 1
+                                           else PatternType.LITERAL),
+                           AccessControlEntry(c["principal"], c["host"], _enum(AclOperation, c["operation"]),
+                                              _enum(AclPermissionType, c["permission_type"])))
+                for c in body["creations"]]
+    results = await handlers.broker.on_disk(handlers.broker.authorizer.create_acls, bindings)
+    return {"throttle_time_ms": 0, "results": [{"error_code": 0 if e is None else e.code,
+                                                "error_message": None if e is None else str(e)} for e in results]}
+
+
+async def handle_delete_acls(handlers, header, body):
+    """DeleteAcls (Alter on the cluster): per filter the bindings it deleted."""
+    refused = _acl_refusal(handlers, AclOperation.ALTER)
+    if refused is not None:
+        return {"throttle_time_ms": 0, "filter_results": [
+            {"error_code": refused[0], "error_message": refused[1], "matching_acls": []} for _ in body["filters"]]}
+    filters = [_filter(f, header.api_version) for f in body["filters"]]
+    results = await handlers.broker.on_disk(handlers.broker.authorizer.delete_acls, filters)
+    out = []
+    for r in results:
+        if isinstance(r, SeglogError):
+            out.append({"error_code": r.code, "error_message": str(r), "matching_acls": []})
+        else:
+            out.append({"error_code": 0, "error_message": None, "matching_acls": [
+                {"error_code": 0, "error_message": None, **_binding_fields(b)} for b in r]})
+    return {"throttle_time_ms": 0, "filter_results": out}
+
+
 SECURITY_HANDLERS = {
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
 }

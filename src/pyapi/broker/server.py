@@ -31,6 +31,10 @@ state) is the context of every request it sends. On a SASL listener only ApiVers
 SaslAuthenticate are served until the client authenticated (anything else closes the connection, as Kafka),
 frames are limited to sasl.server.max.receive.size until then, and a session past connections.max.reauth.ms
 that was not re-authenticated is closed at its next request.
+
+Authorization (authorizer.class.name): handlers ask ``allowed(operation, resource type, name)`` for the principal
+and address of the connection whose request they answer, on the event loop (the connection is a context variable,
+unknown on the disk and group threads, where ``allowed`` answers no).
 """
 
 from __future__ import annotations
@@ -44,9 +48,12 @@ import socket
 import time
 
 from .. import _engine
-from ..errors import InvalidConfigError, InvalidRequestError, StorageError, UnsupportedVersionError
+from ..errors import (ClusterAuthorizationFailedError, InvalidConfigError, InvalidRequestError, StorageError,
+                      TransactionalIdAuthorizationFailedError, UnsupportedVersionError)
 from ..protocol import ApiKey, api_versions_fallback, decode_request, encode_response, frame_size
 from ..security import tls
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.authorizer import Authorizer, FileAclStore, MetadataAclStore
 from ..security.credentials import FileCredentialStore
 from ..security.listeners import Listener, broker_listeners, mechanisms
 from ..security.sasl import FailedLogins, SaslState, plain_users
@@ -146,6 +153,8 @@ class Broker:
             self.credentials.alter([(u, m, new_credential(m, pw)) for u, pw in self._sasl_users.items()
                                     for m in HASHES], [])
         self.failed_logins = FailedLogins()
+        acl_store = FileAclStore(node.path) if metadata_store is None else MetadataAclStore(metadata_store)
+        self.authorizer = Authorizer.from_config(config, acl_store)         # None: authorization is off
         self._metrics_server = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
@@ -250,6 +259,8 @@ class Broker:
         if self.member is not None:
             await self._loop.run_in_executor(None, self.member.close)
         self.handlers.close()
+        if self.authorizer is not None:
+            self.authorizer.close()
         self._disk.shutdown(wait=True)
         self.node.close()
         log.info("broker %d stopped", self.config.broker_id)
@@ -270,8 +281,41 @@ class Broker:
                              self.config.connections_max_reauth_ms)
         return Connection(listener, who, principal, sasl)
 
-    def authorize_cluster(self, operation: str) -> None:
-        """The authorization hook for cluster operations (see seglog.security.authorizer)."""
+    # -- authorization ------------------------------------------------------------------------------------------
+
+    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """May the principal of the request being handled do this (seglog.security.authorizer)? Always when
+        authorization is off. Call it on the event loop: the request's connection is not known on other threads,
+        where it answers no."""
+        if self.authorizer is None:
+            return True
+        conn = _connection.get()
+        if conn is None:
+            return False
+        return self.authorizer.authorize(conn.principal, _peer_host.get(), operation, resource_type, name)
+
+    def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the request's principal do `operation` on at least one resource of the type? (On the loop.)"""
+        if self.authorizer is None:
+            return True
+        conn = _connection.get()
+        if conn is None:
+            return False
+        return self.authorizer.authorize_any(conn.principal, _peer_host.get(), operation, resource_type)
+
+    def authorize_cluster(self, operation: AclOperation) -> None:
+        """ClusterAuthorizationFailedError unless the request's principal may do `operation` on the cluster."""
+        if not self.allowed(operation, ResourceType.CLUSTER):
+            raise ClusterAuthorizationFailedError(f"Cluster authorization failed ({operation.pascal} on the "
+                                                  f"cluster)")
+
+    def authorize_transactional_id(self, transactional_id: str) -> None:
+        """TransactionalIdAuthorizationFailedError unless the request's principal may use the transactional id
+        (Write on the TransactionalId resource), as Kafka checks InitProducerId, AddPartitionsToTxn,
+        AddOffsetsToTxn, EndTxn, TxnOffsetCommit and transactional produce requests."""
+        if not self.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            raise TransactionalIdAuthorizationFailedError(
+                f"Transactional Id authorization failed for {transactional_id}")
 
     def connection(self) -> Connection | None:
         """The connection of the request being handled."""

@@ -17,7 +17,7 @@ from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, S
                       TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..topic_names import validate_topic_name
 from .events import EventThread, Subscription, Watch
-from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
+from .metastore import (AclKey, BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
                         PartitionState, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
                         topic_config, validate_partition_state)
 
@@ -41,6 +41,7 @@ class MemoryCluster:
         self.deletions: set[str] = set()
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.next_producer_id = 0
+        self.acls: dict[tuple[str, str, str], list[dict]] = {}
         self.cluster_id: str | None = None
         self._zxid = itertools.count(1)
         self._session_ids = itertools.count(1)
@@ -298,6 +299,24 @@ class MemoryMetadataStore(MetadataStore):
             self._topic(topic)
             self._cluster.configs[topic] = topic_config(config)
             self._cluster.changed()
+
+    def get_acls(self) -> dict[AclKey, list[dict]]:
+        with self._cluster.lock:
+            self._check_open()
+            return {k: [dict(e) for e in v] for k, v in self._cluster.acls.items()}
+
+    def update_acls(self, key: AclKey, change: Callable[[list[dict]], list[dict]]) -> None:
+        with self._cluster.lock:
+            self._check_open()
+            entries = list(change([dict(e) for e in self._cluster.acls.get(key, [])]))
+            if entries:
+                self._cluster.acls[key] = entries
+            else:
+                self._cluster.acls.pop(key, None)
+            self._cluster.changed()
+
+    def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
+        return self._watch(lambda: {k: [dict(e) for e in v] for k, v in self._cluster.acls.items()}, callback)
 
     def allocate_producer_ids(self, broker_id: int, count: int) -> int:
         if count < 1:

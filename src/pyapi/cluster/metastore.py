@@ -43,8 +43,12 @@ from .events import Subscription
 
 __all__ = ["BrokerInfo", "TopicAssignment", "PartitionState", "ControllerEpoch", "ControllerChange",
            "SessionEvent", "MetadataStore", "InvalidUpdateVersionError", "Subscription", "NO_LEADER",
-           "validate_new_partitions", "validate_partition_state", "validate_isr_update",
+           "validate_new_partitions", "validate_partition_state", "validate_isr_update", "AclKey",
            "topic_config", "new_cluster_id", "restarted_members"]
+
+AclKey = tuple[str, str, str]
+"""An ACL resource pattern as the store keys it: (resource type, pattern type, name), e.g. ("Topic", "Literal",
+"orders")."""
 
 NO_LEADER = -1
 """``PartitionState.leader`` when the partition has no leader (all ISR members offline)."""
@@ -375,6 +379,24 @@ class MetadataStore(ABC):
     def watch_partition_state(self, topic: str, partition: int,
                               callback: Callable[[PartitionState | None], None]) -> Subscription:
         """Call ``callback(state or None)`` now and on every change of the partition's state."""
+
+    # --- ACLs (Kafka's /kafka-acl layout) ------------------------------------------------------------------
+
+    @abstractmethod
+    def get_acls(self) -> dict[AclKey, list[dict]]:
+        """Every resource pattern's ACL entries: (resource type, pattern type, name) as Kafka spells them
+        ("Topic", "Literal" | "Prefixed", "orders") -> entries as Kafka's JSON ({"principal", "permissionType",
+        "operation", "host"}). Patterns without entries are left out."""
+
+    @abstractmethod
+    def update_acls(self, key: AclKey, change: Callable[[list[dict]], list[dict]]) -> None:
+        """Replace one pattern's entries with ``change(current entries)``, atomically: a concurrent writer makes
+        it re-read and apply ``change`` again. An empty result removes the pattern. Every store's
+        ``watch_acls`` hears of it."""
+
+    @abstractmethod
+    def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
+        """``callback(get_acls())`` now and after every change of any pattern's entries."""
 
     def __enter__(self) -> "MetadataStore":
         return self

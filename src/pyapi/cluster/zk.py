@@ -33,9 +33,9 @@ from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, N
 from ..topic_names import validate_topic_name
 from . import zklayout as layout
 from .events import EventThread, Subscription, Watch
-from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
-                        PartitionState, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
-                        validate_partition_state)
+from .metastore import (AclKey, BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError,
+                        MetadataStore, PartitionState, SessionEvent, TopicAssignment, validate_isr_update,
+                        validate_new_partitions, validate_partition_state)
 
 __all__ = ["ZooKeeperMetadataStore"]
 
@@ -176,8 +176,10 @@ class ZooKeeperMetadataStore(MetadataStore):
     def _commit(self, transaction, *, session_bound: bool = False) -> tuple[int, Exception] | None:
         return _failure(self._do(transaction.commit_async, session_bound=session_bound))
 
-    def _watch(self, recipe: type, path: str, compute: Callable[[], object], callback: Callable) -> Watch:
-        """A Watch refreshed whenever the kazoo ``recipe`` on ``path`` fires (it stops once cancelled)."""
+    def _watch(self, recipe: type, path: str | tuple[str, ...], compute: Callable[[], object],
+               callback: Callable) -> Watch:
+        """A Watch refreshed whenever the kazoo ``recipe`` on ``path`` (or on any of several) fires (it stops
+        once cancelled)."""
         watch = Watch(compute, callback)
 
         def on_event(*_):
@@ -190,7 +192,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 raise LogClosedError("The metadata store is closed")
             self._watches = [w for w in self._watches if not w.cancelled] + [watch]
         with self._kazoo_errors():
-            recipe(self._client, path, on_event)
+            for one in (path,) if isinstance(path, str) else path:
+                recipe(self._client, one, on_event)
         return watch
 
     # --- session -----------------------------------------------------------------------------------------
@@ -472,6 +475,71 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._do(self._client.set_async, layout.topic_config_path(topic), layout.encode_config(config))
         except NoNodeError:
             raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'") from None
+
+    # --- ACLs ------------------------------------------------------------------------------------------------
+
+    def get_acls(self) -> dict[AclKey, list[dict]]:
+        out: dict[AclKey, list[dict]] = {}
+        for pattern_type, root in layout.ACL_ROOTS.items():
+            try:
+                types = self._do(self._client.get_children_async, root)
+            except NoNodeError:
+                continue
+            for resource_type in sorted(types):
+                try:
+                    names = self._do(self._client.get_children_async, f"{root}/{resource_type}")
+                except NoNodeError:
+                    continue
+                keys = [(resource_type, pattern_type, name) for name in sorted(names)]
+                for key, node in zip(keys, self._get_many([layout.acl_path(k) for k in keys])):
+                    entries = [] if node is None else layout.decode_acls(node[0])
+                    if entries:
+                        out[key] = entries
+        return out
+
+    def update_acls(self, key: AclKey, change: Callable[[list[dict]], list[dict]]) -> None:
+        """As Kafka's AclAuthorizer: a conditional write of the pattern's node (created, set or deleted) and, in
+        the same transaction, a sequential change notification every broker's watch sees; notifications older
+        than 15 minutes are purged afterwards."""
+        path = layout.acl_path(key)
+        notice_dir, notice = layout.acl_change(key)
+        while True:
+            node = self._get_or_none(path)
+            entries = list(change([] if node is None else layout.decode_acls(node[0])))
+            transaction = self._client.transaction()
+            if node is None:
+                if not entries:
+                    return
+                self._do(self._client.ensure_path_async, path.rsplit("/", 1)[0])
+                transaction.create(path, layout.encode_acls(entries))
+            elif entries:
+                transaction.set_data(path, layout.encode_acls(entries), node[1].version)
+            else:
+                transaction.delete(path, node[1].version)
+            transaction.create(f"{notice_dir}/{layout.ACL_CHANGE_PREFIX}", notice, sequence=True)
+            failed = self._commit(transaction)
+            if failed is None:
+                break
+            if not isinstance(failed[1], (BadVersionError, NodeExistsError, NoNodeError)):
+                raise _conflict(failed[1], f"ACLs of {key}")
+        self._purge_acl_changes(notice_dir)
+
+    def _purge_acl_changes(self, notice_dir: str) -> None:
+        oldest = time.time() * 1000 - layout.ACL_CHANGE_RETENTION_MS
+        names = self._do(self._client.get_children_async, notice_dir)
+        with self._kazoo_errors():
+            pending = [(n, self._client.exists_async(f"{notice_dir}/{n}")) for n in names]
+        for name, result in pending:
+            with self._kazoo_errors():
+                stat = result.get(timeout=self._request_timeout)
+            if stat is not None and stat.ctime < oldest:
+                try:
+                    self._do(self._client.delete_async, f"{notice_dir}/{name}")
+                except NoNodeError:
+                    pass                                  # another broker purged it first
+
+    def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
+        return self._watch(ChildrenWatch, layout.ACL_CHANGE_DIRS, self.get_acls, callback)
 
     def allocate_producer_ids(self, broker_id: int, count: int) -> int:
         if count < 1:

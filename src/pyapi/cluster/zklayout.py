@@ -34,7 +34,11 @@ DELETE_TOPICS = "/admin/delete_topics"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
-PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN)
+ACL_ROOTS = {"Literal": "/kafka-acl", "Prefixed": "/kafka-acl-extended/prefixed"}
+ACL_CHANGE_DIRS = ("/kafka-acl-changes", "/kafka-acl-extended-changes")
+ACL_CHANGE_PREFIX = "acl_changes_"
+ACL_CHANGE_RETENTION_MS = 15 * 60 * 1000         # Kafka's ZkNodeChangeNotificationListener purges older ones
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN, *ACL_CHANGE_DIRS)
 """Created at connect (Kafka's top-level paths); ``/controller_epoch`` is created by the first election."""
 
 
@@ -166,6 +170,30 @@ def decode_producer_id_block_end(data: bytes) -> int:
     if not data:
         return -1
     return int(json.loads(data)["block_end"])
+
+
+def acl_path(key: tuple[str, str, str]) -> str:
+    """/kafka-acl/<Type>/<name> for a literal pattern, /kafka-acl-extended/prefixed/<Type>/<name> for a prefix."""
+    resource_type, pattern_type, name = key
+    return f"{ACL_ROOTS[pattern_type]}/{resource_type}/{name}"
+
+
+def encode_acls(entries: list[dict]) -> bytes:
+    return _json({"version": 1, "acls": entries})
+
+
+def decode_acls(data: bytes) -> list[dict]:
+    return list(json.loads(data)["acls"]) if data else []
+
+
+def acl_change(key: tuple[str, str, str]) -> tuple[str, bytes]:
+    """(directory, data) of the change notification for a pattern, as Kafka writes them: "Topic:orders" under
+    /kafka-acl-changes for a literal one, JSON under /kafka-acl-extended-changes for a prefix."""
+    resource_type, pattern_type, name = key
+    if pattern_type == "Literal":
+        return ACL_CHANGE_DIRS[0], f"{resource_type}:{name}".encode()
+    return ACL_CHANGE_DIRS[1], _json({"version": 1, "resourceType": resource_type, "name": name,
+                                      "patternType": pattern_type})
 
 
 def encode_cluster_id(cluster_id: str) -> bytes:

@@ -1,7 +1,8 @@
 """Schemas of the security APIs: SaslHandshake, SaslAuthenticate, DescribeUserScramCredentials,
-AlterUserScramCredentials.
+AlterUserScramCredentials, DescribeAcls, CreateAcls, DeleteAcls.
 
-Written from Kafka's message JSON specs. SaslAuthenticate v2 and both SCRAM credential APIs are flexible.
+Written from Kafka's message JSON specs. SaslAuthenticate v2, both SCRAM credential APIs and the ACL APIs from v2
+are flexible; the ACL APIs' pattern types come with v1 (v0 means LITERAL).
 """
 
 from .schema import NEVER_FLEXIBLE, Api, array, field
@@ -55,4 +56,69 @@ ALTER_USER_SCRAM_CREDENTIALS = Api(51, "AlterUserScramCredentials", (0, 0), flex
           field("error_message", "string", nullable="0+")),
 ))
 
-APIS = (SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
+DESCRIBE_ACLS = Api(29, "DescribeAcls", (0, 3), flexible=2, request=(
+    field("resource_type_filter", "int8"),
+    field("resource_name_filter", "string", nullable="0+"),
+    field("pattern_type_filter", "int8", "1+", default=3),
+    field("principal_filter", "string", nullable="0+"),
+    field("host_filter", "string", nullable="0+"),
+    field("operation", "int8"),
+    field("permission_type", "int8"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16"),
+    field("error_message", "string", nullable="0+"),
+    array("resources",
+          field("resource_type", "int8"),
+          field("resource_name", "string"),
+          field("pattern_type", "int8", "1+", default=3),
+          array("acls",
+                field("principal", "string"),
+                field("host", "string"),
+                field("operation", "int8"),
+                field("permission_type", "int8"))),
+))
+
+CREATE_ACLS = Api(30, "CreateAcls", (0, 3), flexible=2, request=(
+    array("creations",
+          field("resource_type", "int8"),
+          field("resource_name", "string"),
+          field("resource_pattern_type", "int8", "1+", default=3),
+          field("principal", "string"),
+          field("host", "string"),
+          field("operation", "int8"),
+          field("permission_type", "int8")),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("results",
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="0+")),
+))
+
+DELETE_ACLS = Api(31, "DeleteAcls", (0, 3), flexible=2, request=(
+    array("filters",
+          field("resource_type_filter", "int8"),
+          field("resource_name_filter", "string", nullable="0+"),
+          field("pattern_type_filter", "int8", "1+", default=3),
+          field("principal_filter", "string", nullable="0+"),
+          field("host_filter", "string", nullable="0+"),
+          field("operation", "int8"),
+          field("permission_type", "int8")),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("filter_results",
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="0+"),
+          array("matching_acls",
+                field("error_code", "int16"),
+                field("error_message", "string", nullable="0+"),
+                field("resource_type", "int8"),
+                field("resource_name", "string"),
+                field("pattern_type", "int8", "1+", default=3),
+                field("principal", "string"),
+                field("host", "string"),
+                field("operation", "int8"),
+                field("permission_type", "int8"))),
+))
+
+APIS = (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
