@@ -787,13 +787,16 @@ class Cluster:
 
 # -- clients ---------------------------------------------------------------------------------------------------
 
-def consume_all(bootstrap: str, topic: str, partitions, timeout: float = 60.0) -> dict[int, list]:
-    """Every record of the partitions, from the start to the current end (ListOffsets latest = high watermark),
-    with kafka-python: {partition: [(offset, key, value)]}."""
+def consume_all(bootstrap: str, topic: str, partitions, timeout: float = 60.0,
+                isolation_level: str = "read_uncommitted") -> dict[int, list]:
+    """Every record of the partitions, from the start to the current end (ListOffsets latest: the high
+    watermark, or the last stable offset with ``isolation_level="read_committed"``), with kafka-python:
+    {partition: [(offset, key, value)]}."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                             auto_offset_reset="earliest", request_timeout_ms=20000, fetch_max_wait_ms=200)
+                             auto_offset_reset="earliest", request_timeout_ms=20000, fetch_max_wait_ms=200,
+                             isolation_level=isolation_level)
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)

@@ -35,6 +35,8 @@ def main(argv=None) -> int:
     ap.add_argument("--producers", type=int, default=3)
     ap.add_argument("--groups", type=int, default=2)
     ap.add_argument("--members", type=int, default=2, help="members per group")
+    ap.add_argument("--txn-writers", type=int, default=1, help="transactional producers (commit or abort, "
+                                                               "read back by a read_committed consumer)")
     ap.add_argument("--max-minutes", type=float, default=None, help="inject no fault after this many minutes")
     ap.add_argument("--check", metavar="HISTORY", default=None, help="only check a recorded history.jsonl")
     args = ap.parse_args(argv)
@@ -58,7 +60,8 @@ def main(argv=None) -> int:
     print(f"chaos run: seed {seed}, {args.faults} faults, work dir {work}", flush=True)
     t0 = time.monotonic()
     report = run(work, seed=seed, faults=args.faults, kinds=kinds, producers=args.producers, rate=args.rate,
-                 groups=args.groups, members=args.members, max_minutes=args.max_minutes)
+                 groups=args.groups, members=args.members, txn_writers=args.txn_writers,
+                 max_minutes=args.max_minutes)
     print(f"\nseed {seed}: {report.counts.get('fault_start', 0)} faults in {time.monotonic() - t0:.0f} s")
     print(format_report(report))
     print(f"history: {work / 'history.jsonl'}  report: {work / 'report.json'}")

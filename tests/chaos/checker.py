@@ -4,7 +4,9 @@
 ``Violation``s of one property:
 
 - ``lost``: an acknowledged write is not in the final log at the partition and offset its acknowledgement gave
-  (``moved`` when it is there at another offset).
+  (``moved`` when it is there at another offset). librdkafka acknowledges some writes without an offset (a
+  retried batch it infers was written because a later one of the same idempotent producer was): those must be
+  in their partition's final log at some offset.
 - ``duplicate``: a value stored more than once; ``phantom``: a stored value nobody sent.
 - ``order``: a producer's acknowledged writes to one partition do not have increasing offsets in send order, or
   its stored records are not in send order.
@@ -16,6 +18,11 @@
 - ``replicas``: the replicas of a partition do not hold identical bytes at the end.
 - ``unrecovered``: the cluster did not return to health (every broker up, full ISRs) after a fault.
 - ``no_final``: a partition written to has no final log in the history (the run could not read it).
+- Transactions (``txn_*`` events; the final log of the transactional topic as a read_committed consumer reads
+  it): ``txn_lost`` a committed transaction's value is missing; ``txn_aborted`` an aborted transaction's value
+  is visible; ``txn_torn`` a transaction (of unknown outcome too) is partly visible; ``txn_aborted_read`` and
+  ``txn_dirty_read`` a read_committed consumer read a value of an aborted transaction, or one the final log
+  does not hold there; ``txn_duplicate``/``txn_phantom`` as above.
 
 ``unavailability(events)`` gives each fault's window: the longest time one partition went without an
 acknowledgement, from the last ack before the fault began to the next fault (or the end of the workload).
@@ -80,7 +87,7 @@ def check_acked_durable(events) -> list[Violation]:
         if e["type"] != "ack" or e["partition"] not in finals:
             continue
         p, o, v = e["partition"], e["offset"], e["value"]
-        if finals[p].get(o) == v:
+        if finals[p].get(o) == v or (o is None and where.get(v, (None,))[0] == p):
             continue
         if v in where:
             out.append(Violation("moved", f"{v} acknowledged at {p}:{o} (t={e['t']}) is stored at "
@@ -116,7 +123,7 @@ def check_order(events) -> list[Violation]:
     out = []
     acks: dict[tuple[str, int], list] = defaultdict(list)
     for e in events:
-        if e["type"] == "ack" and e["value"] in send_index:
+        if e["type"] == "ack" and e["value"] in send_index and e["offset"] is not None:
             acks[(e["producer"], e["partition"])].append((send_index[e["value"]][1], e["offset"], e["value"]))
     for (producer, p), items in sorted(acks.items()):
         items.sort()
@@ -182,7 +189,7 @@ def check_commits(events) -> list[Violation]:
 
 
 def check_replicas(events) -> list[Violation]:
-    return [Violation("replicas", f"partition {e['partition']}: replicas differ: {e['detail']}")
+    return [Violation("replicas", f"{e.get('topic', 'chaos')}-{e['partition']}: replicas differ: {e['detail']}")
             for e in events if e["type"] == "replicas" and not e["identical"]]
 
 
@@ -193,8 +200,55 @@ def check_recovery(events) -> list[Violation]:
             for e in events if e["type"] == "recovered" and not e["ok"]]
 
 
+def check_transactions(events) -> list[Violation]:
+    sends: dict[str, list[str]] = defaultdict(list)
+    for e in events:
+        if e["type"] == "txn_send":
+            sends[e["txn"]].append(e["value"])
+    if not sends:
+        return []
+    finals = [e for e in events if e["type"] == "txn_final"]
+    if not finals:
+        return [Violation("no_final", "transactions were written but the history has no final log of them")]
+    outcome = {e["txn"]: e["outcome"] for e in events if e["type"] == "txn_end"}
+    txn_of = {v: t for t, vs in sends.items() for v in vs}
+    stored: dict[tuple[int, int], str] = {}
+    places: dict[str, list] = defaultdict(list)
+    for e in finals:
+        for o, v in e["records"]:
+            stored[(e["partition"], o)] = v
+            places[v].append((e["partition"], o))
+    out = []
+    for v, where in places.items():
+        if len(where) > 1:
+            out.append(Violation("txn_duplicate", f"{v} is visible {len(where)} times: {where}"))
+        if v not in txn_of:
+            out.append(Violation("txn_phantom", f"{v} is visible at {where[0]} but was never sent"))
+    for txn, values in sends.items():
+        seen = [v for v in values if v in places]
+        state = outcome.get(txn, "unknown")
+        if state == "committed" and len(seen) < len(values):
+            missing = [v for v in values if v not in places]
+            out.append(Violation("txn_lost", f"{txn} committed but {missing} are not visible"))
+        elif state == "aborted" and seen:
+            out.append(Violation("txn_aborted", f"{txn} aborted but {seen} are visible"))
+        elif state == "unknown" and 0 < len(seen) < len(values):
+            out.append(Violation("txn_torn", f"{txn} (outcome unknown) is partly visible: {seen} of {values}"))
+    for e in events:
+        if e["type"] != "txn_read":
+            continue
+        p, o, v = e["partition"], e["offset"], e["value"]
+        if outcome.get(txn_of.get(v)) == "aborted":
+            out.append(Violation("txn_aborted_read", f"{e['consumer']} read {v} of aborted {txn_of[v]} at {p}:{o} "
+                                                     f"(t={e['t']})"))
+        elif stored.get((p, o)) != v:
+            out.append(Violation("txn_dirty_read", f"{e['consumer']} read {v} at {p}:{o} (t={e['t']}); the final "
+                                                   f"committed log holds {stored.get((p, o))!r} there"))
+    return out
+
+
 CHECKS = (check_final_present, check_acked_durable, check_no_duplicates, check_order, check_reads,
-          check_commits, check_replicas, check_recovery)
+          check_commits, check_replicas, check_recovery, check_transactions)
 
 
 def unavailability(events) -> list[dict]:
@@ -247,7 +301,8 @@ def format_report(report: Report, limit: int = 20) -> str:
     c = report.counts
     lines = [f"faults {c.get('fault_start', 0)}, sends {c.get('send', 0)}, acks {c.get('ack', 0)}, "
              f"failed deliveries {c.get('fail', 0)}, reads {c.get('read', 0)}, commits {c.get('commit', 0)}, "
-             f"broker restarts by the runner {c.get('restart', 0)}",
+             f"broker restarts by the runner {c.get('restart', 0)}, transactions {c.get('txn_end', 0)}, "
+             f"read_committed reads {c.get('txn_read', 0)}",
              f"violations: {len(report.violations)}"]
     by_check: dict[str, int] = defaultdict(int)
     for v in report.violations:

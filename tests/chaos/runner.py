@@ -30,18 +30,22 @@ from cluster_harness import OFFSETS_TOPIC, Cluster, consume_all, start_zookeeper
 from . import checker
 from .history import History
 from .nemesis import KINDS, Nemesis
-from .workload import GroupMember, RecordingProducer, client_logger
+from .workload import GroupMember, RecordingProducer, TxnReader, TxnWriter, client_logger
+
+TXN_STATE_TOPIC = "__transaction_state"
 
 
 class Run:
     def __init__(self, work_dir, *, seed: int, faults: int, kinds=KINDS, producers: int = 3, rate: float = 50.0,
-                 groups: int = 2, members: int = 2, partitions: int = 3, max_minutes: float | None = None,
+                 groups: int = 2, members: int = 2, partitions: int = 3, txn_writers: int = 1,
+                 max_minutes: float | None = None,
                  recover_timeout: float = 90.0, tmpfs_size: str = "512m", out=sys.stdout):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.seed, self.faults, self.kinds = seed, faults, list(kinds)
         self.n_producers, self.rate, self.n_groups, self.n_members = producers, rate, groups, members
-        self.topic, self.partitions = "chaos", list(range(partitions))
+        self.topic, self.txn_topic, self.partitions = "chaos", "chaos-txn", list(range(partitions))
+        self.n_txn_writers = txn_writers
         self.max_minutes, self.recover_timeout, self.tmpfs_size = max_minutes, recover_timeout, tmpfs_size
         self.out = out
         self.rng = random.Random(seed)
@@ -51,6 +55,8 @@ class Run:
         self.cluster: Cluster | None = None
         self.producers: list[RecordingProducer] = []
         self.members: list[GroupMember] = []
+        self.txn_writers: list[TxnWriter] = []
+        self.txn_readers: list[TxnReader] = []
         self.generation = 0
         self.notes: list[str] = []
         self.faults_run = 0
@@ -81,13 +87,17 @@ class Run:
             self.cluster = Cluster(self.zookeeper.connect_string, self.work_dir / "cluster", 3, proxied=True,
                                    chroot="/chaos")
             self.cluster.start()
+        for topic in [self.topic] + ([self.txn_topic] if self.n_txn_writers else []):
+            self._create_topic(topic)
+
+    def _create_topic(self, topic: str) -> None:
         for attempt in range(3):       # a fresh cluster may not answer its first CreateTopics (issue: fixed?)
             try:
-                self.cluster.create_topic(self.topic, len(self.partitions), 3, {"min.insync.replicas": 2})
+                self.cluster.create_topic(topic, len(self.partitions), 3, {"min.insync.replicas": 2})
                 break
             except Exception as e:
                 if "TopicAlreadyExists" in repr(e):
-                    self.cluster.wait_full_isr(self.topic, self.partitions, 60)
+                    self.cluster.wait_full_isr(topic, self.partitions, 60)
                     break
                 self.notes.append(f"CreateTopics attempt {attempt + 1} failed: {e!r}"[:300])
                 self.log(self.notes[-1])
@@ -105,9 +115,17 @@ class Run:
         return GroupMember(self.history, name, f"group{g}", self.cluster.bootstrap, self.topic,
                            logger=self.client_log).start()
 
+    def _new_txn_writer(self, i: int) -> TxnWriter:
+        return TxnWriter(self.history, f"tx{i}", self.cluster.bootstrap, self.txn_topic, self.partitions,
+                         seed=self.rng.randrange(1 << 32), logger=self.client_log).start()
+
     def _start_workload(self) -> None:
         self.producers = [self._new_producer(i) for i in range(self.n_producers)]
         self.members = [self._new_member(g, m) for g in range(self.n_groups) for m in range(self.n_members)]
+        self.txn_writers = [self._new_txn_writer(i) for i in range(self.n_txn_writers)]
+        if self.n_txn_writers:
+            self.txn_readers = [TxnReader(self.history, "rc0", self.cluster.bootstrap, self.txn_topic,
+                                          self.partitions, logger=self.client_log).start()]
 
     # -- health -----------------------------------------------------------------------------------------------
 
@@ -140,6 +158,11 @@ class Run:
                 except Exception:
                     pass
                 self.producers[i] = self._new_producer(i)
+        for i, w in enumerate(self.txn_writers):
+            if w.error is not None:
+                self.history.record("client_error", client=w.name, error=f"replaced: {w.error!r}", fatal=True)
+                self.log(f"transactional writer {w.name} failed ({w.error!r}): replacing it")
+                self.txn_writers[i] = self._new_txn_writer(i)
 
     def health_problem(self, since: float) -> str | None:
         """What is still wrong (None when healthy); `since` is a time.monotonic() the progress must follow."""
@@ -150,7 +173,7 @@ class Run:
         live = c.live_ids()
         if sorted(live) != sorted(c.brokers):
             return f"registered brokers {live}"
-        for topic in (self.topic, OFFSETS_TOPIC):
+        for topic in (self.topic, OFFSETS_TOPIC, self.txn_topic, TXN_STATE_TOPIC):
             if topic not in c.topics():
                 continue
             for p, replicas in sorted(c.assignment(topic).items()):
@@ -163,6 +186,9 @@ class Run:
         idle = sorted({m.group for m in self.members if self._last_read(m.group) < since})
         if idle:
             return f"groups {idle} read nothing since the fault ended"
+        stuck = [w.name for w in self.txn_writers if w.last_commit < since]
+        if stuck:
+            return f"no transaction committed by {stuck} since the fault ended"
         return None
 
     def recover(self, fault_id: int) -> bool:
@@ -198,6 +224,11 @@ class Run:
                                     fatal=True)
                 bp.close()
                 self.producers[i] = self._new_producer(i)
+        elif "transaction" in problem:
+            for i, w in enumerate(self.txn_writers):
+                self.history.record("client_error", client=w.name, error="replaced: no commit", fatal=True)
+                w.abandon()
+                self.txn_writers[i] = self._new_txn_writer(i)
         elif "groups" not in problem:
             for b in c.brokers.values():
                 if b.paused:
@@ -232,8 +263,17 @@ class Run:
                 bp.stop(flush_timeout=90)
             except Exception as e:                       # records still pending: their fate stays unknown
                 self.notes.append(f"producer {bp.name}: {e}")
+        for w in self.txn_writers:
+            try:
+                w.stop()
+            except Exception as e:                       # the checker judges what is visible
+                self.notes.append(f"transactional writer {w.name}: {e}")
+        for r in self.txn_readers:
+            r.stop()
         self.history.record("end")
         self.log("workload stopped; reading the final logs")
+        if self.txn_writers:
+            self._final_transactions()
         try:
             consumed = consume_all(self.cluster.bootstrap, self.topic, self.partitions, timeout=120)
         except Exception as e:                           # the checker reports the missing final logs
@@ -259,19 +299,37 @@ class Run:
         for p in self.partitions:
             self.history.record("replicas", partition=p, **self._replicas(p, ends[p], consumed[p]))
 
-    def _replicas(self, p: int, end: int, consumed) -> dict:
+    def _final_transactions(self) -> None:
+        """The transactional topic as a read_committed consumer reads it (``txn_final``), its replicas compared."""
+        try:
+            consumed = consume_all(self.cluster.bootstrap, self.txn_topic, self.partitions, timeout=120,
+                                   isolation_level="read_committed")
+        except Exception as e:
+            self.notes.append(f"cannot read the final transactional logs: {e!r}"[:500])
+            self.log(self.notes[-1])
+            return
+        for p in self.partitions:
+            self.history.record("txn_final", partition=p, records=[[o, v.decode()] for o, _, v in consumed[p]])
+            end = consumed[p][-1][0] + 1 if consumed[p] else 0
+            self.history.record("replicas", partition=p, topic=self.txn_topic,
+                                **self._replicas(p, end, None, self.txn_topic))
+
+    def _replicas(self, p: int, end: int, consumed, topic: str | None = None) -> dict:
+        """Whether every replica of the partition holds the same bytes; `consumed` (when given) must be what
+        they store."""
         c = self.cluster
+        topic = topic or self.topic
         detail = ""
         try:
-            c.wait_converged(self.topic, p, min_end=end, timeout=60)
+            c.wait_converged(topic, p, min_end=end, timeout=60)
         except AssertionError as e:
             detail = str(e).split("\nlive brokers")[0][:2000]
-        logs = c.replica_logs(self.topic, p)
+        logs = c.replica_logs(topic, p)
         brokers = {str(i): {"end": rl.end_offset, "batches": len(rl.batches),
                             "sha256": hashlib.sha256(rl.data).hexdigest()} for i, rl in logs.items()}
         identical = len({b["sha256"] for b in brokers.values()}) == 1 and not detail
         stored = [(o, v) for o, _, v in next(iter(logs.values())).records()]
-        if identical and stored != [(o, v) for o, _, v in consumed]:
+        if identical and consumed is not None and stored != [(o, v) for o, _, v in consumed]:
             identical, detail = False, "what a consumer reads differs from what the replicas store"
         return {"brokers": brokers, "identical": identical, "detail": detail}
 
@@ -302,6 +360,10 @@ class Run:
                 bp.close()
             for m in self.members:
                 m.stop(10)
+            for w in self.txn_writers:
+                w.abandon()
+            for r in self.txn_readers:
+                r.stop(10)
             if self.cluster is not None:
                 self.cluster.close()
             if self.zookeeper is not None:

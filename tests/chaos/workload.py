@@ -187,3 +187,178 @@ class GroupMember:
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
         self._thread.join(timeout)
+
+
+class TxnWriter:
+    """A confluent-kafka transactional producer (``transactional.id`` = its name) on its own thread: each
+    transaction writes 2-6 values ``<name>-t<k>-<i>`` to random partitions of `topic`, then commits, or aborts
+    about one time in four (seeded). Records ``txn_send`` (txn, partition, value) and ``txn_end`` (txn,
+    outcome, error) where outcome is ``committed`` (commit_transaction returned), ``aborted``
+    (abort_transaction returned, also after an abortable error) or ``unknown`` (the client gave up between:
+    the transaction may still commit or abort, but whole). After an unknown outcome the producer is replaced by
+    a new one with the same transactional id, whose init_transactions() completes or aborts the old
+    transaction and fences the old producer, as an application restarted by its supervisor would."""
+
+    OP_TIMEOUT_S = 30.0
+    RETRY_FOR_S = 60.0
+
+    def __init__(self, history: History, name: str, bootstrap: str, topic: str, partitions, seed: int,
+                 abort_ratio: float = 0.25, logger=None):
+        import random
+
+        self.history, self.name, self.bootstrap, self.topic = history, name, bootstrap, topic
+        self.partitions, self.abort_ratio, self.logger = list(partitions), abort_ratio, logger
+        self.rng = random.Random(seed)
+        self.last_commit = 0.0                    # time.monotonic() of the last committed transaction
+        self.committed = 0
+        self.error: BaseException | None = None
+        self.producer = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"txn-{name}", daemon=True)
+
+    def start(self) -> "TxnWriter":
+        self._thread.start()
+        return self
+
+    def _client_error(self, err) -> None:
+        self.history.record("client_error", client=self.name, error=str(err), fatal=bool(err.fatal()))
+
+    def _new_producer(self, within: float | None = None):
+        """A producer with this writer's transactional id, initialised (retried until it is, until stop(), or
+        for `within` seconds); None when it could not be."""
+        from confluent_kafka import KafkaException, Producer
+
+        conf = {"bootstrap.servers": self.bootstrap, "transactional.id": self.name, "client.id": self.name,
+                "transaction.timeout.ms": 20000, "message.timeout.ms": 20000, "error_cb": self._client_error,
+                "linger.ms": 5, **CLIENT_TIMEOUTS, **({"logger": self.logger} if self.logger is not None else {})}
+        deadline = None if within is None else time.monotonic() + within
+        while not self._stop.is_set() and (deadline is None or time.monotonic() < deadline):
+            producer = Producer(conf)
+            try:
+                producer.init_transactions(self.OP_TIMEOUT_S)
+                return producer
+            except KafkaException as e:
+                self.history.record("client_error", client=self.name, error=f"init_transactions: {e}",
+                                    fatal=False)
+                producer.flush(0)
+                time.sleep(0.5)
+        return None
+
+    def _retrying(self, call) -> None:
+        """`call` (commit or abort) retried while its error is retriable, for up to RETRY_FOR_S."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.RETRY_FOR_S
+        while True:
+            try:
+                call(self.OP_TIMEOUT_S)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+
+    def _one(self, txn: str) -> tuple[str, str]:
+        """Run one transaction: (outcome, error text)."""
+        from confluent_kafka import KafkaException
+
+        p = self.producer
+        try:
+            p.begin_transaction()
+            for i in range(self.rng.randint(2, 6)):
+                part = self.rng.choice(self.partitions)
+                value = f"{txn}-{i}"
+                self.history.record("txn_send", txn=txn, partition=part, value=value)
+                p.produce(self.topic, value=value.encode(), partition=part)
+                p.poll(0)
+            if self.rng.random() < self.abort_ratio:
+                self._retrying(p.abort_transaction)
+                return "aborted", ""
+            try:
+                self._retrying(p.commit_transaction)
+                return "committed", ""
+            except KafkaException as e:
+                if not e.args[0].txn_requires_abort():
+                    raise
+                self._retrying(p.abort_transaction)
+                return "aborted", str(e)
+        except KafkaException as e:
+            return "unknown", str(e)
+
+    def _run(self) -> None:
+        try:
+            self.producer = self._new_producer()
+            k = 0
+            while self.producer is not None and not self._stop.is_set():
+                txn = f"{self.name}-t{k}"
+                k += 1
+                outcome, error = self._one(txn)
+                self.history.record("txn_end", txn=txn, outcome=outcome, error=error)
+                if outcome == "committed":
+                    self.committed += 1
+                    self.last_commit = time.monotonic()
+                elif outcome == "unknown":
+                    self.producer.flush(0)
+                    self.producer = self._new_producer()
+                time.sleep(self.rng.uniform(0.05, 0.2))
+        except BaseException as e:               # noqa: BLE001 - reported by the runner
+            self.error = e
+
+    def abandon(self) -> None:
+        """Stop after the transaction under way, settling nothing (a replacement's init_transactions fences
+        this one)."""
+        self._stop.set()
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Finish the transaction under way and stop; then settle any transaction left open (a new producer's
+        init_transactions completes or aborts it), so a read_committed reader sees the final state."""
+        self._stop.set()
+        self._thread.join(timeout)
+        if self.producer is not None:
+            self.producer.flush(0)
+        self._stop.clear()
+        settle = self._new_producer(within=timeout)
+        if settle is None:
+            raise RuntimeError(f"{self.name}: no producer could settle the last transaction in {timeout} s")
+        settle.flush(0)
+
+
+class TxnReader:
+    """A read_committed confluent-kafka consumer of every partition of `topic` from the start (assigned, no
+    group), on its own thread; records ``txn_read`` (partition, offset, value)."""
+
+    def __init__(self, history: History, name: str, bootstrap: str, topic: str, partitions, logger=None):
+        from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+
+        self.history, self.name = history, name
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{name}-unused",
+                                  "client.id": name, "enable.auto.commit": False,
+                                  "isolation.level": "read_committed", "fetch.wait.max.ms": 200,
+                                  "error_cb": lambda err: None, **CLIENT_TIMEOUTS,
+                                  **({"logger": logger} if logger is not None else {})})
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        self._thread = threading.Thread(target=self._run, name=f"reader-{name}", daemon=True)
+
+    def start(self) -> "TxnReader":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                msg = self.consumer.poll(0.2)
+                if msg is not None and not msg.error():
+                    self.history.record("txn_read", consumer=self.name, partition=msg.partition(),
+                                        offset=msg.offset(), value=msg.value().decode())
+        except BaseException as e:               # noqa: BLE001 - reported by the runner
+            self.error = e
+        finally:
+            try:
+                self.consumer.close()
+            except Exception:
+                pass
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)

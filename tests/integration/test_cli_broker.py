@@ -1,4 +1,4 @@
-"""The `seglog` commands over `--bootstrap-server` (seglog.broker.admin, seglog.remote).
+"""The `seglog` commands over `--bootstrap-server` (seglog.cli.broker_admin, seglog.remote).
 
 Against one running broker (``seglog.serve``), through ``python -m seglog`` subprocesses: what only a broker
 has (the sessions both doors share are in test_cli_doors.py): records arriving while `consume` waits, topics
@@ -30,7 +30,7 @@ import seglog
 from seglog import _engine, errors
 from seglog.assignors import Assignment
 from seglog.broker import RunningBroker
-from seglog.broker.admin import BrokerAdmin
+from seglog.cli.broker_admin import BrokerAdmin
 from seglog.cli import main
 from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
 from seglog.offsets_format import TopicPartition

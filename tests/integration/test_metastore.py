@@ -271,6 +271,8 @@ def test_candidate_takes_over_and_the_expired_controller_is_fenced(namespace):
     with pytest.raises(StaleControllerEpochError):
         a.update_partition_state("orders", 0, moved, lease_a)
     with pytest.raises(StaleControllerEpochError):
+        a.update_partition_states([("orders", 0, moved), ("orders", 1, moved)], lease_a)
+    with pytest.raises(StaleControllerEpochError):
         a.delete_topic("orders", lease_a)
     a.add_partitions("orders", {2: [1, 2]})
     with pytest.raises(StaleControllerEpochError):
@@ -377,6 +379,21 @@ def test_partition_states_are_created_once_and_updated_conditionally(namespace):
         a.update_partition_state("orders", 0, replace(moved, leader=3), lease)
     offline = a.update_partition_state("orders", 0, replace(moved, leader=-1, isr=[2]), lease)
     assert offline.leader == -1 and offline.version == 2
+
+
+def test_a_batch_of_partition_state_updates_answers_each_on_its_own(namespace):
+    a, other = namespace.store(), namespace.store()
+    lease = controller_with_topic(a)
+    s0, s1 = a.get_partition_state("orders", 0), a.get_partition_state("orders", 1)
+    other.update_isr("orders", 1, s1, [s1.leader])                  # partition 1 changes under the controller
+    done = a.update_partition_states([("orders", 0, replace(s0, leader_epoch=s0.leader_epoch + 1)),
+                                      ("orders", 1, replace(s1, leader_epoch=s1.leader_epoch + 1)),
+                                      ("orders", 9, s0)], lease)
+    assert done[0] == a.get_partition_state("orders", 0) and done[0].leader_epoch == s0.leader_epoch + 1
+    assert isinstance(done[1], InvalidUpdateVersionError)
+    assert isinstance(done[2], UnknownTopicOrPartitionError)
+    assert a.get_partition_state("orders", 1).leader_epoch == s1.leader_epoch, "a refused write changes nothing"
+    assert a.update_partition_states([], lease) == []
 
 
 def test_leader_isr_update_with_a_stale_version_fails(namespace):

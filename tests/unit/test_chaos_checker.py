@@ -77,6 +77,54 @@ def test_a_duplicate_and_a_phantom():
     assert checks_of(events) == {"phantom"}
 
 
+def test_an_acknowledgement_without_an_offset_needs_the_value_somewhere_in_its_partition():
+    events = clean_history()
+    next(e for e in events if e["type"] == "ack" and e["value"] == "a-1")["offset"] = None
+    assert check(events).ok, "librdkafka's offset-less acknowledgement of a retried batch"
+    final_of(events, 0)["records"] = [[0, "a-0"]]
+    assert "lost" in checks_of(events)
+
+
+def transactions_history(outcomes: dict[str, str], visible: dict[int, list], reads=()) -> list[dict]:
+    """The clean history plus transactions t0.. of two values each (t<i>-0 to partition 0, t<i>-1 to
+    partition 1) with the given outcomes, a final committed log per partition, and read_committed reads."""
+    events = clean_history()
+    for txn, outcome in outcomes.items():
+        for i in (0, 1):
+            events.append({"t": 3.0, "type": "txn_send", "txn": txn, "partition": i, "value": f"{txn}-{i}"})
+        if outcome is not None:
+            events.append({"t": 3.1, "type": "txn_end", "txn": txn, "outcome": outcome, "error": ""})
+    for p, o, v in reads:
+        events.append({"t": 3.2, "type": "txn_read", "consumer": "rc0", "partition": p, "offset": o, "value": v})
+    for p, records in visible.items():
+        events.append({"t": 3.3, "type": "txn_final", "partition": p, "records": records})
+    return events
+
+
+def test_transactions_visible_whole_or_not_at_all():
+    ok = transactions_history({"t0": "committed", "t1": "aborted", "t2": "unknown", "t3": None},
+                              {0: [[0, "t0-0"], [5, "t2-0"]], 1: [[0, "t0-1"], [4, "t2-1"]]},
+                              reads=[(0, 0, "t0-0"), (1, 4, "t2-1")])
+    report = check(ok)
+    assert report.ok, format_report(report)
+    assert checks_of(transactions_history({"t0": "committed"}, {0: [[0, "t0-0"]], 1: []})) == {"txn_lost"}
+    assert checks_of(transactions_history({"t1": "aborted"}, {0: [[2, "t1-0"]], 1: []})) == {"txn_aborted"}
+    assert checks_of(transactions_history({"t2": "unknown"}, {0: [[0, "t2-0"]], 1: []})) == {"txn_torn"}
+    assert checks_of(transactions_history({"t0": "committed"}, {0: [[0, "t0-0"], [1, "t0-0"]], 1: [[0, "t0-1"]]})) \
+        == {"txn_duplicate"}
+    assert checks_of(transactions_history({"t0": "committed"}, {0: [[0, "t0-0"], [1, "x-0"]], 1: [[0, "t0-1"]]})) \
+        == {"txn_phantom"}
+    assert checks_of(transactions_history({"t0": "committed"}, {})) == {"no_final"}
+
+
+def test_a_read_committed_reader_that_saw_an_aborted_or_vanished_value():
+    final = {0: [[0, "t0-0"]], 1: [[0, "t0-1"]]}
+    aborted = transactions_history({"t0": "committed", "t1": "aborted"}, final, reads=[(0, 1, "t1-0")])
+    assert checks_of(aborted) == {"txn_aborted_read"}
+    dirty = transactions_history({"t0": "committed", "t2": "unknown"}, final, reads=[(0, 1, "t2-0")])
+    assert checks_of(dirty) == {"txn_dirty_read"}
+
+
 def test_order_of_acknowledged_offsets_and_of_stored_records():
     events = clean_history()
     for e in events:                         # a-1, sent after a-0, acknowledged at a lower offset

@@ -266,3 +266,65 @@ def test_a_follower_takes_the_leaders_log_start_offset(make_log):
     assert lg.start_offset == 4
     fetcher._apply(f, answer._replace(log_start_offset=9))        # never past what this replica has committed
     assert lg.start_offset == 6
+
+
+def test_a_partition_the_leader_does_not_lead_yet_delays_only_itself(tmp_path, monkeypatch, caplog):
+    """Right after a leader election the new leader learns of its partitions one by one: OffsetForLeaderEpoch
+    for a partition it has not learned yet answers NOT_LEADER_OR_FOLLOWER. The other partitions followed
+    from it must keep replicating meanwhile (one such answer stalled every partition for 25 s, and with them
+    every acks=all produce on the leader's other partitions), and the late one starts once it is answered."""
+    knows_a = threading.Event()
+    fetched: list[set] = []
+
+    class Connection:
+        def __init__(self, host, port, **kw):
+            pass
+
+        def version(self, api):
+            return 12
+
+        def request(self, api, body, version=None, extra_timeout=0.0):
+            if api == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+                t = body["topics"][0]
+                code = 6 if t["topic"] == "a" and not knows_a.is_set() else 0     # NOT_LEADER_OR_FOLLOWER
+                return {"topics": [{"topic": t["topic"], "partitions": [
+                    {"error_code": code, "partition": 0, "leader_epoch": 0, "end_offset": 0}]}]}
+            fetched.append({t["topic"] for t in body["topics"]})
+            time.sleep(0.02)
+            return {"error_code": 0, "responses": []}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(fetcher, "BrokerConnection", Connection)
+    logs = {name: Log(tmp_path / f"{name}-0") for name in ("a", "b")}
+    for lg in logs.values():
+        lg.leader_epoch = 0
+        lg.append_batch([b"x"])
+        lg.high_watermark = 1
+    manager = SimpleNamespace(broker_id=2, config=BrokerConfig(), broker_address=lambda _: ("127.0.0.1", 9),
+                              on_log_dir_failure=None)
+    f = LeaderFetcher(manager, 1)
+    for name, lg in logs.items():
+        f.add(SimpleNamespace(topic=name, index=0, log=lg), 0)
+    caplog.set_level(logging.INFO, logger="seglog.replication")
+    f.start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(fetched) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(fetched) >= 5 and all(topics == {"b"} for topics in fetched), fetched
+        assert f.backoff.failures == 0, "a partition's error is not the fetcher's"
+        knows_a.set()
+        deadline = time.monotonic() + 5
+        while (not fetched or fetched[-1] != {"a", "b"}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fetched[-1] == {"a", "b"}
+    finally:
+        f.stop()
+        f.join(5)
+        for lg in logs.values():
+            lg.close()
+    refused = [r for r in caplog.records if "NOT_LEADER_OR_FOLLOWER" in r.getMessage()]
+    assert len(refused) == 1, "logged once per streak, not once per attempt"
+    assert any("works again" in r.getMessage() for r in caplog.records)

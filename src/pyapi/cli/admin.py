@@ -1,6 +1,6 @@
 """The one Admin the `topics`, `produce`, `consume` and `groups` commands work through, written once over the
 Node surface: ``self.node`` is a seglog.node.Node opened in this process (``--data-dir``, seglog.cli.datadir)
-or a seglog.remote.RemoteNode (``--bootstrap-server``, seglog.broker.admin); seglog.cli.connect picks one for a
+or a seglog.remote.RemoteNode (``--bootstrap-server``, seglog.cli.broker_admin); seglog.cli.connect picks one for a
 command's arguments. Topic changes, committed offsets, group deletion and the clients go through that surface
 here; a subclass holds only what its door answers its own way (topic descriptions, offsets and log dirs,
 group listing and description: a data dir reads its logs, a broker asks every broker).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..broker.admin import BrokerAdmin
+from .broker_admin import BrokerAdmin
 from .admin import Admin
 from .datadir import DataDirAdmin
 

@@ -118,6 +118,7 @@ class Controller:
         shutting = {b for b, epoch in store.brokers_shutting_down().items()
                     if b in brokers and brokers[b].epoch == epoch}
         marked = set(store.topics_marked_for_deletion())
+        writes: list[tuple[str, int, PartitionState, PartitionState]] = []
         for topic in store.list_topics():
             if topic in marked:
                 store.delete_topic(topic, lease)
@@ -143,7 +144,8 @@ class Controller:
                 desired = self.desired(st, replicas, live, unclean, rebalance, restarted_members(st, brokers),
                                        shutting)
                 if desired is not None:
-                    self._write(topic, p, st, desired)
+                    writes.append((topic, p, st, desired))
+        self._write(writes, live)
 
     @staticmethod
     def _initial(replicas, live) -> PartitionState:
@@ -254,11 +256,20 @@ class Controller:
             return None
         return RequestTimedOutError(f"{topic}-{p}: its state kept changing during the election; try again")
 
-    def _write(self, topic: str, p: int, st: PartitionState, desired: PartitionState) -> None:
-        try:
-            stored = self.store.update_partition_state(topic, p, desired, self.lease)
-        except InvalidUpdateVersionError:
-            self.poke("state changed under the controller")      # a leader changed the ISR: decide again
-            return
-        log.info("controller: %s-%d leader %d -> %d (epoch %d), ISR %s -> %s", topic, p, st.leader,
-                 stored.leader, stored.leader_epoch, list(st.isr), list(stored.isr))
+    def _write(self, writes: list[tuple[str, int, PartitionState, PartitionState]], live: set[int]) -> None:
+        """Store a pass's decisions in one pipelined batch (a broker's failure moves hundreds of partitions
+        at once), partitions without a live leader first. A write refused because the state changed (a leader
+        changed the ISR) makes the controller decide again; any other refusal is raised after the batch."""
+        writes = sorted(writes, key=lambda w: w[2].leader in live)
+        results = self.store.update_partition_states([(t, p, desired) for t, p, _, desired in writes], self.lease)
+        error = None
+        for (topic, p, st, _), stored in zip(writes, results):
+            if isinstance(stored, InvalidUpdateVersionError):
+                self.poke("state changed under the controller")
+            elif isinstance(stored, SeglogError):
+                error = error or stored
+            else:
+                log.info("controller: %s-%d leader %d -> %d (epoch %d), ISR %s -> %s", topic, p, st.leader,
+                         stored.leader, stored.leader_epoch, list(st.isr), list(stored.isr))
+        if error is not None:
+            raise error

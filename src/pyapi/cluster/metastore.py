@@ -38,7 +38,7 @@ from enum import Enum
 from typing import Callable, Mapping, Sequence
 
 from ..errors import (InvalidArgumentError, InvalidPartitionsError, InvalidReplicaAssignmentError,
-                      SeglogError)
+                      SeglogError, StaleControllerEpochError)
 from .events import Subscription
 
 __all__ = ["BrokerInfo", "TopicAssignment", "PartitionState", "ControllerEpoch", "ControllerChange",
@@ -368,6 +368,22 @@ class MetadataStore(ABC):
         """Controller write, conditional on ``state.version`` (its controller_epoch is set to the token's);
         returns the stored state. StaleControllerEpochError (checked first), InvalidUpdateVersionError,
         UnknownTopicOrPartitionError, InvalidArgumentError."""
+
+    def update_partition_states(self, updates: Sequence[tuple[str, int, PartitionState]],
+                                controller: ControllerEpoch) -> list[PartitionState | SeglogError]:
+        """Several ``update_partition_state`` writes, each conditional on its own version: per update, in
+        order, the stored state or the SeglogError it failed with (InvalidUpdateVersionError,
+        UnknownTopicOrPartitionError). StaleControllerEpochError is raised. A store may pipeline them (a
+        controller moving the leadership of hundreds of partitions must not pay one round trip each)."""
+        out: list[PartitionState | SeglogError] = []
+        for topic, partition, state in updates:
+            try:
+                out.append(self.update_partition_state(topic, partition, state, controller))
+            except StaleControllerEpochError:
+                raise
+            except SeglogError as e:
+                out.append(e)
+        return out
 
     @abstractmethod
     def update_isr(self, topic: str, partition: int, base: PartitionState, isr: Sequence[int]) -> PartitionState:

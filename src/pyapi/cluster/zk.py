@@ -671,6 +671,45 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise _stale(controller) if failed[0] == 0 else _conflict(failed[1], f"Partition {topic}-{partition}")
         return replace(new, version=results[1].version, written=results[1].mzxid)
 
+    def update_partition_states(self, updates: Sequence[tuple[str, int, PartitionState]],
+                                controller: ControllerEpoch) -> list[PartitionState | SeglogError]:
+        """Pipelined: every conditional write is sent before the first answer is awaited. A write whose answer
+        is lost with the connection is redone on its own (``update_partition_state`` waits for kazoo to
+        reconnect; a cut write that was applied then fails as a concurrent change)."""
+        for _, _, state in updates:
+            validate_partition_state(state, conditional=True)
+        sent = []
+        for topic, partition, state in updates:
+            new = replace(state, controller_epoch=controller.epoch)
+            transaction = self._client.transaction()
+            transaction.check(layout.CONTROLLER_EPOCH, controller.version)
+            transaction.set_data(layout.partition_state_path(topic, partition), layout.encode_partition_state(new),
+                                 version=state.version)
+            with self._kazoo_errors():
+                sent.append((topic, partition, state, new, transaction.commit_async()))
+        deadline = time.monotonic() + self._request_timeout
+        out: list[PartitionState | SeglogError] = []
+        for topic, partition, state, new, pending in sent:
+            try:
+                with self._kazoo_errors():
+                    results = pending.get(timeout=max(0.0, deadline - time.monotonic()))
+            except NetworkError:
+                try:
+                    out.append(self.update_partition_state(topic, partition, state, controller))
+                except StaleControllerEpochError:
+                    raise
+                except SeglogError as e:
+                    out.append(e)
+                continue
+            failed = _failure(results)
+            if failed is None:
+                out.append(replace(new, version=results[1].version, written=results[1].mzxid))
+            elif failed[0] == 0:
+                raise _stale(controller)
+            else:
+                out.append(_conflict(failed[1], f"Partition {topic}-{partition}"))
+        return out
+
     def update_isr(self, topic: str, partition: int, base: PartitionState, isr: Sequence[int]) -> PartitionState:
         new = validate_isr_update(base, isr)
         try:

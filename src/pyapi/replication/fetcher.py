@@ -9,7 +9,8 @@ leader answered with cuts back to its own older epochs and asks again). A follow
 start restarts empty at the leader's log start. Batches are appended as they came (offsets, epochs, CRCs
 kept), and the follower's high watermark follows the leader's, never past its own log end.
 
-While the leader cannot be reached (or answers with an error) the fetcher backs off exponentially from
+A partition-level error (the leader does not lead that partition yet, a fenced epoch) delays only that
+partition; the others go on. While the leader cannot be reached the fetcher backs off exponentially from
 ``RETRY_BACKOFF_S`` up to replica.fetch.backoff.ms, and logs the first failure of a streak, then one line
 every ``FAILURE_LOG_INTERVAL_S`` while it lasts, and one when fetching works again.
 """
@@ -110,6 +111,8 @@ class _Followed:
     partition: object                  # seglog.node.Partition
     leader_epoch: int
     truncated: bool = False            # diverged tail already cut for this epoch
+    retry_at: float = 0.0              # time.monotonic() before which its failed truncation is not retried
+    failing: str | None = None         # the error of its current streak of failed truncations (logged once)
 
 
 class LeaderFetcher(threading.Thread):
@@ -156,9 +159,10 @@ class LeaderFetcher(threading.Thread):
                 continue
             try:
                 conn = self._connection()
+                now = time.monotonic()
                 for f in work:
-                    if not f.truncated:
-                        self._truncate(conn, f)
+                    if not f.truncated and f.retry_at <= now:
+                        self._truncate_or_delay(conn, f)
                 self._fetch(conn, [f for f in work if f.truncated])
             except (SeglogError, OSError) as e:          # unreachable, or an error answer: retry later
                 self._failed(e, unexpected=False)
@@ -204,6 +208,29 @@ class LeaderFetcher(threading.Thread):
             conn.close()
 
     # -- truncation by leader epoch -------------------------------------------------------------------------
+
+    def _truncate_or_delay(self, conn: BrokerConnection, f: _Followed) -> None:
+        """Truncate `f`; an error answer for this partition alone (the leader has not yet learned it leads it,
+        NOT_LEADER_OR_FOLLOWER; a fenced epoch) delays only this partition by BACKOFF_S, as Kafka's fetcher
+        delays a failed partition: the others keep replicating. Connection errors propagate (the whole
+        fetcher backs off)."""
+        try:
+            self._truncate(conn, f)
+        except NetworkError:
+            raise
+        except SeglogError as e:
+            failed = self.manager.on_log_dir_failure
+            if isinstance(e, StorageError) and failed is not None:
+                failed(e)
+            f.retry_at = time.monotonic() + BACKOFF_S
+            if f.failing != str(e):
+                log.info("%s: truncation before fetching from %d: %s; retrying this partition with backoff",
+                         f.partition, self.leader_id, e)
+            f.failing = str(e)
+            return
+        if f.failing is not None:
+            log.info("%s: truncation before fetching from %d works again", f.partition, self.leader_id)
+            f.failing = None
 
     def _truncate(self, conn: BrokerConnection, f: _Followed) -> None:
         part = f.partition

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from ..cli.admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescription, member_info
+from .admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescription, member_info
 from ..client import EARLIEST, LATEST, error_for
 from ..errors import SeglogError
 from ..offsets_format import TopicPartition
