@@ -37,6 +37,7 @@ cdef extern from "Python.h":
     char *bytes_data_borrowed "PyBytes_AS_STRING"(PyObject *o)
     Py_ssize_t bytes_size_borrowed "PyBytes_GET_SIZE"(PyObject *o)
     PyObject *none_borrowed "Py_None"
+    Py_ssize_t scratch_refcount "Py_REFCNT"(PyObject *o)
 
 cdef extern from "<fcntl.h>":
     int O_CLOEXEC
@@ -92,6 +93,7 @@ cdef bytes _read_whole(int fd, str path):
 
 include "fileops.pxi"
 include "buffers.pxi"
+include "scratch.pxi"
 include "crc32c.pxi"
 include "varint.pxi"
 include "codecs.pxi"

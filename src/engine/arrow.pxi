@@ -3,9 +3,12 @@
 # arrow_columns() walks whole batches of a buffer (a Log.read() view, or a Kafka fetch response's records)
 # and writes the records' fields into raw Arrow buffers built in C: int32 offsets + data for the binary
 # and string columns, LSB-first validity bitmaps, little-endian int64 / int32 values. Every buffer is a
-# `bytes` object grown in place (_PyBytes_Resize: amortized doubling, then one final trim), so handing it to
-# `pyarrow.py_buffer()` and `pyarrow.Array.from_buffers()` copies nothing. pyarrow itself is never imported
-# here: the core stays free of it, seglog.spark wraps the buffers.
+# scratch `bytes` object (scratch.pxi: pooled, so the pages a reader writes are the same batch after batch,
+# not fresh memory the kernel must fault in and zero), sized once from the batch headers (arrow_presize) and
+# regrown by doubling if that was short; it is returned as a memoryview of the prefix written, so handing it
+# to `pyarrow.py_buffer()` and `pyarrow.Array.from_buffers()` copies nothing, and the pool reuses the object
+# once the Arrow arrays over it are gone. pyarrow itself is never imported here: the core stays free of it,
+# seglog.spark wraps the buffers.
 #
 # Columns (Spark's Kafka source schema): key binary, value binary, offset int64, timestamp int64 in
 # microseconds (timestamp[us, UTC]), timestampType int32, and with include_headers the parts of
@@ -26,14 +29,9 @@
 #   verify_crc: Log.read() has already checked them) or batch offsets out of order (as decode_records checks
 #   them), UnsupportedCompressionTypeError for an unknown codec.
 
-from cpython.ref cimport PyObject, Py_DECREF, Py_XDECREF
-from cpython.bytes cimport _PyBytes_Resize
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_AsUTF8String
 from libc.string cimport memset
-
-cdef extern from "Python.h":
-    PyObject *arrow_bytes_new "PyBytes_FromStringAndSize"(const char *v, Py_ssize_t n) except NULL
-    char *arrow_bytes_data "PyBytes_AS_STRING"(PyObject *o)
 
 cdef enum:
     ARROW_MIN_CAPACITY = 256            # never below 2: tiny bytes objects may be shared singletons
@@ -41,7 +39,7 @@ cdef enum:
 
 
 ctypedef struct ArrowBuf:
-    PyObject *obj                      # an owned bytes object (refcount 1) or NULL before the first use
+    PyObject *obj                      # an owned reference to a scratch bytes object, NULL before the first use
     unsigned char *data
     Py_ssize_t size                    # bytes written
     Py_ssize_t cap                     # bytes allocated
@@ -73,19 +71,23 @@ ctypedef struct ArrowOut:
 
 
 cdef int abuf_reserve(ArrowBuf *b, Py_ssize_t need) except -1:
-    """Room for `need` more bytes in b (allocating or doubling its bytes object)."""
+    """Room for `need` more bytes in b: a scratch object of at least twice the capacity, the bytes so far
+    copied over."""
     cdef Py_ssize_t want = b.size + need, cap
+    cdef object fresh
     if want <= b.cap:
         return 0
     cap = b.cap * 2 if b.cap else ARROW_MIN_CAPACITY
     if cap < want:
         cap = want
-    if b.obj == NULL:
-        b.obj = arrow_bytes_new(NULL, cap)
-    else:
-        _PyBytes_Resize(&b.obj, cap)           # frees and NULLs b.obj on failure (MemoryError raised)
-    b.data = <unsigned char *>arrow_bytes_data(b.obj)
-    b.cap = cap
+    fresh = scratch_bytes(cap)
+    if b.size:
+        memcpy(PyBytes_AS_STRING(fresh), b.data, <size_t>b.size)
+    Py_XDECREF(b.obj)
+    Py_INCREF(fresh)
+    b.obj = <PyObject *>fresh
+    b.data = <unsigned char *>PyBytes_AS_STRING(fresh)
+    b.cap = PyBytes_GET_SIZE(fresh)
     return 0
 
 
@@ -99,18 +101,12 @@ cdef inline int abuf_put(ArrowBuf *b, const unsigned char *src, Py_ssize_t n) ex
 
 
 cdef object abuf_take(ArrowBuf *b):
-    """The buffer's bytes object trimmed to its size (ownership moves to the caller); b is left empty."""
-    cdef PyObject *p
+    """A memoryview of the bytes written (its object may be longer: see scratch.pxi); b is left empty."""
     cdef object out
     if b.obj == NULL:
-        return b""
-    _PyBytes_Resize(&b.obj, b.size)
-    p = b.obj
-    b.obj = NULL
-    b.data = NULL
-    b.size = b.cap = 0
-    out = <object>p
-    Py_DECREF(out)                              # the reference this buffer held now lives in `out`
+        return memoryview(b"")
+    out = memoryview(<object>b.obj)[:b.size]
+    abuf_free(b)
     return out
 
 
@@ -382,7 +378,7 @@ def arrow_columns(data, int64_t min_offset=-1, int64_t max_offset=INT64_MAX, bin
     Returns a dict: ``rows``; ``consumed`` (input bytes used: whole batches); ``next_offset`` (last offset + 1
     of the last consumed batch, -1 if none); ``done`` (a batch at or past max_offset was reached: nothing
     later in the log is wanted); ``offset``, ``timestamp`` (int64, microseconds), ``timestamp_type`` (int32)
-    value buffers; ``key`` and ``value`` as (validity or None, int32 offsets, data, null_count); ``headers``
+    value buffers; every buffer is a read-only memoryview; ``key`` and ``value`` as (validity or None, int32 offsets, data, null_count); ``headers``
     None unless include_headers, else (list validity or None, list int32 offsets, list null_count,
     key (None, offsets, data, 0), value (validity or None, offsets, data, null_count)).
     """

@@ -7,8 +7,8 @@
 # since the last entry (the batch's last offset -> its position), as Kafka does, so Kafka's indexes and ours
 # are interchangeable. Reads map the file (MappedFile) and export views; a read-only segment (another
 # process's log) reads with pread instead, so the writer truncating the file can never fault this process:
-# batch headers HEADER_WINDOW bytes at a time, and read() takes its whole range in one pread and walks it in
-# memory.
+# batch headers HEADER_WINDOW bytes at a time, and read() takes its whole range in one pread (into a scratch
+# object, scratch.pxi, so a reader's pages are reused read after read) and walks it in memory.
 #
 # Offsets: every walk over the .log (reads, lookups, recovery, scan_tail) checks each batch's offsets with
 # check_offsets (batch.pxd): after the batch before it (the first at or after base_offset) and below _limit(),
@@ -573,8 +573,9 @@ cdef class Segment:
         return memoryview(copy)[:end - position], end, next_offset
 
     cdef bytes _pread(self, int64_t position, int64_t n):
-        """n bytes of the .log from position (StorageError when fewer are there)."""
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
+        """n bytes of the .log from position (StorageError when fewer are there) at the start of a scratch
+        object (scratch.pxi: it may be longer; only this prefix is meaningful)."""
+        cdef bytes out = scratch_bytes(n)
         if pread_big(self.fd, PyBytes_AS_STRING(out), <size_t>n, position) != n:
             raise_storage_error("cannot read segment", self.log_path)
         return out

@@ -596,7 +596,7 @@ def test_timestamp_pushdown_prunes_offsets(data):
 def test_arrow_decode_in_pieces_equals_records(data):
     """Decoding one batch per call (max_output_bytes=1) gives exactly Log.records(): range ends dropped, the
     control batch skipped, headers (null lists, null values, non-ASCII keys) intact, valid Arrow arrays."""
-    from seglog.spark.arrow_reader import arrow_schema, to_record_batch
+    from seglog.spark.arrow_reader import BatchBuilder, arrow_schema
 
     with Log(os.path.join(data, "pets-0"), readonly=True) as lg:
         views, offset = [], 0
@@ -606,11 +606,12 @@ def test_arrow_decode_in_pieces_equals_records(data):
         view = b"".join(views)
         want = [(r.offset, r.key, r.value, r.timestamp, r.headers or None) for r in lg.records(3, 2900)]
     got, pos, calls = [], 0, 0
+    build = BatchBuilder("pets", 0, arrow_schema(True)).build
     data_view = memoryview(view)
     while pos < len(data_view):
         cols = _engine.arrow_columns(data_view[pos:], 3, 2900, True, max_output_bytes=1)
         calls += 1
-        batch = to_record_batch(cols, "pets", 0, arrow_schema(True))
+        batch = build(cols)
         batch.validate(full=True)
         for row in batch.to_pylist():
             hs = None if row["headers"] is None else tuple((h["key"], h["value"]) for h in row["headers"])

@@ -9,9 +9,12 @@ about local splits.
 The split's partition is opened read-only (pread based: the writer may append, roll or truncate meanwhile
 without faulting this process). Whole batches come from ``Log.read_next`` (CRC-checked, one segment at a
 time, about ``CHUNK_BYTES`` per call) and are decoded by the engine's ``arrow_columns`` straight into Arrow
-buffers, wrapped here without copying (``pyarrow.py_buffer`` over the bytes the engine built). A
-RecordBatch holds about ``BATCH_BYTES`` of keys and values (about 80 000 records of 100 bytes): small
-enough for Spark's JVM side to start converting while the next one is decoded.
+buffers, wrapped here without copying (``pyarrow.py_buffer`` over the memoryviews the engine returns). The
+read copies and those buffers are the engine's pooled scratch objects: once pyspark has sent a batch and
+dropped it, the next batch is written into the same pages, so a task reading GiBs touches a few tens of MiB
+of memory and no Python code runs per record. A RecordBatch holds about ``BATCH_BYTES`` of keys and values
+(about 80 000 records of 100 bytes): small enough for Spark's JVM side to start converting while the next
+one is decoded; the constant topic and partition columns are built once per split (BatchBuilder).
 
 Guarantees: records come in offset order, exactly those with ``split.start <= offset < split.end``;
 control batches are skipped; nothing at or past the committed end as planned. If offsets of the split
@@ -41,7 +44,7 @@ from .catalog import open_readonly_log
 from .errors import DataLossError
 from .splits import OffsetRangeSplit
 
-__all__ = ["spark_schema", "arrow_schema", "read_split", "to_record_batch", "CHUNK_BYTES"]
+__all__ = ["spark_schema", "arrow_schema", "read_split", "BatchBuilder", "CHUNK_BYTES"]
 
 log = logging.getLogger("seglog.spark")
 
@@ -98,27 +101,42 @@ def _headers(cols: dict, n: int) -> pa.Array:
                                  null_count=list_nulls, children=[struct])
 
 
-_COLUMNS = {        # lower-case column name -> its array built from (engine columns, rows, topic, partition)
-    "key": lambda cols, n, topic, partition: _binary(pa.binary(), n, cols["key"]),
-    "value": lambda cols, n, topic, partition: _binary(pa.binary(), n, cols["value"]),
-    "topic": lambda cols, n, topic, partition: pa.repeat(pa.scalar(topic, pa.string()), n),
-    "partition": lambda cols, n, topic, partition: pa.repeat(pa.scalar(partition, pa.int32()), n),
-    "offset": lambda cols, n, topic, partition: pa.Array.from_buffers(
-        pa.int64(), n, [None, pa.py_buffer(cols["offset"])], null_count=0),
-    "timestamp": lambda cols, n, topic, partition: pa.Array.from_buffers(
-        _TIMESTAMP, n, [None, pa.py_buffer(cols["timestamp"])], null_count=0),
-    "timestamptype": lambda cols, n, topic, partition: pa.Array.from_buffers(
-        pa.int32(), n, [None, pa.py_buffer(cols["timestamp_type"])], null_count=0),
-    "headers": lambda cols, n, topic, partition: _headers(cols, n),
+def _fixed(kind, name: str):
+    return lambda cols, n: pa.Array.from_buffers(kind, n, [None, pa.py_buffer(cols[name])], null_count=0)
+
+
+_DECODED = {        # lower-case column name -> its array built from (engine columns, rows)
+    "key": lambda cols, n: _binary(pa.binary(), n, cols["key"]),
+    "value": lambda cols, n: _binary(pa.binary(), n, cols["value"]),
+    "offset": _fixed(pa.int64(), "offset"),
+    "timestamp": _fixed(_TIMESTAMP, "timestamp"),
+    "timestamptype": _fixed(pa.int32(), "timestamp_type"),
+    "headers": _headers,
 }
 
 
-def to_record_batch(cols: dict, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
-    """A RecordBatch of `schema`'s columns (an arrow_schema(); headers need cols decoded with them) from one
-    ``_engine.arrow_columns`` result; only those arrays are built. topic and partition are constant columns."""
-    n = cols["rows"]
-    return pa.RecordBatch.from_arrays([_COLUMNS[f.name.lower()](cols, n, topic, partition) for f in schema],
-                                      schema=schema)
+class BatchBuilder:
+    """Builds the RecordBatches of one partition's ``_engine.arrow_columns`` results: `schema`'s columns only
+    (an arrow_schema(); headers need cols decoded with them), wrapping the engine's buffers without copying.
+    The constant topic and partition columns are built once, at the most rows a batch has had so far, and
+    sliced (zero-copy) for each batch."""
+
+    def __init__(self, topic: str, partition: int, schema: pa.Schema):
+        self.schema = schema
+        self._constants = {"topic": pa.scalar(topic, pa.string()), "partition": pa.scalar(partition, pa.int32())}
+        self._built: dict[str, pa.Array] = {}
+        self._makers = [(f.name.lower(), _DECODED.get(f.name.lower())) for f in schema]
+
+    def _constant(self, name: str, n: int) -> pa.Array:
+        array = self._built.get(name)
+        if array is None or len(array) < n:
+            array = self._built[name] = pa.repeat(self._constants[name], n)
+        return array if len(array) == n else array.slice(0, n)
+
+    def build(self, cols: dict) -> pa.RecordBatch:
+        n = cols["rows"]
+        return pa.RecordBatch.from_arrays([self._constant(name, n) if make is None else make(cols, n)
+                                           for name, make in self._makers], schema=self.schema)
 
 
 def _open(split: OffsetRangeSplit) -> Log | None:
@@ -159,13 +177,13 @@ def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
     """RecordBatches of the split's records (see the module docstring). Raises DataLossError,
     CorruptRecordError, StorageError (after retries); in broker mode BrokerUnavailableError or the broker's
     error once retries are used up."""
-    schema = arrow_schema(split.include_headers, split.columns)
+    build = BatchBuilder(split.topic, split.partition, arrow_schema(split.include_headers, split.columns)).build
     if split.start >= split.end:
         return
     if split.bootstrap_servers is not None:
         min_ts = split.min_timestamp if split.min_timestamp is not None else -(1 << 63)
         for cols in fetch_columns(split, min_ts, BATCH_BYTES):
-            yield to_record_batch(cols, split.topic, split.partition, schema)
+            yield build(cols)
         return
     lg = _open(split)
     if lg is None:
@@ -209,7 +227,7 @@ def read_split(split: OffsetRangeSplit) -> Iterator[pa.RecordBatch]:
                     cols = decode(data[pos:], start, end, split.include_headers, min_ts, BATCH_BYTES,
                                   path=split.location)
                     if cols["rows"]:
-                        yield to_record_batch(cols, split.topic, split.partition, schema)
+                        yield build(cols)
                     done = cols["done"]
                     if done or cols["consumed"] == 0:
                         break
