@@ -52,7 +52,7 @@ from .isolation import AbortedFilter, isolation_level as isolation_level_code
 from .assignors import Assignment, Subscription, assignor_for
 from .errors import (IllegalGenerationError, IllegalStateError, InvalidArgumentError, InvalidGroupIdError,
                      LogClosedError, MemberIdRequiredError, NoOffsetForPartitionError, OffsetOutOfRangeError,
-                     RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
+                     RebalanceInProgressError, SeglogError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 from .offsets_format import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer", "ConsumerGroupMetadata", "TopicPartition"]
@@ -554,11 +554,8 @@ class Consumer:
             with self._lock:
                 self._member_id = e.member_id
             return False
-        except (UnknownMemberIdError, IllegalGenerationError):
-            with self._lock:
-                self._member_id, self._generation = "", -1
-            return False
-        except RebalanceInProgressError:
+        except (UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError) as e:
+            self._rejoin_after(e)
             return False
         with self._lock:
             self._member_id, self._generation = joined.member_id, joined.generation_id
@@ -572,15 +569,19 @@ class Consumer:
         self._start_heartbeat()
         return True
 
+    def _rejoin_after(self, error: SeglogError) -> None:
+        """A JoinGroup or SyncGroup refused: the next join is as a new member after a lost membership (unknown
+        member, old generation), with the same member id during a rebalance."""
+        if not isinstance(error, RebalanceInProgressError):
+            with self._lock:
+                self._member_id, self._generation = "", -1
+
     def _synced(self, fut: Future) -> bool:
         """Take a SyncGroup answer: True once Stable with its assignment applied, False to join again."""
         try:
             synced = fut.result()
-        except (UnknownMemberIdError, IllegalGenerationError):
-            with self._lock:
-                self._member_id, self._generation = "", -1
-            return False
-        except RebalanceInProgressError:
+        except (UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError) as e:
+            self._rejoin_after(e)
             return False
         with self._lock:
             if self._member_state != _COMPLETING:           # the heartbeat thread saw it fall out meanwhile

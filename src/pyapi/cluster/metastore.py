@@ -375,15 +375,17 @@ class MetadataStore(ABC):
         order, the stored state or the SeglogError it failed with (InvalidUpdateVersionError,
         UnknownTopicOrPartitionError). StaleControllerEpochError is raised. A store may pipeline them (a
         controller moving the leadership of hundreds of partitions must not pay one round trip each)."""
-        out: list[PartitionState | SeglogError] = []
-        for topic, partition, state in updates:
-            try:
-                out.append(self.update_partition_state(topic, partition, state, controller))
-            except StaleControllerEpochError:
-                raise
-            except SeglogError as e:
-                out.append(e)
-        return out
+        return [self._update_or_error(topic, partition, state, controller) for topic, partition, state in updates]
+
+    def _update_or_error(self, topic: str, partition: int, state: PartitionState,
+                         controller: ControllerEpoch) -> PartitionState | SeglogError:
+        """``update_partition_state``'s stored state, or the SeglogError it failed with (stale epochs raise)."""
+        try:
+            return self.update_partition_state(topic, partition, state, controller)
+        except StaleControllerEpochError:
+            raise
+        except SeglogError as e:
+            return e
 
     @abstractmethod
     def update_isr(self, topic: str, partition: int, base: PartitionState, isr: Sequence[int]) -> PartitionState:

@@ -694,12 +694,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 with self._kazoo_errors():
                     results = pending.get(timeout=max(0.0, deadline - time.monotonic()))
             except NetworkError:
-                try:
-                    out.append(self.update_partition_state(topic, partition, state, controller))
-                except StaleControllerEpochError:
-                    raise
-                except SeglogError as e:
-                    out.append(e)
+                out.append(self._update_or_error(topic, partition, state, controller))
                 continue
             failed = _failure(results)
             if failed is None:
