@@ -6,6 +6,7 @@
     seglog groups     list, describe, delete groups; reset offsets               (kafka-consumer-groups.sh)
     seglog transactions  list transactional ids, describe one                  (kafka-transactions.sh)
     seglog leader-election  preferred or unclean leader elections              (kafka-leader-election.sh)
+    seglog reassign-partitions  move partition replicas between brokers        (kafka-reassign-partitions.sh)
     seglog acls       add, remove, list ACLs                                     (kafka-acls.sh)
     seglog demo       append and read back a million records; print the throughput
     seglog dump-log   every batch and record of .log files, entries of index files (kafka-dump-log.sh)
@@ -25,10 +26,12 @@ import sys
 
 from .. import __version__
 from ..errors import SeglogError
-from . import acls, console, demo, dumplog, election, groups, logdirs, records, servers, topics, transactions
+from . import (acls, console, demo, dumplog, election, groups, logdirs, reassign, records, servers, topics,
+               transactions)
 from .common import CliError, Parser, interrupt_status, raise_on_sigterm
 
-COMMANDS = (topics, console, groups, transactions, records, election, acls, logdirs, demo, dumplog, servers)
+COMMANDS = (topics, console, groups, transactions, records, election, reassign, acls, logdirs, demo, dumplog,
+            servers)
 """The modules whose register(subparsers) make up the command, in --help order."""
 
 
