@@ -6,7 +6,8 @@ subprocesses, brokers 0, 1, 2), driven by `seglog reassign-partitions` and by ka
   and broker 0 deletes its copy;
 - a reassignment that cannot complete (its new replica's broker is stalled) is listed with its adding and
   removing replicas, and cancelled back to the original replicas; errors are Kafka's; a broker that is not
-  the controller answers NOT_CONTROLLER.
+  the controller answers NOT_CONTROLLER;
+- --generate proposes a placement over the brokers listed.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def test_a_partition_moves_with_its_data_while_a_producer_writes(cluster, tmp_pa
 
 
 def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
+    """A broker other than the controller is paused (still registered): a move onto it is accepted and cannot
+    complete, so it is listed, refused a second --execute, and cancelled back to the original replicas."""
     from kafka import TopicPartition
     from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
 
@@ -106,47 +109,50 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
     from seglog.protocol import ApiKey
 
     c = cluster
-    create(c, "held", [0, 1])
+    controller, _ = c.controller()
+    stalled = max(b for b in c.brokers if b != controller)
+    a, b = sorted(set(c.brokers) - {stalled})
+    reachable = c.bootstrap_of([a, b])
+    create(c, "held", [a, b])
     tp = TopicPartition("held", 0)
     admin = c.admin()
     try:
-        results = admin.alter_partition_reassignments({tp: [0, 9], TopicPartition("held", 4): [0, 1]})
+        results = admin.alter_partition_reassignments({tp: [a, 9], TopicPartition("held", 4): [a, b]})
         assert results[tp] is InvalidReplicationAssignmentError                  # broker 9 is not alive
         assert results[TopicPartition("held", 4)].errno == 3                     # UNKNOWN_TOPIC_OR_PARTITION
         assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
-        controller, _ = c.controller()
-        other = next(b for b in c.brokers.values() if b.id != controller)
-        conn = BrokerConnection("127.0.0.1", other.port, client_id="reassign-test", timeout=10)
+        conn = BrokerConnection("127.0.0.1", c.brokers[stalled].port, client_id="reassign-test", timeout=10)
         try:
             r = conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout_ms": 1000, "topics": None})
             assert r["error_code"] == NOT_CONTROLLER
         finally:
             conn.close()
 
-        c.brokers[2].pause()                           # registered, but it will not fetch: the move cannot end
+        plan = plan_file(tmp_path / "plan.json", "held", [a, stalled])
+        c.brokers[stalled].pause()                     # registered, but it will not fetch: the move cannot end
         try:
-            assert admin.alter_partition_reassignments({tp: [0, 2]}) == {tp: None}
+            assert admin.alter_partition_reassignments({tp: [a, stalled]}) == {tp: None}
             assert admin.list_partition_reassignments() == {
-                tp: {"replicas": [0, 2, 1], "adding_replicas": [2], "removing_replicas": [1]}}
-            assert ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--list").splitlines() == [
-                "Current partition reassignments:", "held-0: replicas: 0,2,1. adding: 2. removing: 1."]
-            plan = plan_file(tmp_path / "plan.json", "held", [0, 2])
+                tp: {"replicas": [a, stalled, b], "adding_replicas": [stalled], "removing_replicas": [b]}}
+            assert ok("reassign-partitions", "--bootstrap-server", reachable, "--list").splitlines() == [
+                "Current partition reassignments:",
+                f"held-0: replicas: {a},{stalled},{b}. adding: {stalled}. removing: {b}."]
             fails(1, "Cannot execute because there is an existing partition assignment", "reassign-partitions",
-                  "--bootstrap-server", c.bootstrap, "--execute", "--reassignment-json-file", plan)
-            assert ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--verify",
+                  "--bootstrap-server", reachable, "--execute", "--reassignment-json-file", plan)
+            assert ok("reassign-partitions", "--bootstrap-server", reachable, "--verify",
                       "--reassignment-json-file", plan).splitlines()[1] == \
                 "Reassignment of partition held-0 is still in progress."
-            assert ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--cancel",
+            assert ok("reassign-partitions", "--bootstrap-server", reachable, "--cancel",
                       "--reassignment-json-file", plan) == "Successfully cancelled partition reassignment for: held-0\n"
-            assert c.assignment("held") == {0: [0, 1]}
+            assert c.assignment("held") == {0: [a, b]}
         finally:
-            c.brokers[2].resume()
+            c.brokers[stalled].resume()
         assert admin.list_partition_reassignments() == {}
         assert ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--cancel",
                   "--reassignment-json-file", plan) == "None of the specified partition reassignments are active.\n"
-        c.wait_isr("held", 0, [0, 1])
-        wait_until(lambda: local_copies(c, 2, "held") == [], 30, "broker 2 to hold no replica of held-0",
-                   details=c.describe)
+        c.wait_isr("held", 0, [a, b])
+        wait_until(lambda: local_copies(c, stalled, "held") == [], 30,
+                   f"broker {stalled} to hold no replica of held-0", details=c.describe)
     finally:
         admin.close()
 
