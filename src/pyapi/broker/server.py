@@ -168,6 +168,8 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
+        self._per_ip: dict[str, int] = {}          # peer IP address -> connections open from it
+        self._ip_limits = config.connection_limit_overrides()
         self._stopped = False
         self.log_dir_failure: StorageError | None = None   # the disk error that stops a cluster member
         self._failed: asyncio.Event | None = None
@@ -354,7 +356,29 @@ class Broker:
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                                 listener: Listener) -> None:
+        """Count the connection against its IP address's limit (max.connections.per.ip, or its entry in
+        max.connections.per.ip.overrides; Kafka's ConnectionQuotas): one past the limit is closed at once,
+        before a byte is read, and logged; then serve it."""
         peer = writer.get_extra_info("peername")
+        ip = peer[0] if peer else ""
+        limit = self._ip_limits.get(ip, self.config.max_connections_per_ip)
+        if self._per_ip.get(ip, 0) >= limit:
+            self.metrics.connections_rejected += 1
+            log.info("Rejected connection from /%s, address already has the configured maximum of %d "
+                     "connections.", ip, limit)
+            writer.close()
+            return
+        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        try:
+            await self._serve_counted(reader, writer, listener, peer)
+        finally:
+            if self._per_ip[ip] == 1:
+                del self._per_ip[ip]
+            else:
+                self._per_ip[ip] -= 1
+
+    async def _serve_counted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             listener: Listener, peer) -> None:
         who = f"{peer[0]}:{peer[1]}" if peer else "unknown client"
         _peer_host.set(peer[0] if peer else "")
         _client_gone.set(reader.gone)
