@@ -313,7 +313,7 @@ class BrokerConfig:
     sasl_server_max_receive_size: int = _k("sasl.server.max.receive.size", "int", 524288, low=1)
     connections_max_reauth_ms: int = _k("connections.max.reauth.ms", "long", 0, low=0)
     # -- client quotas (seglog.quotas) ------------------------------------------------------------------------------
-    quota_window_num: int = _k("quota.window.num", "int", 11, low=2)
+    quota_window_num: int = _k("quota.window.num", "int", 11, low=1)
     quota_window_size_seconds: int = _k("quota.window.size.seconds", "int", 1, low=1)
     # -- authorization (seglog.security.authorizer) -------------------------------------------------------------
     authorizer_class_name: str = _k("authorizer.class.name", "string", "")

@@ -198,6 +198,22 @@ def test_fetch_over_quota_is_answered_empty_and_its_bytes_taken_back(broker, cap
         assert r["throttle_time_ms"] > 0 and r["responses"] == []   # taken back: the same fetch again after it
 
 
+def test_request_percentage_throttles_any_request_at_most_one_window(broker, capfd):
+    """10 ns of handling a second (0.000001 %): a Metadata request's own handling time is over it, so its response
+    says so, throttled by (rate - quota) / quota x window, capped at one window (1 s) as Kafka caps request quotas."""
+    set_quota(capfd, broker, ["--entity-type", "users", "--entity-name", "ANONYMOUS", "--entity-type", "clients",
+                              "--entity-name", "req-pct"], "request_percentage=0.000001")
+    with RawConnection(("127.0.0.1", broker.port), client_id="req-pct", timeout=30) as conn:
+        started = time.monotonic()
+        throttles = [conn.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+                     ["throttle_time_ms"] for _ in range(2)]
+        assert time.monotonic() - started >= 0.9, throttles  # the first one's mute
+    assert throttles == [1000, 1000]
+    with RawConnection(("127.0.0.1", broker.port), client_id="another", timeout=30) as conn:
+        assert conn.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})[
+            "throttle_time_ms"] == 0
+
+
 def test_quota_apis_need_the_cluster_configs_acls(tmp_path, capfd):
     with seglog.serve(tmp_path, acls=[AclBinding.allow("User:ANONYMOUS", "DescribeConfigs", "Cluster")]) as b:
         with RawConnection(("127.0.0.1", b.port)) as conn:

@@ -45,6 +45,16 @@ def test_rate_window_never_zero():
     assert rate.window(2000) == 1000                     # oldest started at 1000
 
 
+def test_one_sample_is_not_padded():
+    rate = SampledRate(1, 1000, now_ms=0)
+    rate.record(500, 0)
+    assert rate.window(0) == 1 and rate.measure(0) == 500_000.0     # at least 1 ms
+    assert rate.measure(500) == 1000.0
+    rate.record(100, 1000)                               # the sample restarts
+    assert rate.measure(1500) == 200.0
+    assert rate.measure(2000) == 0.0                     # expired
+
+
 def test_throttle_time_as_kafka_quota_utils():
     # Kafka's QuotaUtilsTest: quota 50, observed 100 over 3 samples of 1 s (a 2 s window) -> 2000 ms
     assert throttle_time_ms(100.0, 50.0, 2000) == 2000

@@ -29,6 +29,7 @@ __all__ = ["ClientQuotas", "MATCH_EXACT", "MATCH_DEFAULT", "MATCH_ANY"]
 log = logging.getLogger("seglog.quotas")
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2          # DescribeClientQuotas' match types
 INACTIVE_MS = 3600 * 1000
+MAX_CACHED = 100_000                                     # resolutions kept between config changes
 Quotas = Mapping[QuotaEntity, Mapping[str, float]]
 
 
@@ -75,6 +76,8 @@ class ClientQuotas:
         quotas, cache = self._state
         found = cache.get((key, user, client_id))
         if found is None:
+            if len(cache) >= MAX_CACHED:                 # many short-lived client ids: start over
+                cache.clear()
             found = cache[(key, user, client_id)] = resolve(quotas, key, user, client_id)
         return found
 

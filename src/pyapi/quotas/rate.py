@@ -26,8 +26,8 @@ class SampledRate:
     __slots__ = ("samples", "window_ms", "_values", "_starts", "_current", "last_used_ms")
 
     def __init__(self, samples: int, window_ms: int, now_ms: int):
-        if samples < 2 or window_ms < 1:
-            raise ValueError("a sampled rate needs at least 2 samples of at least 1 ms")
+        if samples < 1 or window_ms < 1:
+            raise ValueError("a sampled rate needs at least 1 sample of at least 1 ms")
         self.samples, self.window_ms = samples, window_ms
         self._values = [0.0]
         self._starts = [now_ms]
