@@ -214,6 +214,18 @@ def test_request_percentage_throttles_any_request_at_most_one_window(broker, cap
             "throttle_time_ms"] == 0
 
 
+def test_a_long_poll_is_no_request_time(broker, capfd):
+    """A fetch waiting 1.5 s for records that never come is parked, not handled: under a 10 ms/s request quota
+    (1 %) it is not throttled."""
+    broker.node.create_topic("idle", 1)
+    set_quota(capfd, broker, ["--entity-type", "clients", "--entity-name", "idle-poll"], "request_percentage=1")
+    with RawConnection(("127.0.0.1", broker.port), client_id="idle-poll", timeout=30) as conn:
+        started = time.monotonic()
+        r = conn.request(ApiKey.FETCH, 11, fetch_body("idle", 0, 0, max_wait_ms=1500, min_bytes=1))
+        assert time.monotonic() - started >= 1.4
+    assert r["throttle_time_ms"] == 0 and r["responses"][0]["partitions"][0]["records"] in (None, b"")
+
+
 def test_quota_apis_need_the_cluster_configs_acls(tmp_path, capfd):
     with seglog.serve(tmp_path, acls=[AclBinding.allow("User:ANONYMOUS", "DescribeConfigs", "Cluster")]) as b:
         with RawConnection(("127.0.0.1", b.port)) as conn:

@@ -13,6 +13,7 @@ from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
 from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err
 from .record_errors import record_errors
+from .throttling import parked
 from .throttling import replica_id as fetch_replica_id
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
@@ -62,10 +63,11 @@ class DataHandlers:
                     waits.append(self._await_acks(out, *wait, acks, deadline))
                 else:                                    # acks 0/1: the leader's append is all there is
                     self._acked(out, *wait)
-        if len(waits) == 1:
-            await waits[0]
-        elif waits:
-            await asyncio.gather(*waits)
+        with parked():                                   # replication: no work of this request's
+            if len(waits) == 1:
+                await waits[0]
+            elif waits:
+                await asyncio.gather(*waits)
         self.broker.quota_throttle(PRODUCE, self.broker.request_size())    # producer_byte_rate: the whole request
         if acks == 0:
             failed = [f"{t['name']}-{p['index']}: {p.get('error_message') or p['error_code']}"

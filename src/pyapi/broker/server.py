@@ -64,7 +64,7 @@ from .handlers import HANDLERS, CloseConnection, Handlers
 from .security_handlers import SASL_APIS
 from .local_view import LocalView
 from .metrics import Metrics
-from .throttling import client_throttles, exempt, quota_user
+from .throttling import client_throttles, exempt, quota_user, take_parked
 
 log = logging.getLogger("seglog.broker")
 
@@ -440,6 +440,7 @@ class Broker:
                 return
             raise
         _waited.set(0.0)
+        take_parked()
         _throttled.set(0)
         _request.set((header, len(frame) + 4))
         name = _API_NAMES[header.api_key]
@@ -460,7 +461,8 @@ class Broker:
         handled = time.perf_counter() - t0 - waited
         throttle = 0
         if self.quotas.enabled and not exempt(header, body):
-            throttle = max(_throttled.get(), self.quota_throttle(REQUEST, handled * 100))
+            busy = max(handled - take_parked(), 0.0)      # the request's time in "purgatory" is not counted
+            throttle = max(_throttled.get(), self.quota_throttle(REQUEST, busy * 100))
         client_side = client_throttles(header.api_key, header.api_version)
         held = 0.0
         if throttle and response is not None:

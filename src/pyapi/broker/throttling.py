@@ -2,8 +2,10 @@
 
 Byte rates: a produce request's size is recorded against producer_byte_rate, a fetch response's records
 against consumer_byte_rate (a throttled fetch is answered empty and its bytes taken back, as Kafka's). Request
-time: every other client request's handling time (long-poll waits left out) is recorded against
-request_percentage, as a percentage of one second; the broker's own requests (a follower's fetch,
+time: every client request's handling time is recorded against request_percentage, as a percentage of one
+second; as Kafka counts its request threads' time and not a request's time in purgatory, the waits a handler
+marks ``parked()`` (a fetch's long poll, acks=all replication, a JoinGroup or SyncGroup waiting for the
+rebalance) are left out; the broker's own requests (a follower's fetch,
 WriteTxnMarkers, AddPartitionsToTxn v4+) and SASL's are exempt, as they are in Kafka. A request's
 throttle_time_ms is the larger of the two.
 
@@ -14,7 +16,14 @@ itself is held back that long.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import time
+from typing import Iterator
+
 from ..protocol import ApiKey
+
+_parked: contextvars.ContextVar[float] = contextvars.ContextVar("parked", default=0.0)
 
 CLIENT_THROTTLES_SINCE = {
     ApiKey.PRODUCE: 6, ApiKey.FETCH: 8, ApiKey.LIST_OFFSETS: 3, ApiKey.METADATA: 6, ApiKey.OFFSET_COMMIT: 4,
@@ -56,3 +65,20 @@ def replica_id(header, body) -> int:
 def quota_user(principal: str) -> str:
     """The user a principal's quotas are looked up under: its name (Kafka's KafkaPrincipal.getName)."""
     return principal.partition(":")[2]
+
+
+@contextlib.contextmanager
+def parked() -> Iterator[None]:
+    """Mark a wait of the request being handled as no work of the broker's (left out of its request time)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        _parked.set(_parked.get() + time.perf_counter() - started)
+
+
+def take_parked() -> float:
+    """The seconds the request being handled was parked (see ``parked``); starts the count over."""
+    seconds = _parked.get()
+    _parked.set(0.0)
+    return seconds
