@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import ipaddress
 import logging
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -257,6 +259,8 @@ class BrokerConfig:
     group_max_size: int = _k("group.max.size", "int", INT_MAX, low=1)
     socket_request_max_bytes: int = _k("socket.request.max.bytes", "int", 100 * 1024 * 1024, low=1)
     num_io_threads: int = _k("num.io.threads", "int", 8, low=1)
+    max_connections_per_ip: int = _k("max.connections.per.ip", "int", INT_MAX, low=0)
+    max_connections_per_ip_overrides: str = _k("max.connections.per.ip.overrides", "string", "")
     zookeeper_connect: str = _k("zookeeper.connect", "string", "")
     zookeeper_session_timeout_ms: int = _k("zookeeper.session.timeout.ms", "int", 18_000, low=1)
     replica_lag_time_max_ms: int = _k("replica.lag.time.max.ms", "long", 30_000, low=1)
@@ -308,6 +312,9 @@ class BrokerConfig:
     sasl_jaas_config: str = _k("sasl.jaas.config", "string", "", secret=True)
     sasl_server_max_receive_size: int = _k("sasl.server.max.receive.size", "int", 524288, low=1)
     connections_max_reauth_ms: int = _k("connections.max.reauth.ms", "long", 0, low=0)
+    # -- client quotas (seglog.quotas) ------------------------------------------------------------------------------
+    quota_window_num: int = _k("quota.window.num", "int", 11, low=1)
+    quota_window_size_seconds: int = _k("quota.window.size.seconds", "int", 1, low=1)
     # -- authorization (seglog.security.authorizer) -------------------------------------------------------------
     authorizer_class_name: str = _k("authorizer.class.name", "string", "")
     super_users: str = _k("super.users", "string", "")
@@ -316,6 +323,32 @@ class BrokerConfig:
     #: pairs; see seglog.security.listeners.listener_setting.
     listener_overrides: tuple = field(default=(), repr=False)
 
+    def connection_limit_overrides(self) -> dict[str, int]:
+        """max.connections.per.ip.overrides as {IP address: limit}: Kafka's comma-separated ``host:limit``
+        entries, a host name standing for every address it resolves to (resolved now, as Kafka does when the
+        setting is read). InvalidConfigError for a malformed entry, a limit that is not a whole number >= 0 or a
+        name that does not resolve."""
+        limits: dict[str, int] = {}
+        name = "max.connections.per.ip.overrides"
+        for entry in filter(None, (e.strip() for e in self.max_connections_per_ip_overrides.split(","))):
+            host, sep, limit = entry.rpartition(":")
+            host = host.strip().strip("[]")
+            value = int(limit) if sep and host and limit.strip().isdigit() else -1
+            if not 0 <= value <= INT_MAX:
+                raise InvalidConfigError(f"Invalid value {entry!r} in configuration {name}: an entry is "
+                                         f"host:limit with a limit that is a whole number >= 0")
+            try:
+                addresses = [str(ipaddress.ip_address(host))]
+            except ValueError:
+                try:
+                    addresses = sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
+                except OSError as e:
+                    raise InvalidConfigError(f"Invalid value {entry!r} in configuration {name}: host {host!r} "
+                                             f"does not resolve ({e})") from None
+            for address in addresses:
+                limits[address] = value
+        return limits
+
     def __post_init__(self):
         for f in dataclasses.fields(self):
             if "key" in f.metadata:
@@ -323,6 +356,10 @@ class BrokerConfig:
         object.__setattr__(self, "listener_overrides", tuple(sorted(
             (str(k).lower() if not str(k).endswith(".sasl.jaas.config") else str(k), str(v))
             for k, v in dict(self.listener_overrides).items())))
+        self.connection_limit_overrides()             # every override parsed and resolved
+        if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
+            raise InvalidConfigError("max.connections.per.ip can be set to zero only if "
+                                     "max.connections.per.ip.overrides property is set.")
         from .security.listeners import broker_listeners
         broker_listeners(self)                     # every listener, protocol map and inter-broker name checked
         from .security.authorizer import check_authorizer_class, parse_super_users

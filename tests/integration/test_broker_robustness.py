@@ -511,6 +511,66 @@ def test_metrics_endpoint(start_broker):
     assert _http_get(b.metrics_port, "/nothing")[0] == "HTTP/1.1 404 Not Found"
 
 
+def _closed_at_once(conn: RawConnection) -> bool:
+    """Did the broker close this connection without answering an ApiVersions request?"""
+    try:
+        conn.request(ApiKey.API_VERSIONS, 0, {})
+    except (ConnectionError, OSError):
+        return True
+    return False
+
+
+def test_connections_past_max_connections_per_ip_are_closed_at_once(start_broker, caplog):
+    """max.connections.per.ip counts the connections open from one address: one more is closed before a byte
+    is read, logged and counted, and a slot freed by a closed connection is taken again (Kafka's
+    ConnectionQuotas)."""
+    b = start_broker(max_connections_per_ip=2, metrics_port=0)
+    first, second = RawConnection(address(b)), RawConnection(address(b))
+    try:
+        for c in (first, second):
+            assert c.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+        with caplog.at_level(logging.INFO, logger="seglog.broker"), RawConnection(address(b)) as third:
+            assert _closed_at_once(third)
+        assert "Rejected connection from /127.0.0.1, address already has the configured maximum of 2" in caplog.text
+        assert first.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0       # the others go on
+        first.close()
+        deadline = time.monotonic() + 10
+        while True:                       # the slot is freed once the broker has seen the close
+            with RawConnection(address(b)) as again:
+                if not _closed_at_once(again):
+                    break
+            assert time.monotonic() < deadline, "a closed connection's slot was never freed"
+            time.sleep(0.05)
+    finally:
+        first.close()
+        second.close()
+    text = _http_get(b.metrics_port, "/metrics")[2]
+    [rejected] = [int(line.split()[1]) for line in text.splitlines()
+                  if line.startswith("seglog_connections_rejected_total ")]
+    assert rejected >= 1
+
+
+def test_max_connections_per_ip_overrides_set_one_address_apart(start_broker):
+    """An override replaces the default for its address only: with the default 0, only 127.0.0.1 (named by
+    its host name) may connect, once at a time; a client from another loopback address gets nothing."""
+    b = start_broker(host="127.0.0.1", max_connections_per_ip=0, max_connections_per_ip_overrides="localhost:1")
+    with RawConnection(address(b)) as c:
+        assert c.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+        with RawConnection(address(b)) as second:
+            assert _closed_at_once(second)
+    b0 = start_broker(host="0.0.0.0", max_connections_per_ip=0, max_connections_per_ip_overrides="127.0.0.1:5")
+    with RawConnection(("127.0.0.1", b0.port)) as allowed:
+        frame = allowed.frame(ApiKey.API_VERSIONS, 0, {})[1]
+        assert allowed.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+    with socket.create_connection(("127.0.0.1", b0.port), timeout=10, source_address=("127.0.0.2", 0)) as other:
+        try:
+            other.sendall(frame)
+            answer = other.recv(4)
+        except ConnectionResetError:            # closed before the frame was read
+            answer = b""
+        assert answer == b""                    # closed unanswered: 127.0.0.2 has the default, 0
+
+
 def test_consumers_never_see_records_above_the_high_watermark(seglog_broker, topic_name):
     topic = topic_name()
     seglog_broker.node.create_topic(topic, 1)

@@ -397,6 +397,8 @@ def test_help_of_every_command():
         "acls": ["--add", "--remove", "--list", "--allow-principal", "--deny-principal", "--allow-host",
                  "--deny-host", "--operation", "--topic", "--group", "--cluster", "--transactional-id",
                  "--resource-pattern-type", "--principal", "--force", "--bootstrap-server"],
+        "configs": ["--describe", "--alter", "--entity-type", "--entity-name", "--entity-default", "--add-config",
+                    "--delete-config", "--bootstrap-server"],
         "demo": ["--records"],
         "dump-log": ["--print-payload"],
     }

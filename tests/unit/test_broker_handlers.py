@@ -23,7 +23,8 @@ NOT_COORDINATOR, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND = 16, 68, 69
 PRODUCE_V9 = RequestHeader(0, 9, 1, "test")
 
 # A broker stub without an authorizer: every request is allowed, as a broker without authorizer.class.name.
-ALLOW_ALL = {"allowed": lambda *args: True, "allowed_any": lambda *args: True}
+ALLOW_ALL = {"allowed": lambda *args: True, "allowed_any": lambda *args: True,   # and never throttled
+             "quota_throttle": lambda key, value: 0, "request_size": lambda: 0}
 
 
 class ReplicasThatNeverCatchUp:

@@ -23,7 +23,16 @@ UNSUPPORTED_VERSION, UNKNOWN_MEMBER_ID, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC = 35, 25
 
 
 class Broker(SimpleNamespace):
-    """What the handlers use of the server, without sockets (and without an authorizer: all allowed)."""
+    """What the handlers use of the server, without sockets (and without an authorizer or quotas: all allowed,
+    never throttled)."""
+
+    quotas = SimpleNamespace(enabled=False)
+
+    def quota_throttle(self, key, value):
+        return 0
+
+    def request_size(self):
+        return 0
 
     def allowed(self, *args):
         return True

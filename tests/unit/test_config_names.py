@@ -26,3 +26,20 @@ def test_known_names_still_work():
     assert LogConfig(segment_bytes=1 << 20).segment_bytes == 1 << 20
     assert LogConfig(1 << 20).segment_bytes == 1 << 20             # positional, as a dataclass takes it
     assert LogConfig().replace(retention_ms=5).retention_ms == 5
+
+
+def test_connection_limit_overrides_are_parsed_and_resolved_as_kafka_reads_them():
+    from seglog.config import BrokerConfig
+
+    config = BrokerConfig(max_connections_per_ip_overrides=" 127.0.0.5:3, ::1:0,localhost:7 ")
+    limits = config.connection_limit_overrides()
+    assert limits["127.0.0.5"] == 3 and limits["::1"] in (0, 7) and limits["127.0.0.1"] == 7
+    assert BrokerConfig(max_connections_per_ip=0, max_connections_per_ip_overrides="10.0.0.1:5")
+    for bad in ("127.0.0.1", "127.0.0.1:-1", "127.0.0.1:x", ":4", "127.0.0.1:99999999999",
+                "no-such-host.invalid:3"):
+        with pytest.raises(InvalidConfigError, match="max.connections.per.ip.overrides"):
+            BrokerConfig(max_connections_per_ip_overrides=bad)
+    with pytest.raises(InvalidConfigError, match="can be set to zero only if max.connections.per.ip.overrides"):
+        BrokerConfig(max_connections_per_ip=0)
+    with pytest.raises(InvalidConfigError, match="max.connections.per.ip"):
+        BrokerConfig(max_connections_per_ip=-1)

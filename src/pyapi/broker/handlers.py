@@ -26,6 +26,7 @@ from .handlers_admin import AdminHandlers
 from .handlers_data import DataHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_txn import TxnHandlers
+from .handlers_quotas import QUOTA_HANDLERS
 from .security_handlers import SECURITY_HANDLERS
 
 
@@ -148,4 +149,5 @@ HANDLERS = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Handlers.handle_list_partition_reassignments,
 }
 HANDLERS.update(SECURITY_HANDLERS)
+HANDLERS.update(QUOTA_HANDLERS)
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

@@ -8,10 +8,13 @@ from typing import Any
 
 from .. import errors
 from ..errors import SeglogError
+from ..quotas.entities import FETCH, PRODUCE
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
 from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err
 from .record_errors import record_errors
+from .throttling import parked
+from .throttling import replica_id as fetch_replica_id
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
@@ -60,10 +63,12 @@ class DataHandlers:
                     waits.append(self._await_acks(out, *wait, acks, deadline))
                 else:                                    # acks 0/1: the leader's append is all there is
                     self._acked(out, *wait)
-        if len(waits) == 1:
-            await waits[0]
-        elif waits:
-            await asyncio.gather(*waits)
+        with parked():                                   # replication: no work of this request's
+            if len(waits) == 1:
+                await waits[0]
+            elif waits:
+                await asyncio.gather(*waits)
+        self.broker.quota_throttle(PRODUCE, self.broker.request_size())    # producer_byte_rate: the whole request
         if acks == 0:
             failed = [f"{t['name']}-{p['index']}: {p.get('error_message') or p['error_code']}"
                       for t in responses for p in t["partition_responses"] if p["error_code"]]
@@ -121,8 +126,14 @@ class DataHandlers:
     async def handle_fetch(self, header, body):
         if body["session_id"] != 0 or body["session_epoch"] > 0:
             return {"error_code": errors.FetchSessionIdNotFoundError.code, "session_id": 0, "responses": []}
-        replica_id = body["replica_state"]["replica_id"] if header.api_version >= 15 else body["replica_id"]
+        replica_id = fetch_replica_id(header, body)
         replica = replica_id >= 0
+        max_bytes = body["max_bytes"]
+        quotas = self.broker.quotas if self.broker.quotas.enabled and not replica else None
+        if quotas is not None:                # no more at once than the consumer_byte_rate quota's window allows
+            cap = quotas.max_value_in_window(FETCH, *self.broker.quota_client())
+            if cap is not None:
+                max_bytes = min(max_bytes, int(cap))
         max_wait = max(0, body["max_wait_ms"]) / 1000
         min_bytes = body["min_bytes"]
         deadline = time.monotonic() + max_wait
@@ -152,12 +163,16 @@ class DataHandlers:
         while True:
             version = self.broker.data_version()
             responses, total, failed, corrupt = await self.broker.on_disk(
-                self._read_partitions, wanted, body["max_bytes"], replica, replica_id,
+                self._read_partitions, wanted, max_bytes, replica, replica_id,
                 body.get("isolation_level", 0), denied)
             for topic, index in corrupt:                    # the Log logged each (file, offset, position)
                 self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
             if total >= min_bytes or failed or unknown or left <= 0:
+                if quotas is not None and self.broker.quota_throttle(FETCH, total):
+                    # throttled: answered empty, its bytes taken back (the client fetches them after the throttle)
+                    quotas.unrecord(FETCH, *self.broker.quota_client(), total)
+                    return {"error_code": 0, "session_id": 0, "responses": []}
                 if by_id:
                     for r in responses:
                         r["topic_id"] = ids[r["topic"]]

@@ -14,6 +14,7 @@ from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
 from .handler_support import _err, _off_loop
+from .throttling import parked
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
@@ -87,7 +88,8 @@ class GroupHandlers:
             if not fut.done():
                 gone = asyncio.ensure_future(self.broker.client_gone().wait())
                 try:
-                    await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
+                    with parked():                       # the rebalance: no work of this request's
+                        await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     gone.cancel()
                 if not answer.done():
@@ -113,7 +115,8 @@ class GroupHandlers:
                 {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]} or None,
                 group_instance_id=body["group_instance_id"], protocol_type=body["protocol_type"],
                 protocol_name=body["protocol_name"])
-            r = await asyncio.wrap_future(fut)
+            with parked():                               # the leader's assignment
+                r = await asyncio.wrap_future(fut)
         except SeglogError as e:
             return {"error_code": _err(e), "assignment": b""}
         return {"error_code": 0, "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,

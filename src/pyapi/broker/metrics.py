@@ -50,6 +50,7 @@ class Metrics:
         self.connections_open = 0
         self.connections_total = 0
         self.connection_errors = 0
+        self.connections_rejected = 0       # closed at once: max.connections.per.ip reached
         self.corrupt_batches: dict[str, int] = {}   # "topic-partition" -> fetches that met a corrupt batch
         self._buckets: deque = deque()          # [second, requests, bytes in, bytes out], oldest first
 
@@ -107,7 +108,8 @@ class Metrics:
                 "requests": dict(self.requests), "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
                 "bytes_in_per_s": in_rate, "bytes_out_per_s": out_rate,
                 "connections_open": self.connections_open, "connections_total": self.connections_total,
-                "connection_errors": self.connection_errors, "corrupt_batches": dict(self.corrupt_batches),
+                "connection_errors": self.connection_errors, "connections_rejected": self.connections_rejected,
+                "corrupt_batches": dict(self.corrupt_batches),
                 "recovery_lost_offsets": self._losses(),
                 "latency": lat}
 
@@ -140,6 +142,9 @@ class Metrics:
                [f"seglog_connections_total {s['connections_total']}"])
         metric("seglog_connection_errors_total", "counter", "Connections closed or lost because of an error.",
                [f"seglog_connection_errors_total {s['connection_errors']}"])
+        metric("seglog_connections_rejected_total", "counter", "Connections closed at once because their IP "
+               "address had max.connections.per.ip open.",
+               [f"seglog_connections_rejected_total {s['connections_rejected']}"])
         metric("seglog_corrupt_batches_total", "counter", "Fetches that met a stored batch failing its checks "
                "(answered CORRUPT_MESSAGE), per partition.",
                [f'seglog_corrupt_batches_total{{partition="{tp}"}} {n}' for tp, n in sorted(s["corrupt_batches"].items())])

@@ -55,12 +55,16 @@ from ..security import tls
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import Authorizer, FileAclStore, MetadataAclStore
 from ..security.credentials import FileCredentialStore
+from ..quotas.entities import REQUEST
+from ..quotas.manager import ClientQuotas
+from ..quotas.store import FileQuotaStore, MetadataQuotaStore
 from ..security.listeners import Listener, broker_listeners, mechanisms
 from ..security.sasl import FailedLogins, SaslState, plain_users
 from .handlers import HANDLERS, CloseConnection, Handlers
 from .security_handlers import SASL_APIS
 from .local_view import LocalView
 from .metrics import Metrics
+from .throttling import client_throttles, exempt, quota_user, take_parked
 
 log = logging.getLogger("seglog.broker")
 
@@ -69,6 +73,8 @@ _peer_host: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", de
 _waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited", default=0.0)
 _client_gone: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("client_gone", default=None)
 _connection: contextvars.ContextVar["Connection | None"] = contextvars.ContextVar("connection", default=None)
+_request: contextvars.ContextVar[tuple] = contextvars.ContextVar("request", default=(None, 0))  # (header, size)
+_throttled: contextvars.ContextVar[int] = contextvars.ContextVar("throttled", default=0)
 _API_NAMES = {k: k.name.lower() for k in ApiKey}
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -155,10 +161,15 @@ class Broker:
         self.failed_logins = FailedLogins()
         acl_store = FileAclStore(node.path) if metadata_store is None else MetadataAclStore(metadata_store)
         self.authorizer = Authorizer.from_config(config, acl_store)         # None: authorization is off
+        self.quotas = ClientQuotas(FileQuotaStore(node.path) if metadata_store is None
+                                   else MetadataQuotaStore(metadata_store),
+                                   samples=config.quota_window_num, window_seconds=config.quota_window_size_seconds)
         self._metrics_server = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
+        self._per_ip: dict[str, int] = {}          # peer IP address -> connections open from it
+        self._ip_limits = config.connection_limit_overrides()
         self._stopped = False
         self.log_dir_failure: StorageError | None = None   # the disk error that stops a cluster member
         self._failed: asyncio.Event | None = None
@@ -261,6 +272,7 @@ class Broker:
         self.handlers.close()
         if self.authorizer is not None:
             self.authorizer.close()
+        self.quotas.close()
         self._disk.shutdown(wait=True)
         self.node.close()
         log.info("broker %d stopped", self.config.broker_id)
@@ -321,9 +333,52 @@ class Broker:
         """The connection of the request being handled."""
         return _connection.get()
 
+    # -- client quotas (seglog.broker.throttling) ----------------------------------------------------------------
+
+    def quota_client(self) -> tuple[str, str]:
+        """(user, client id) of the request being handled, as its quotas are looked up."""
+        header = _request.get()[0]
+        return quota_user(_connection.get().principal), (header.client_id if header is not None else "") or ""
+
+    def request_size(self) -> int:
+        """The size of the request being handled, its size prefix included."""
+        return _request.get()[1]
+
+    def quota_throttle(self, key: str, value: float) -> int:
+        """Record `value` against the request's client's quota `key` (seglog.quotas): the throttle time (ms) the
+        request's response carries and its connection is muted for, at least (on the loop)."""
+        if not self.quotas.enabled:
+            return 0
+        throttle = self.quotas.throttle_ms(key, *self.quota_client(), value)
+        if throttle > _throttled.get():
+            _throttled.set(throttle)
+        return throttle
+
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                                 listener: Listener) -> None:
+        """Count the connection against its IP address's limit (max.connections.per.ip, or its entry in
+        max.connections.per.ip.overrides; Kafka's ConnectionQuotas): one past the limit is closed at once,
+        before a byte is read, and logged; then serve it."""
         peer = writer.get_extra_info("peername")
+        ip = peer[0] if peer else ""
+        limit = self._ip_limits.get(ip, self.config.max_connections_per_ip)
+        if self._per_ip.get(ip, 0) >= limit:
+            self.metrics.connections_rejected += 1
+            log.info("Rejected connection from /%s, address already has the configured maximum of %d "
+                     "connections.", ip, limit)
+            writer.close()
+            return
+        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        try:
+            await self._serve_counted(reader, writer, listener, peer)
+        finally:
+            if self._per_ip[ip] == 1:
+                del self._per_ip[ip]
+            else:
+                self._per_ip[ip] -= 1
+
+    async def _serve_counted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             listener: Listener, peer) -> None:
         who = f"{peer[0]}:{peer[1]}" if peer else "unknown client"
         _peer_host.set(peer[0] if peer else "")
         _client_gone.set(reader.gone)
@@ -385,6 +440,9 @@ class Broker:
                 return
             raise
         _waited.set(0.0)
+        take_parked()
+        _throttled.set(0)
+        _request.set((header, len(frame) + 4))
         name = _API_NAMES[header.api_key]
         conn = _connection.get()
         if conn.sasl is not None and header.api_key not in SASL_APIS:
@@ -398,14 +456,29 @@ class Broker:
         except CloseConnection:
             self.metrics.request(name, time.perf_counter() - t0, len(frame) + 4, 0)
             raise
+        # a long poll's wait is not the broker's work: reported apart (kind "<api>_wait"), left out of the latency
+        waited = _waited.get()
+        handled = time.perf_counter() - t0 - waited
+        throttle = 0
+        if self.quotas.enabled and not exempt(header, body):
+            busy = max(handled - take_parked(), 0.0)      # the request's time in "purgatory" is not counted
+            throttle = max(_throttled.get(), self.quota_throttle(REQUEST, busy * 100))
+        client_side = client_throttles(header.api_key, header.api_version)
+        held = 0.0
+        if throttle and response is not None:
+            response["throttle_time_ms"] = throttle
+        if throttle and (response is None or not client_side):
+            await asyncio.sleep(throttle / 1000)        # KIP-219: the response itself waits for an old client
+            held = throttle / 1000
+            throttle = 0
         sent = 0
         if response is not None:
             sent = await self._write(writer, encode_response(header, response))
-        # a long poll's wait is not the broker's work: reported apart (kind "<api>_wait"), left out of the latency
-        waited = _waited.get()
-        self.metrics.request(name, time.perf_counter() - t0 - waited, len(frame) + 4, sent)
+        self.metrics.request(name, time.perf_counter() - t0 - waited - held, len(frame) + 4, sent)
         if waited:
             self.metrics.observe(f"{name}_wait", waited)
+        if throttle:
+            await asyncio.sleep(throttle / 1000)        # muted: nothing more is read from the client meanwhile
 
     async def _write(self, writer: asyncio.StreamWriter, parts: list) -> int:
         sent = 0

@@ -17,6 +17,7 @@ groups                             ListGroups at every broker, DescribeGroups / 
 ACLs                               CreateAcls / DescribeAcls / DeleteAcls at any broker (a cluster's ACLs are in
                                    ZooKeeper, every broker answers for all of them)
 partition reassignment             AlterPartitionReassignments / ListPartitionReassignments at the controller
+client quotas                      DescribeClientQuotas / AlterClientQuotas at any broker (ZooKeeper's, likewise)
 producer(), consumer()             seglog.Producer / seglog.Consumer over a seglog.remote.RemoteNode of their
                                    own (own connections, so a consumer's long poll never holds up the admin)
 =================================  ==============================================================================
@@ -34,6 +35,7 @@ from ..cluster.metastore import ReplicaAssignment
 from ..errors import SeglogError
 from ..offsets_format import TopicPartition
 from ..protocol import ApiKey
+from ..quotas.entities import QuotaEntity, entity_from_wire, entity_to_wire
 from ..remote import RemoteNode
 from ..security.acls import AclBinding, AclBindingFilter
 from ..security.acls_wire import binding_from_wire, binding_to_wire, filter_to_wire
@@ -243,6 +245,29 @@ class BrokerAdmin(Admin):
                 raise error_for(result["error_code"], result["error_message"])
             deleted += [binding_from_wire(m, v) for m in result["matching_acls"]]
         return deleted
+
+    # -- client quotas --------------------------------------------------------------------------------------
+
+    def describe_client_quotas(self, components: Sequence[tuple[str, int, str | None]], strict: bool
+                               ) -> list[tuple[QuotaEntity, dict[str, float]]]:
+        """DescribeClientQuotas: the entities the filter matches ((entity type, match type, match) components,
+        seglog.quotas.manager's MATCH_*) and their quotas."""
+        r = self.cluster.any().request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {
+            "components": [{"entity_type": t, "match_type": m, "match": n} for t, m, n in components],
+            "strict": strict})
+        if r["error_code"]:
+            raise error_for(r["error_code"], r["error_message"])
+        return [(entity_from_wire(e["entity"]), {v["key"]: v["value"] for v in e["values"]})
+                for e in r["entries"] or ()]
+
+    def alter_client_quotas(self, entity: QuotaEntity, changes: Mapping[str, float | None]) -> None:
+        """AlterClientQuotas of one entity: each key set to its value, or removed for None."""
+        r = self.cluster.any().request(ApiKey.ALTER_CLIENT_QUOTAS, {"validate_only": False, "entries": [
+            {"entity": entity_to_wire(entity), "ops": [{"key": k, "value": 0.0 if v is None else v,
+                                                        "remove": v is None} for k, v in changes.items()]}]})
+        for result in r["entries"]:
+            if result["error_code"]:
+                raise error_for(result["error_code"], result["error_message"])
 
     # -- clients --------------------------------------------------------------------------------------------
 

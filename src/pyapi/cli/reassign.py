@@ -14,7 +14,7 @@ broker has one log directory). --generate prints the current assignment and a pr
 listed (Kafka's rack-unaware placement); --execute starts the reassignments (the controller adds the new
 replicas, waits until they are in sync, then removes the old ones), printing the current assignment to keep for
 a rollback; --verify tells which are done; --cancel puts the partitions still moving back on their original
-replicas. Replication throttles are not supported (seglog has no quotas).
+replicas. Replication throttles (--throttle) are not supported.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def register(sub) -> None:
     p.add_argument("--broker-list", metavar="B1,B2", help="the brokers to place the topics on (--generate)")
     p.add_argument("--additional", action="store_true",
                    help="--execute even though other reassignments are in progress")
-    p.add_argument("--preserve-throttles", action="store_true", help="accepted for compatibility (no throttles)")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="accepted for compatibility (seglog has no replication throttles)")
     p.set_defaults(func=cmd_reassign_partitions)
 
 

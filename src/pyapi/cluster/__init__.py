@@ -9,6 +9,6 @@ from .memory import MemoryCluster, MemoryMetadataStore
 from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
                         PartitionState, ReplicaAssignment, SessionEvent, Subscription, TopicAssignment)
 
-__all__ = ["MetadataStore", "MemoryCluster", "MemoryMetadataStore", "BrokerInfo", "TopicAssignment", "ReplicaAssignment",
-           "PartitionState", "ControllerEpoch", "ControllerChange", "SessionEvent", "Subscription",
+__all__ = ["MetadataStore", "MemoryCluster", "MemoryMetadataStore", "BrokerInfo", "TopicAssignment",
+           "ReplicaAssignment", "PartitionState", "ControllerEpoch", "ControllerChange", "SessionEvent", "Subscription",
            "InvalidUpdateVersionError"]

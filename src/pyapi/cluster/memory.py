@@ -18,8 +18,8 @@ from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, S
 from ..topic_names import validate_topic_name
 from .events import EventThread, Subscription, Watch
 from .metastore import (AclKey, BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
-                        PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
-                        topic_config, validate_partition_state)
+                        PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment, validate_isr_update,
+                        validate_new_partitions, topic_config, validate_partition_state)
 
 __all__ = ["MemoryCluster", "MemoryMetadataStore"]
 
@@ -42,6 +42,7 @@ class MemoryCluster:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.next_producer_id = 0
         self.acls: dict[tuple[str, str, str], list[dict]] = {}
+        self.entity_configs: dict[str, dict[str, str]] = {}      # client quotas by entity path
         self.cluster_id: str | None = None
         self._zxid = itertools.count(1)
         self._session_ids = itertools.count(1)
@@ -328,6 +329,21 @@ class MemoryMetadataStore(MetadataStore):
 
     def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
         return self._watch(lambda: {k: [dict(e) for e in v] for k, v in self._cluster.acls.items()}, callback)
+
+    def get_client_quotas(self) -> dict[str, dict[str, str]]:
+        with self._cluster.lock:
+            self._check_open()
+            return {p: dict(c) for p, c in self._cluster.entity_configs.items() if c}
+
+    def update_client_quotas(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        with self._cluster.lock:
+            self._check_open()
+            self._cluster.entity_configs[entity_path] = dict(change(dict(self._cluster.entity_configs.get(
+                entity_path, {}))))
+            self._cluster.changed()
+
+    def watch_client_quotas(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
+        return self._watch(lambda: {p: dict(c) for p, c in self._cluster.entity_configs.items() if c}, callback)
 
     def allocate_producer_ids(self, broker_id: int, count: int) -> int:
         if count < 1:

@@ -41,9 +41,9 @@ from ..errors import (InvalidArgumentError, InvalidPartitionsError, InvalidRepli
                       SeglogError, StaleControllerEpochError, UnknownTopicOrPartitionError)
 from .events import Subscription
 
-__all__ = ["BrokerInfo", "TopicAssignment", "ReplicaAssignment", "validate_replica_assignment", "PartitionState", "ControllerEpoch", "ControllerChange",
-           "SessionEvent", "MetadataStore", "InvalidUpdateVersionError", "Subscription", "NO_LEADER",
-           "validate_new_partitions", "validate_partition_state", "validate_isr_update", "AclKey",
+__all__ = ["BrokerInfo", "TopicAssignment", "ReplicaAssignment", "validate_replica_assignment", "PartitionState",
+           "ControllerEpoch", "ControllerChange", "SessionEvent", "MetadataStore", "InvalidUpdateVersionError",
+           "Subscription", "NO_LEADER", "validate_new_partitions", "validate_partition_state", "validate_isr_update", "AclKey",
            "topic_config", "new_cluster_id", "restarted_members"]
 
 AclKey = tuple[str, str, str]
@@ -499,6 +499,23 @@ class MetadataStore(ABC):
     @abstractmethod
     def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
         """``callback(get_acls())`` now and after every change of any pattern's entries."""
+
+    # --- client quotas (Kafka's /config/users and /config/clients) -------------------------------------------
+
+    @abstractmethod
+    def get_client_quotas(self) -> dict[str, dict[str, str]]:
+        """Every user's and client id's configs by entity path ("users/alice", "users/alice/clients/c1",
+        "clients/<default>": names sanitized as Kafka's), values as Kafka's strings. Entities without configs
+        are left out."""
+
+    @abstractmethod
+    def update_client_quotas(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """Replace one entity's configs with ``change(current configs)``, atomically: a concurrent writer makes
+        it re-read and apply ``change`` again. Every store's ``watch_client_quotas`` hears of it."""
+
+    @abstractmethod
+    def watch_client_quotas(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
+        """``callback(get_client_quotas())`` now and after every change of any entity's configs."""
 
     def __enter__(self) -> "MetadataStore":
         return self

@@ -541,10 +541,10 @@ class ZooKeeperMetadataStore(MetadataStore):
                 break
             if not isinstance(failed[1], (BadVersionError, NodeExistsError, NoNodeError)):
                 raise _conflict(failed[1], f"ACLs of {key}")
-        self._purge_acl_changes(notice_dir)
+        self._purge_notifications(notice_dir)
 
-    def _purge_acl_changes(self, notice_dir: str) -> None:
-        oldest = time.time() * 1000 - layout.ACL_CHANGE_RETENTION_MS
+    def _purge_notifications(self, notice_dir: str) -> None:
+        oldest = time.time() * 1000 - layout.NOTIFICATION_RETENTION_MS
         names = self._do(self._client.get_children_async, notice_dir)
         with self._kazoo_errors():
             pending = [(n, self._client.exists_async(f"{notice_dir}/{n}")) for n in names]
@@ -559,6 +559,59 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
         return self._watch(ChildrenWatch, layout.ACL_CHANGE_DIRS, self.get_acls, callback)
+
+    # --- client quotas -------------------------------------------------------------------------------------
+
+    def get_client_quotas(self) -> dict[str, dict[str, str]]:
+        paths = []
+        for kind in ("users", "clients"):
+            try:
+                names = sorted(self._do(self._client.get_children_async, f"{layout.CONFIG}/{kind}"))
+            except NoNodeError:
+                continue
+            with self._kazoo_errors():
+                pending = [self._client.get_children_async(f"{layout.CONFIG}/{kind}/{n}/clients")
+                           for n in (names if kind == "users" else ())]
+            for i, name in enumerate(names):
+                paths.append(f"{kind}/{name}")
+                if kind == "users":
+                    try:
+                        with self._kazoo_errors():
+                            clients = pending[i].get(timeout=self._request_timeout)
+                    except NoNodeError:
+                        clients = []
+                    paths += [f"users/{name}/clients/{c}" for c in sorted(clients)]
+        nodes = self._get_many([f"{layout.CONFIG}/{p}" for p in paths])
+        configs = {p: layout.decode_entity_config(node[0]) for p, node in zip(paths, nodes) if node is not None}
+        return {p: c for p, c in configs.items() if c}
+
+    def update_client_quotas(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """As Kafka's AdminZkClient.changeConfigs: a conditional write of the entity's node and, in the same
+        transaction, a sequential /config/changes notification every broker's watch sees (purged after 15
+        minutes). A node left without configs stays (it may hold a user's clients)."""
+        path = f"{layout.CONFIG}/{entity_path}"
+        while True:
+            node = self._get_or_none(path)
+            config = dict(change(layout.decode_entity_config(node[0]) if node is not None else {}))
+            transaction = self._client.transaction()
+            if node is None:
+                if not config:
+                    return
+                self._do(self._client.ensure_path_async, path.rsplit("/", 1)[0])
+                transaction.create(path, layout.encode_entity_config(config))
+            else:
+                transaction.set_data(path, layout.encode_entity_config(config), node[1].version)
+            transaction.create(f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
+                               layout.config_change(entity_path), sequence=True)
+            failed = self._commit(transaction)
+            if failed is None:
+                break
+            if not isinstance(failed[1], (BadVersionError, NodeExistsError, NoNodeError)):
+                raise _conflict(failed[1], f"configs of {entity_path}")
+        self._purge_notifications(layout.CONFIG_CHANGES)
+
+    def watch_client_quotas(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
+        return self._watch(ChildrenWatch, layout.CONFIG_CHANGES, self.get_client_quotas, callback)
 
     def allocate_producer_ids(self, broker_id: int, count: int) -> int:
         if count < 1:

@@ -14,6 +14,9 @@
 /admin/controlled_shutdown/<id>            ephemeral  {"version":1,"broker_epoch"}: seglog's ControlledShutdown request
 /latest_producer_id_block                  persistent {"version":1,"broker","block_start","block_end"}
 /cluster/id                                persistent {"version":"1","id":"<cluster id>"}, created by the first broker
+/config/users/<user>[/clients/<client-id>] persistent {"version":1,"config":{"producer_byte_rate":"1024",...}}
+/config/clients/<client-id>                persistent the same: client quotas (names sanitized, <default>)
+/config/changes/config_change_<n>          persistent sequential {"version":2,"entity_path":"users/alice"}
 ```
 Topic ids are written as Kafka prints them: URL-safe base64 of the 16 bytes, without padding.
 """
@@ -40,8 +43,12 @@ CLUSTER_ID = "/cluster/id"
 ACL_ROOTS = {"Literal": "/kafka-acl", "Prefixed": "/kafka-acl-extended/prefixed"}
 ACL_CHANGE_DIRS = ("/kafka-acl-changes", "/kafka-acl-extended-changes")
 ACL_CHANGE_PREFIX = "acl_changes_"
-ACL_CHANGE_RETENTION_MS = 15 * 60 * 1000         # Kafka's ZkNodeChangeNotificationListener purges older ones
-PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN, *ACL_CHANGE_DIRS)
+CONFIG = "/config"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+NOTIFICATION_RETENTION_MS = 15 * 60 * 1000       # Kafka's ZkNodeChangeNotificationListener purges older ones
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN, *ACL_CHANGE_DIRS,
+                    CONFIG_CHANGES)
 """Created at connect (Kafka's top-level paths); ``/controller_epoch`` is created by the first election."""
 
 
@@ -136,6 +143,21 @@ def encode_config(config: Mapping[str, str]) -> bytes:
 
 def decode_config(data: bytes) -> dict[str, str]:
     return dict(json.loads(data)["config"])
+
+
+def encode_entity_config(config: Mapping[str, str]) -> bytes:
+    """A user's or client id's configs (client quotas), as Kafka's /config/users and /config/clients nodes."""
+    return _json({"version": 1, "config": dict(config)})
+
+
+def decode_entity_config(data: bytes) -> dict[str, str]:
+    """The configs of an entity node (an empty node, a parent created for a user's clients: none)."""
+    return dict(json.loads(data)["config"]) if data else {}
+
+
+def config_change(entity_path: str) -> bytes:
+    """The notification of an entity's config change under /config/changes, as Kafka writes it."""
+    return _json({"version": 2, "entity_path": entity_path})
 
 
 def encode_partition_state(state: PartitionState) -> bytes:

@@ -1,6 +1,6 @@
 """Schemas of the admin and session APIs: ApiVersions, CreateTopics, DeleteTopics, InitProducerId,
 DescribeConfigs, AlterConfigs, CreatePartitions, IncrementalAlterConfigs, DescribeLogDirs, DescribeCluster,
-ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments.
+ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, DescribeClientQuotas, AlterClientQuotas.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. ApiVersions v3 is the
 first flexible version of ApiVersions (its response still travels with response header v0).
@@ -270,6 +270,47 @@ LIST_PARTITION_REASSIGNMENTS = Api(46, "ListPartitionReassignments", (0, 0), fle
                 field("removing_replicas", "[]int32"))),
 ))
 
+DESCRIBE_CLIENT_QUOTAS = Api(48, "DescribeClientQuotas", (0, 1), flexible=1, request=(
+    array("components",
+          field("entity_type", "string"),
+          field("match_type", "int8"),
+          field("match", "string", nullable="0+")),
+    field("strict", "bool"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16"),
+    field("error_message", "string", nullable="0+"),
+    array("entries",
+          array("entity",
+                field("entity_type", "string"),
+                field("entity_name", "string", nullable="0+")),
+          array("values",
+                field("key", "string"),
+                field("value", "float64")),
+          nullable="0+"),
+))
+
+ALTER_CLIENT_QUOTAS = Api(49, "AlterClientQuotas", (0, 1), flexible=1, request=(
+    array("entries",
+          array("entity",
+                field("entity_type", "string"),
+                field("entity_name", "string", nullable="0+")),
+          array("ops",
+                field("key", "string"),
+                field("value", "float64"),
+                field("remove", "bool"))),
+    field("validate_only", "bool"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("entries",
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="0+"),
+          array("entity",
+                field("entity_type", "string"),
+                field("entity_name", "string", nullable="0+"))),
+))
+
 APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, ALTER_CONFIGS,
         CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER,
-        ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)
+        ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLIENT_QUOTAS,
+        ALTER_CLIENT_QUOTAS)
