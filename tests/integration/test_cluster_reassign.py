@@ -137,6 +137,12 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
             assert ok("reassign-partitions", "--bootstrap-server", reachable, "--list").splitlines() == [
                 "Current partition reassignments:",
                 f"held-0: replicas: {a},{stalled},{b}. adding: {stalled}. removing: {b}."]
+            described = ok("topics", "--bootstrap-server", reachable, "--describe", "--topic", "held").splitlines()
+            assert "\tReplicationFactor: 2\t" in described[0]              # the original replicas' count
+            assert described[1].endswith(f"\tReplicas: {a},{stalled},{b}\tIsr: {a},{b}\tAdding Replicas: "
+                                         f"{stalled}\tRemoving Replicas: {b}"), described
+            assert ok("topics", "--bootstrap-server", reachable, "--describe", "--topic", "held",
+                      "--under-replicated-partitions") == ""
             fails(1, "Cannot execute because there is an existing partition assignment", "reassign-partitions",
                   "--bootstrap-server", reachable, "--execute", "--reassignment-json-file", plan)
             assert ok("reassign-partitions", "--bootstrap-server", reachable, "--verify",
@@ -170,3 +176,29 @@ def test_generate_proposes_an_assignment_over_the_brokers_listed(cluster, tmp_pa
     [proposed] = json.loads(lines[4])["partitions"]
     assert sorted(proposed["replicas"]) == [0, 2] and proposed["log_dirs"] == ["any", "any"]
     fails(2, "exactly one action", "reassign-partitions", "--bootstrap-server", c.bootstrap, "--list", "--verify")
+
+
+def test_bad_reassignment_files_are_refused_before_any_broker_is_asked(tmp_path):
+    nowhere = "127.0.0.1:1"
+
+    def refused(needle, doc, action="--execute"):
+        path = tmp_path / "plan.json"
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        fails(1, needle, "reassign-partitions", "--bootstrap-server", nowhere, action, "--reassignment-json-file",
+              path)
+
+    refused("is not JSON", "{")
+    refused("Partition reassignment list cannot be empty", {"version": 1, "partitions": []})
+    refused("each partition needs", {"partitions": [{"topic": "t", "partition": "0", "replicas": [1]}]})
+    refused("duplicate topic partitions: t-0", {"partitions": [{"topic": "t", "partition": 0, "replicas": [1]},
+                                                               {"topic": "t", "partition": 0, "replicas": [2]}]})
+    refused("may not contain duplicate entries: t-0 contains 1",
+            {"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}, "--verify")
+    refused("log_dirs other than", {"partitions": [{"topic": "t", "partition": 0, "replicas": [1],
+                                                    "log_dirs": ["/d"]}]}, "--cancel")
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "a"}, {"topic": "a"}]}))
+    fails(1, "List of topics to reassign contains duplicate entries: a", "reassign-partitions", "--bootstrap-server",
+          nowhere, "--generate", "--topics-to-move-json-file", topics, "--broker-list", "1,2")
+    fails(2, "--generate needs", "reassign-partitions", "--bootstrap-server", nowhere, "--generate",
+          "--broker-list", "1,2")
