@@ -505,6 +505,13 @@ class ElectionNotNeededError(SeglogError):
     kafka_name = "ELECTION_NOT_NEEDED"
 
 
+class NoReassignmentInProgressError(SeglogError):
+    """A reassignment was cancelled for a partition that has none under way."""
+
+    code = 85
+    kafka_name = "NO_REASSIGNMENT_IN_PROGRESS"
+
+
 
 # --- groups and offsets --------------------------------------------------------------------------------------
 class OffsetMetadataTooLargeError(SeglogError):

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from seglog.cluster import (BrokerInfo, ControllerChange, InvalidUpdateVersionError, MemoryCluster,
-                            MemoryMetadataStore, PartitionState, SessionEvent, TopicAssignment)
+                            MemoryMetadataStore, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment)
 from seglog.errors import (InvalidArgumentError, InvalidPartitionsError, InvalidReplicaAssignmentError,
                            InvalidTopicError, LogClosedError, NetworkError, StaleControllerEpochError,
                            TopicAlreadyExistsError, UnknownTopicOrPartitionError)
@@ -327,6 +327,33 @@ def test_add_partitions(namespace):
         a.add_partitions("orders", {4: [1]})
 
 
+def test_replica_assignments_are_a_fenced_controller_write_kept_with_the_reassignment(namespace):
+    """A reassignment's full replica set and its adding / removing replicas are stored with the topic (Kafka's
+    adding_replicas / removing_replicas) and seen by every store's watch; partitions added meanwhile stay;
+    only the current controller may write them."""
+    a, b = namespace.store(), namespace.store()
+    lease = controller_with_topic(a)
+    seen = Recorder()
+    b.watch_topic("orders", seen)
+    a.add_partitions("orders", {2: [1, 2]})
+    moving = ReplicaAssignment((1, 2)).reassign_to([2, 3])
+    stored = a.update_replica_assignments("orders", {0: moving}, lease)
+    assert stored.replica_assignment(0) == moving and stored.partitions[2] == (1, 2)
+    assert b.get_topic("orders") == stored and stored.reassigning() == [0]
+    seen.wait_latest(lambda t: t is not None and t.replica_assignment(0) == moving)
+    done = a.update_replica_assignments("orders", {0: ReplicaAssignment((2, 3))}, lease)
+    assert done.reassigning() == [] and b.get_topic("orders").partitions[0] == (2, 3)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        a.update_replica_assignments("orders", {7: ReplicaAssignment((1,))}, lease)
+    with pytest.raises(InvalidReplicaAssignmentError):
+        a.update_replica_assignments("orders", {0: ReplicaAssignment((1, 1))}, lease)
+    a.resign_controller()
+    b.elect_controller(2, Recorder())
+    with pytest.raises(StaleControllerEpochError):
+        a.update_replica_assignments("orders", {0: ReplicaAssignment((1, 2))}, lease)
+    assert b.get_topic("orders").partitions[0] == (2, 3)
+
+
 def test_topic_deletion_is_queued_then_done_by_the_controller(namespace):
     a, b = namespace.store(), namespace.store()
     lease = controller_with_topic(a)
@@ -502,6 +529,10 @@ def test_zookeeper_layout_matches_kafkas(zookeeper_server):
         assert read("/brokers/topics/orders/partitions/0/state") == {
             "version": 1, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "controller_epoch": lease.epoch}
         assert read("/config/topics/orders") == {"version": 1, "config": {"retention.ms": "1000"}}
+        store.update_replica_assignments("orders", {0: ReplicaAssignment((1, 2)).reassign_to([2, 3])}, lease)
+        topic = read("/brokers/topics/orders")
+        assert (topic["partitions"]["0"], topic["adding_replicas"], topic["removing_replicas"]) == \
+            ([2, 3, 1], {"0": [3]}, {"0": [1]})
         assert raw.exists("/admin/delete_topics/orders") is not None
         assert store.get_or_create_cluster_id("A1b2C3d4E5f6G7h8I9j0Kw") == "A1b2C3d4E5f6G7h8I9j0Kw"
         assert read("/cluster/id") == {"version": "1", "id": "A1b2C3d4E5f6G7h8I9j0Kw"}

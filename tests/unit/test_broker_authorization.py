@@ -1,4 +1,4 @@
-"""The handlers' authorization of the transaction APIs, ElectLeaders, Fetch by topic id and Metadata by topic id,
+"""The handlers' authorization of the transaction APIs, ElectLeaders, partition reassignments, Fetch by topic id and Metadata by topic id,
 driven through the codec on a lone broker's view whose principal holds exactly the grants a test gives it (as
 Kafka's KafkaApis checks them); a refused request changes nothing."""
 
@@ -201,6 +201,23 @@ def test_elect_leaders_needs_alter_on_the_cluster(broker):
     r = call(broker, ApiKey.ELECT_LEADERS, 2, body)
     assert r["error_code"] == 0
     assert CLUSTER_DENIED not in {p["error_code"] for p in r["replica_election_results"][0]["partition_result"]}
+
+
+def test_partition_reassignments_need_alter_and_describe_on_the_cluster(broker):
+    body = {"timeout_ms": 1000, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [0]},
+                                                                         {"partition_index": 1, "replicas": None}]}]}
+    r = call(broker, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert r["error_code"] == CLUSTER_DENIED
+    assert [(p["partition_index"], p["error_code"]) for p in r["responses"][0]["partitions"]] == \
+        [(0, CLUSTER_DENIED), (1, CLUSTER_DENIED)]
+    listing = {"timeout_ms": 1000, "topics": None}
+    assert call(broker, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listing)["error_code"] == CLUSTER_DENIED
+    broker.grant(Op.ALTER, Res.CLUSTER)
+    r = call(broker, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert r["error_code"] == 0 and [p["error_code"] for p in r["responses"][0]["partitions"]] == [0, 85]
+    assert call(broker, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listing)["error_code"] == CLUSTER_DENIED
+    broker.grant(Op.DESCRIBE, Res.CLUSTER)
+    assert call(broker, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listing)["error_code"] == 0
 
 
 @pytest.mark.parametrize("version", [13, 16])

@@ -145,6 +145,8 @@ HANDLERS = {
     ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
     ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
     ApiKey.ELECT_LEADERS: Handlers.handle_elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Handlers.handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Handlers.handle_list_partition_reassignments,
 }
 HANDLERS.update(SECURITY_HANDLERS)
 HANDLERS.update(QUOTA_HANDLERS)

@@ -1,5 +1,6 @@
-"""Handlers of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, DescribeCluster,
-DescribeLogDirs, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
+"""Handlers of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
+AlterPartitionReassignments, ListPartitionReassignments, DescribeCluster, DescribeLogDirs, DescribeConfigs,
+AlterConfigs, IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
@@ -135,6 +136,42 @@ class AdminHandlers:
                                                    "error_message": None if e is None else str(e)})
         return {"error_code": top, "replica_election_results": [{"topic": t, "partition_result": parts}
                                                               for t, parts in by_topic.items()]}
+
+    async def handle_alter_partition_reassignments(self, header, body):
+        """AlterPartitionReassignments (KIP-455) through the view: the controller starts or cancels (replicas
+        null) each partition's reassignment; another broker answers NOT_CONTROLLER (clients go to the controller).
+        Needs Alter on the cluster: else CLUSTER_AUTHORIZATION_FAILED at the top and for each partition, as
+        Kafka's error response."""
+        changes = {(t["name"], p["partition_index"]): p["replicas"] for t in body["topics"] for p in t["partitions"]}
+        if not self.broker.allowed(Op.ALTER, Res.CLUSTER):
+            e = errors.ClusterAuthorizationFailedError("Cluster authorization failed (Alter on the cluster)")
+            return {"error_code": e.code, "error_message": str(e),
+                    "responses": _reassignment_results(dict.fromkeys(changes, e))}
+        try:
+            results = await _off_loop(self.broker.view.alter_partition_reassignments, changes)
+        except SeglogError as e:                              # NOT_CONTROLLER
+            return {"error_code": _err(e), "error_message": str(e), "responses": []}
+        return {"error_code": 0, "error_message": None, "responses": _reassignment_results(results)}
+
+    async def handle_list_partition_reassignments(self, header, body):
+        """ListPartitionReassignments: the partitions being reassigned (of those asked; null: all), with their
+        full replica set and the replicas being added and removed. Describe on the cluster."""
+        asked = None if body["topics"] is None else [(t["name"], p) for t in body["topics"]
+                                                     for p in t["partition_indexes"]]
+        if not self.broker.allowed(Op.DESCRIBE, Res.CLUSTER):
+            return {"error_code": errors.ClusterAuthorizationFailedError.code,
+                    "error_message": "Cluster authorization failed (Describe on the cluster)", "topics": []}
+        try:
+            found = await _off_loop(self.broker.view.list_partition_reassignments, asked)
+        except SeglogError as e:
+            return {"error_code": _err(e), "error_message": str(e), "topics": []}
+        by_topic: dict[str, list] = {}
+        for (topic, p), ra in sorted(found.items()):
+            by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": list(ra.replicas),
+                                                   "adding_replicas": list(ra.adding),
+                                                   "removing_replicas": list(ra.removing)})
+        return {"error_code": 0, "error_message": None,
+                "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}
 
     async def handle_describe_cluster(self, header, body):
         view = self.broker.view
@@ -317,3 +354,12 @@ class AdminHandlers:
                         "is_default": v == f.default, "is_sensitive": key.secret, "synonyms": [],
                         "config_type": config_type(key), "documentation": None})
         return out
+
+
+def _reassignment_results(results: dict) -> list[dict]:
+    """AlterPartitionReassignments' per-topic answers from {(topic, partition): None or the error}."""
+    by_topic: dict[str, list] = {}
+    for (topic, p), e in results.items():
+        by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": 0 if e is None else _err(e),
+                                               "error_message": None if e is None else str(e)})
+    return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import uuid
 
+from ..cluster.controller import check_reassignment
+from ..cluster.metastore import ReplicaAssignment
 from ..cluster.placement import validate_assignment, validate_new_partitions
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
-                      NotEnoughReplicasError, NotLeaderOrFollowerError, TopicAlreadyExistsError,
-                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+                      NoReassignmentInProgressError, NotEnoughReplicasError, NotLeaderOrFollowerError, SeglogError,
+                      TopicAlreadyExistsError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
 from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
 
@@ -152,6 +154,36 @@ class LocalView:
     def elect_leaders(self, partitions, unclean: bool):
         """ElectLeaders: never needed on a lone broker (Node.elect_leaders)."""
         return self.node.elect_leaders(partitions, unclean)
+
+    def alter_partition_reassignments(self, changes: dict[tuple[str, int], list[int] | None]
+                                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """What Kafka's controller answers in a one-broker cluster: this broker is every partition's one replica,
+        so the only target it accepts is itself (nothing to move); any other broker id is not alive
+        (INVALID_REPLICA_ASSIGNMENT), and no reassignment is ever in progress to cancel."""
+        out: dict[tuple[str, int], SeglogError | None] = {}
+        for (topic, p), target in changes.items():
+            try:
+                exists = self._has_partition(topic, p)
+                if target is None:
+                    raise NoReassignmentInProgressError(f"No reassignment is in progress for {topic}-{p}")
+                check_reassignment(target, ReplicaAssignment((self.broker_id,)) if exists else None,
+                                   {self.broker_id})
+                if not exists:
+                    raise UnknownTopicOrPartitionError("The partition does not exist.")
+                out[(topic, p)] = None
+            except SeglogError as e:
+                out[(topic, p)] = e
+        return out
+
+    def list_partition_reassignments(self, partitions) -> dict:
+        """None: a lone broker never has a reassignment under way."""
+        return {}
+
+    def _has_partition(self, topic: str, p: int) -> bool:
+        try:
+            return 0 <= p < self.node.topic(topic).partitions
+        except UnknownTopicOrPartitionError:
+            return False
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False, timeout_ms: int = 0,
                           assignments: list[list[int]] | None = None) -> None:

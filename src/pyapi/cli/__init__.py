@@ -6,6 +6,7 @@
     seglog groups     list, describe, delete groups; reset offsets               (kafka-consumer-groups.sh)
     seglog transactions  list transactional ids, describe one                  (kafka-transactions.sh)
     seglog leader-election  preferred or unclean leader elections              (kafka-leader-election.sh)
+    seglog reassign-partitions  move partition replicas between brokers        (kafka-reassign-partitions.sh)
     seglog acls       add, remove, list ACLs                                     (kafka-acls.sh)
     seglog configs    describe, alter client quotas of users and client ids      (kafka-configs.sh)
     seglog demo       append and read back a million records; print the throughput
@@ -26,10 +27,12 @@ import sys
 
 from .. import __version__
 from ..errors import SeglogError
-from . import acls, configs, console, demo, dumplog, election, groups, logdirs, records, servers, topics, transactions
+from . import (acls, configs, console, demo, dumplog, election, groups, logdirs, reassign, records, servers,
+               topics, transactions)
 from .common import CliError, Parser, interrupt_status, raise_on_sigterm
 
-COMMANDS = (topics, console, groups, transactions, records, election, acls, configs, logdirs, demo, dumplog, servers)
+COMMANDS = (topics, console, groups, transactions, records, election, reassign, acls, configs, logdirs, demo,
+            dumplog, servers)
 """The modules whose register(subparsers) make up the command, in --help order."""
 
 

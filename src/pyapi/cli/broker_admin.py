@@ -16,6 +16,7 @@ groups                             ListGroups at every broker, DescribeGroups / 
                                    (generation -1: a simple commit) / DeleteGroups at the group's coordinator
 ACLs                               CreateAcls / DescribeAcls / DeleteAcls at any broker (a cluster's ACLs are in
                                    ZooKeeper, every broker answers for all of them)
+partition reassignment             AlterPartitionReassignments / ListPartitionReassignments at the controller
 client quotas                      DescribeClientQuotas / AlterClientQuotas at any broker (ZooKeeper's, likewise)
 producer(), consumer()             seglog.Producer / seglog.Consumer over a seglog.remote.RemoteNode of their
                                    own (own connections, so a consumer's long poll never holds up the admin)
@@ -30,6 +31,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescription, member_info
 from ..client import EARLIEST, LATEST, error_for
+from ..cluster.metastore import ReplicaAssignment
 from ..errors import SeglogError
 from ..offsets_format import TopicPartition
 from ..protocol import ApiKey
@@ -148,6 +150,43 @@ class BrokerAdmin(Admin):
                                        "isFuture": p["is_future_key"]} for t in d["topics"] for p in t["partitions"]]}
                       for d in r["results"]]
         return out
+
+    # -- partition reassignment ---------------------------------------------------------------------------
+
+    def alter_partition_reassignments(self, changes: Mapping[tuple[str, int], Sequence[int] | None]
+                                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """AlterPartitionReassignments at the controller: per partition its target replicas, or None to cancel
+        its reassignment. Per partition None (accepted) or its error (InvalidReplicaAssignmentError,
+        NoReassignmentInProgressError, UnknownTopicOrPartitionError)."""
+        by_topic: dict[str, list] = {}
+        for (topic, p), replicas in changes.items():
+            by_topic.setdefault(topic, []).append({"partition_index": p,
+                                                   "replicas": None if replicas is None else list(replicas)})
+        r = self.cluster.controller_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout_ms": int(self.retry_timeout * 1000),
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}, lambda r: r["error_code"])
+        if r["error_code"]:
+            raise error_for(r["error_code"], r["error_message"])
+        return {(t["name"], p["partition_index"]): None if p["error_code"] == 0 else
+                error_for(p["error_code"], p["error_message"]) for t in r["responses"] for p in t["partitions"]}
+
+    def list_partition_reassignments(self, partitions: Iterable[tuple[str, int]] | None = None
+                                     ) -> dict[tuple[str, int], ReplicaAssignment]:
+        """ListPartitionReassignments at the controller: the partitions (of those given; None: all) being
+        reassigned, with their full replica set and the replicas being added and removed."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in partitions:
+                by_topic.setdefault(topic, []).append(p)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        r = self.cluster.controller_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {
+            "timeout_ms": int(self.retry_timeout * 1000), "topics": topics}, lambda r: r["error_code"])
+        if r["error_code"]:
+            raise error_for(r["error_code"], r["error_message"])
+        return {(t["name"], p["partition_index"]): ReplicaAssignment(p["replicas"], p["adding_replicas"],
+                                                                     p["removing_replicas"])
+                for t in r["topics"] for p in t["partitions"]}
 
     # -- groups ---------------------------------------------------------------------------------------------
 

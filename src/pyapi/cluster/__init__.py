@@ -7,8 +7,8 @@ without ZooKeeper does not).
 
 from .memory import MemoryCluster, MemoryMetadataStore
 from .metastore import (BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
-                        PartitionState, SessionEvent, Subscription, TopicAssignment)
+                        PartitionState, ReplicaAssignment, SessionEvent, Subscription, TopicAssignment)
 
 __all__ = ["MetadataStore", "MemoryCluster", "MemoryMetadataStore", "BrokerInfo", "TopicAssignment",
-           "PartitionState", "ControllerEpoch", "ControllerChange", "SessionEvent", "Subscription",
+           "ReplicaAssignment", "PartitionState", "ControllerEpoch", "ControllerChange", "SessionEvent", "Subscription",
            "InvalidUpdateVersionError"]

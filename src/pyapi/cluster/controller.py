@@ -18,7 +18,13 @@ pass), and every ``leader_imbalance_check_interval`` for preferred leaders:
   and hands its leaderships to other in-sync replicas with new leader epochs, so its stop interrupts
   nothing; a partition with no other in-sync replica stays with it (Kafka's controlled shutdown too);
 - with auto.leader.rebalance.enable, leadership returns to the preferred replica once it is in the ISR;
-- topics queued for deletion are removed.
+- topics queued for deletion are removed;
+- a partition reassignment (KIP-455, see ``alter_partition_reassignments``) completes once every target
+  replica is live and in the ISR: leadership moves to a target replica if the leader is being removed, the
+  ISR shrinks to the target, then the assignment becomes the target (removed brokers stop and delete their
+  replica when they see it). Preferred-leader rebalancing skips partitions being reassigned.
+
+Passes and reassignment requests hold one lock, so they never decide on the same partition at once.
 
 Every write carries the controller's lease: if another controller won meanwhile, the write fails with
 StaleControllerEpochError and this controller stops (Kafka's controller epoch fencing). State writes are
@@ -34,15 +40,34 @@ import time
 from dataclasses import replace
 
 from ..config import LogConfig
-from ..errors import (ElectionNotNeededError, EligibleLeadersNotAvailableError, LogClosedError,
-                      PreferredLeaderNotAvailableError, RequestTimedOutError, SeglogError, StaleControllerEpochError,
-                      UnknownTopicOrPartitionError)
+from ..errors import (ElectionNotNeededError, EligibleLeadersNotAvailableError, InvalidReplicaAssignmentError,
+                      LogClosedError, NoReassignmentInProgressError, PreferredLeaderNotAvailableError,
+                      RequestTimedOutError, SeglogError, StaleControllerEpochError, UnknownTopicOrPartitionError)
 from .metastore import (NO_LEADER, ControllerEpoch, InvalidUpdateVersionError, MetadataStore, PartitionState,
-                        restarted_members)
+                        ReplicaAssignment, restarted_members)
 
 log = logging.getLogger("seglog.controller")
 
 COALESCE_S = 0.05
+STATE_WRITE_ATTEMPTS = 5
+"""A decision is re-read and retried this often when leaders keep changing the ISR under it."""
+
+
+def check_reassignment(target, current: ReplicaAssignment | None, live) -> None:
+    """Kafka's checks of a reassignment's target replicas (KafkaController.validateReplicas): not empty, no
+    duplicates, no negative ids, and the replicas it adds to ``current`` (None: no such partition, so all of
+    them) are live brokers. Raises InvalidReplicaAssignmentError."""
+    target = list(target)
+    if not target:
+        raise InvalidReplicaAssignmentError("Empty replica list specified in partition reassignment.")
+    if len(set(target)) != len(target):
+        raise InvalidReplicaAssignmentError(f"Duplicate replica ids in partition reassignment replica list: {target}")
+    if min(target) < 0:
+        raise InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {target}")
+    adding = (current or ReplicaAssignment(())).reassign_to(target).adding
+    if not set(adding) <= set(live):
+        raise InvalidReplicaAssignmentError(f"Replica assignment has brokers that are not alive. Replica list: "
+                                            f"{list(adding)}, live broker list: {sorted(live)}")
 
 
 class Controller:
@@ -53,6 +78,7 @@ class Controller:
         self._events: queue.Queue = queue.Queue()
         self._stopped = threading.Event()
         self._last_rebalance = time.monotonic()
+        self._lock = threading.RLock()
         self._thread = threading.Thread(target=self._run, name=f"seglog-controller-{lease.broker_id}",
                                         daemon=True)
 
@@ -112,6 +138,10 @@ class Controller:
 
     def reconcile(self, rebalance: bool = False) -> None:
         """One pass over every topic (see the module docstring)."""
+        with self._lock:
+            self._reconcile(rebalance)
+
+    def _reconcile(self, rebalance: bool) -> None:
         store, lease = self.store, self.lease
         brokers = store.list_brokers()
         live = set(brokers)
@@ -119,6 +149,7 @@ class Controller:
                     if b in brokers and brokers[b].epoch == epoch}
         marked = set(store.topics_marked_for_deletion())
         writes: list[tuple[str, int, PartitionState, PartitionState]] = []
+        moving: list[tuple[str, int, ReplicaAssignment]] = []
         for topic in store.list_topics():
             if topic in marked:
                 store.delete_topic(topic, lease)
@@ -137,15 +168,23 @@ class Controller:
                 store.create_partition_states(topic, new, lease)
                 for p, st in new.items():
                     log.info("controller: %s-%d created: leader %d, ISR %s", topic, p, st.leader, list(st.isr))
+            reassigning = assignment.reassigning()
+            moving += [(topic, p, assignment.replica_assignment(p)) for p in reassigning]
             for p, st in states.items():
                 replicas = assignment.partitions.get(p)
                 if replicas is None:
                     continue
-                desired = self.desired(st, replicas, live, unclean, rebalance, restarted_members(st, brokers),
-                                       shutting)
+                desired = self.desired(st, replicas, live, unclean, rebalance and p not in reassigning,
+                                       restarted_members(st, brokers), shutting)
                 if desired is not None:
                     writes.append((topic, p, st, desired))
         self._write(writes, live)
+        for topic, p, ra in moving:
+            try:
+                self._complete_if_ready(topic, p, ra, live)
+            except (InvalidUpdateVersionError, RequestTimedOutError, UnknownTopicOrPartitionError) as e:
+                log.info("controller: reassignment of %s-%d not completed yet (%s)", topic, p, e)
+                self.poke("reassignment")
 
     @staticmethod
     def _initial(replicas, live) -> PartitionState:
@@ -159,12 +198,14 @@ class Controller:
                 restarted=frozenset(), shutting=frozenset()) -> PartitionState | None:
         """The state a partition should have now, or None if it should stay as it is. ``restarted``: ISR
         members that bounced since `st` was written (they leave the ISR; one leads only if no other can);
-        ``shutting``: brokers in controlled shutdown (they leave the ISR and lead only if no other can)."""
-        isr = tuple(r for r in st.isr if r in live and r not in restarted and r not in shutting)
+        ``shutting``: brokers in controlled shutdown (they leave the ISR and lead only if no other can). A replica
+        no longer assigned (a reassignment's removed replica) neither leads nor stays in the ISR."""
+        isr = tuple(r for r in st.isr if r in live and r not in restarted and r not in shutting and r in replicas)
         leader, epoch = st.leader, st.leader_epoch
-        if leader in shutting and leader in live and leader not in restarted and not isr:
-            isr = tuple(r for r in st.isr if r in live and r not in restarted)   # nobody to take over: it stays
-        elif leader == NO_LEADER or leader not in live or leader in restarted or leader in shutting:
+        if leader in shutting and leader in live and leader not in restarted and leader in replicas and not isr:
+            isr = tuple(r for r in st.isr if r in live and r not in restarted and r in replicas)  # it stays
+        elif (leader == NO_LEADER or leader not in live or leader in restarted or leader in shutting
+              or leader not in replicas):
             candidates = ([r for r in replicas if r in isr]
                           or [r for r in replicas if r in st.isr and r in restarted])   # the last in-sync ones
             if not candidates and (not st.isr or unclean):
@@ -255,6 +296,113 @@ class Controller:
                      "unclean" if unclean else "preferred", st.leader, stored.leader, stored.leader_epoch)
             return None
         return RequestTimedOutError(f"{topic}-{p}: its state kept changing during the election; try again")
+
+    # -- partition reassignment (KIP-455) -------------------------------------------------------------------
+
+    def alter_partition_reassignments(self, changes: dict[tuple[str, int], list[int] | None]
+                                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """Kafka's AlterPartitionReassignments: per partition, start moving it to the target replicas (the new
+        ones start fetching at once; the move completes in a later pass, once they are all in the ISR), or with
+        None cancel its reassignment (back to the original replicas; added replicas stop and delete theirs).
+        A new target replaces an ongoing reassignment's. Per partition None (accepted) or the error, checked in
+        Kafka's order: InvalidReplicaAssignmentError (see check_reassignment), NoReassignmentInProgressError
+        (cancelling none), UnknownTopicOrPartitionError (no such partition, or its topic is being deleted)."""
+        with self._lock:
+            live = set(self.store.list_brokers())
+            marked = set(self.store.topics_marked_for_deletion())
+            topics: dict[str, object] = {}
+            out: dict[tuple[str, int], SeglogError | None] = {}
+            for (topic, p), target in changes.items():
+                try:
+                    if topic not in topics:
+                        try:
+                            topics[topic] = self.store.get_topic(topic)
+                        except UnknownTopicOrPartitionError:
+                            topics[topic] = None
+                    a = topics[topic]
+                    current = a.replica_assignment(p) if a is not None and p in a.partitions else None
+                    self._reassign(topic, p, current, target, live, marked)
+                    out[(topic, p)] = None
+                except SeglogError as e:
+                    out[(topic, p)] = e
+            return out
+
+    def _reassign(self, topic: str, p: int, current: ReplicaAssignment | None, target, live, marked) -> None:
+        if target is not None:
+            check_reassignment(target, current, live)
+        elif current is None or not current.reassigning:
+            raise NoReassignmentInProgressError(f"No reassignment is in progress for {topic}-{p}")
+        if current is None or topic in marked:
+            raise UnknownTopicOrPartitionError("The partition does not exist.")
+        new = current.reassign_to(current.origin if target is None else target)
+        if new == current:
+            return                                      # already so: nothing to move
+        self._move(topic, p, current, new, live)
+        log.info("controller: %s-%d reassignment %s: replicas %s -> %s (adding %s, removing %s)", topic, p,
+                 "cancelled" if target is None else "started", list(current.replicas), list(new.replicas),
+                 list(new.adding), list(new.removing))
+        if new.reassigning:
+            self._complete_if_ready(topic, p, new, live)
+
+    def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None
+                                     ) -> dict[tuple[str, int], ReplicaAssignment]:
+        """Kafka's ListPartitionReassignments: the partitions asked (None: all) that are being reassigned, with
+        their full replica set and adding / removing replicas; others (and unknown ones) are left out."""
+        store = self.store
+        wanted = None if partitions is None else set(partitions)
+        topics = sorted({t for t, _ in wanted}) if wanted is not None else store.list_topics()
+        out: dict[tuple[str, int], ReplicaAssignment] = {}
+        for topic in topics:
+            try:
+                a = store.get_topic(topic)
+            except UnknownTopicOrPartitionError:
+                continue
+            for p in a.reassigning():
+                if wanted is None or (topic, p) in wanted:
+                    out[(topic, p)] = a.replica_assignment(p)
+        return out
+
+    def _complete_if_ready(self, topic: str, p: int, ra: ReplicaAssignment, live) -> None:
+        """Complete the reassignment ``ra`` once every target replica is live and in the ISR."""
+        st = self.store.get_partition_state(topic, p)
+        if all(r in live and r in st.isr for r in ra.target):
+            done = ReplicaAssignment(ra.target)
+            self._move(topic, p, ra, done, live)
+            log.info("controller: %s-%d reassignment completed: replicas %s, leader %d", topic, p, list(ra.target),
+                     self.store.get_partition_state(topic, p).leader)
+
+    def _move(self, topic: str, p: int, old: ReplicaAssignment, new: ReplicaAssignment, live) -> None:
+        """Store ``new`` as the partition's replicas. Replicas it drops first leave the ISR, and leadership, if
+        one of them leads, goes to the first live in-sync replica of the new target (else of the new replicas;
+        none: no leader) in a new leader epoch, so no state ever names a replica that is not assigned."""
+        dropped = set(old.replicas) - set(new.replicas)
+        for _ in range(STATE_WRITE_ATTEMPTS if dropped else 0):
+            try:
+                st = self.store.get_partition_state(topic, p)
+            except UnknownTopicOrPartitionError:
+                break                                   # no state yet: the first one reads the new replicas
+            isr = tuple(r for r in st.isr if r not in dropped)
+            leader, epoch = st.leader, st.leader_epoch
+            if leader in dropped:
+                candidates = ([r for r in new.target if r in isr and r in live]
+                              or [r for r in new.replicas if r in isr and r in live])
+                leader, epoch = (candidates[0] if candidates else NO_LEADER), epoch + 1
+            if (leader, isr) == (st.leader, st.isr):
+                break
+            try:
+                stored = self.store.update_partition_state(topic, p, replace(st, leader=leader, leader_epoch=epoch,
+                                                                             isr=isr), self.lease)
+            except InvalidUpdateVersionError:
+                continue
+            log.info("controller: %s-%d leader %d -> %d (epoch %d), ISR %s -> %s (replicas %s leave)", topic, p,
+                     st.leader, stored.leader, stored.leader_epoch, list(st.isr), list(stored.isr), sorted(dropped))
+            break
+        else:
+            if dropped:
+                raise RequestTimedOutError(f"{topic}-{p}: its state kept changing during the reassignment; "
+                                           f"try again")
+        if new != old:
+            self.store.update_replica_assignments(topic, {p: new}, self.lease)
 
     def _write(self, writes: list[tuple[str, int, PartitionState, PartitionState]], live: set[int]) -> None:
         """Store a pass's decisions in one pipelined batch (a broker's failure moves hundreds of partitions

@@ -32,7 +32,8 @@ from ..offsets_store import partition_for_group
 from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from ..replication.manager import ReplicaManager
 from .controller import Controller
-from .metastore import NO_LEADER, BrokerInfo, PartitionState, SessionEvent, TopicAssignment, new_cluster_id
+from .metastore import (NO_LEADER, BrokerInfo, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
+                        new_cluster_id)
 from .placement import assign_replicas, validate_assignment, validate_new_partitions
 from .txn_routing import ClusterMarkerChannel, ClusterTxnVerifier
 
@@ -267,12 +268,28 @@ class ClusterMember:
             self._poke_controller("topic config changed")   # e.g. unclean.leader.election.enable turned on
 
     def _on_assignment(self, topic: str, assignment: TopicAssignment | None) -> None:
+        """A topic's assignment, new or changed (partitions added, replicas reassigned): replicas that are no
+        longer this broker's stop leading and following before their logs are deleted; replicas it gains are
+        opened, then lead or follow as their state says; the others learn their new replica set."""
         if assignment is None:
             return
         with self._lock:
+            old = self.assignments.get(topic)
             self.assignments[topic] = assignment
             new = [p for p in assignment.partitions if (topic, p) not in self._state_watches]
+            states = dict(self.states)
+        changed = [] if old is None else [
+            p for p in assignment.partitions
+            if p in old.partitions and (old.partitions[p], old.removing.get(p)) != (assignment.partitions[p],
+                                                                                   assignment.removing.get(p))]
+        for p in changed:
+            if self.broker_id in old.partitions[p] and self.broker_id not in assignment.partitions[p]:
+                self.replicas.apply(topic, p, None, ())
         self._apply_local(topic, assignment)
+        for p in changed:
+            if self.broker_id in assignment.partitions[p]:
+                self.replicas.apply(topic, p, states.get((topic, p)), assignment.partitions[p],
+                                    assignment.removing.get(p, ()))
         for p in new:
             sub = self.store.watch_partition_state(topic, p, lambda st, p=p: self._on_state(topic, p, st))
             with self._lock:
@@ -297,7 +314,9 @@ class ClusterMember:
             assignment = self.assignments.get(topic)
         replicas = assignment.partitions.get(p, ()) if assignment else ()
         if self.broker_id in replicas:
-            self.replicas.apply(topic, p, state, replicas)
+            self.replicas.apply(topic, p, state, replicas, assignment.removing.get(p, ()))
+        if assignment is not None and (p in assignment.adding or p in assignment.removing):
+            self._poke_controller("reassignment progress")       # its target replicas may all be in sync now
 
     # -- helpers for the view and replication -------------------------------------------------------------------
 
@@ -560,6 +579,24 @@ class ClusterView:
             return {tp: NotControllerError("This is not the correct controller for this cluster.")
                     for tp in partitions}
         return controller.elect_leaders(partitions, unclean)
+
+    def _controller(self) -> Controller:
+        """The running controller if this broker is it, else NotControllerError (Kafka's clients send the request
+        to the controller and look again on that error)."""
+        controller = self.m.controller
+        if controller is None or not controller.active:
+            raise NotControllerError("This is not the correct controller for this cluster.")
+        return controller
+
+    def alter_partition_reassignments(self, changes: dict[tuple[str, int], list[int] | None]
+                                      ) -> dict[tuple[str, int], SeglogError | None]:
+        """AlterPartitionReassignments, done by the controller (Controller.alter_partition_reassignments)."""
+        return self._controller().alter_partition_reassignments(changes)
+
+    def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None
+                                     ) -> dict[tuple[str, int], ReplicaAssignment]:
+        """ListPartitionReassignments, answered by the controller."""
+        return self._controller().list_partition_reassignments(partitions)
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False,
                           timeout_ms: int = CREATE_TIMEOUT_MS, assignments: list[list[int]] | None = None) -> None:

@@ -18,8 +18,8 @@ from ..errors import (InvalidArgumentError, InvalidTopicError, LogClosedError, S
 from ..topic_names import validate_topic_name
 from .events import EventThread, Subscription, Watch
 from .metastore import (AclKey, BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError, MetadataStore,
-                        PartitionState, SessionEvent, TopicAssignment, validate_isr_update, validate_new_partitions,
-                        topic_config, validate_partition_state)
+                        PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment, validate_isr_update,
+                        validate_new_partitions, topic_config, validate_partition_state)
 
 __all__ = ["MemoryCluster", "MemoryMetadataStore"]
 
@@ -287,6 +287,17 @@ class MemoryMetadataStore(MetadataStore):
             self._cluster.topics[topic] = extended
             self._cluster.changed()
             return extended
+
+    def update_replica_assignments(self, topic: str, changes: Mapping[int, ReplicaAssignment],
+                                   controller: ControllerEpoch) -> TopicAssignment:
+        cluster = self._cluster
+        with cluster.lock:
+            self._check_open()
+            cluster.check_controller(controller)
+            updated = self._topic(topic).with_replicas(changes)
+            cluster.topics[topic] = updated
+            cluster.changed()
+            return updated
 
     def get_topic_config(self, topic: str) -> dict[str, str]:
         with self._cluster.lock:

@@ -38,12 +38,12 @@ from enum import Enum
 from typing import Callable, Mapping, Sequence
 
 from ..errors import (InvalidArgumentError, InvalidPartitionsError, InvalidReplicaAssignmentError,
-                      SeglogError, StaleControllerEpochError)
+                      SeglogError, StaleControllerEpochError, UnknownTopicOrPartitionError)
 from .events import Subscription
 
-__all__ = ["BrokerInfo", "TopicAssignment", "PartitionState", "ControllerEpoch", "ControllerChange",
-           "SessionEvent", "MetadataStore", "InvalidUpdateVersionError", "Subscription", "NO_LEADER",
-           "validate_new_partitions", "validate_partition_state", "validate_isr_update", "AclKey",
+__all__ = ["BrokerInfo", "TopicAssignment", "ReplicaAssignment", "validate_replica_assignment", "PartitionState",
+           "ControllerEpoch", "ControllerChange", "SessionEvent", "MetadataStore", "InvalidUpdateVersionError",
+           "Subscription", "NO_LEADER", "validate_new_partitions", "validate_partition_state", "validate_isr_update", "AclKey",
            "topic_config", "new_cluster_id", "restarted_members"]
 
 AclKey = tuple[str, str, str]
@@ -75,17 +75,84 @@ class BrokerInfo:
 
 
 @dataclass(frozen=True)
+class ReplicaAssignment:
+    """One partition's replicas while a reassignment may be under way (Kafka's ReplicaAssignment, KIP-455):
+    ``replicas`` is the full set (target replicas first, then the original ones not in the target),
+    ``adding`` the target replicas not in the original set, ``removing`` the original replicas not in the
+    target. Without a reassignment both are empty and ``replicas`` is the assignment."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        for name in ("replicas", "adding", "removing"):
+            object.__setattr__(self, name, tuple(int(r) for r in getattr(self, name)))
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def origin(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (what cancelling it goes back to), in this set's order: the
+        store keeps no other (Kafka's ``originReplicas``)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    def reassign_to(self, target: Sequence[int]) -> "ReplicaAssignment":
+        """The assignment moving from this one's origin to ``target`` (a cancelled or superseded reassignment's
+        adding replicas drop out): replicas = target + origin, distinct, in that order."""
+        origin = self.origin
+        full = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(full, tuple(r for r in full if r not in origin),
+                                 tuple(r for r in full if r not in target))
+
+
+@dataclass(frozen=True)
 class TopicAssignment:
     """A topic's replica assignment: partition -> replica broker ids, the first being the preferred leader.
-    Partitions are numbered 0..n-1. ``topic_id`` is fixed at creation. The topic's config is stored apart."""
+    Partitions are numbered 0..n-1. ``topic_id`` is fixed at creation. The topic's config is stored apart.
+    ``adding`` / ``removing``: partition -> replicas, for the partitions being reassigned (see
+    ReplicaAssignment; their ``partitions`` entry is the full replica set)."""
 
     topic: str
     partitions: Mapping[int, tuple[int, ...]]
     topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
-        object.__setattr__(self, "partitions",
-                           {int(p): tuple(int(r) for r in rs) for p, rs in sorted(self.partitions.items())})
+        def norm(m, keep_empty=False):
+            return {int(p): tuple(int(r) for r in rs) for p, rs in sorted(m.items()) if rs or keep_empty}
+        object.__setattr__(self, "partitions", norm(self.partitions, keep_empty=True))
+        object.__setattr__(self, "adding", norm(self.adding))
+        object.__setattr__(self, "removing", norm(self.removing))
+
+    def replica_assignment(self, partition: int) -> ReplicaAssignment:
+        """UnknownTopicOrPartitionError for a partition the topic does not have."""
+        if partition not in self.partitions:
+            raise UnknownTopicOrPartitionError(f"Topic '{self.topic}' has no partition {partition}")
+        return ReplicaAssignment(self.partitions[partition], self.adding.get(partition, ()),
+                                 self.removing.get(partition, ()))
+
+    def reassigning(self) -> list[int]:
+        """The partitions with a reassignment under way."""
+        return sorted(set(self.adding) | set(self.removing))
+
+    def with_replicas(self, changes: Mapping[int, ReplicaAssignment]) -> "TopicAssignment":
+        """This assignment with ``changes`` replacing those partitions' entries (all must exist:
+        UnknownTopicOrPartitionError; each valid: InvalidReplicaAssignmentError)."""
+        partitions, adding, removing = dict(self.partitions), dict(self.adding), dict(self.removing)
+        for p, ra in changes.items():
+            if p not in partitions:
+                raise UnknownTopicOrPartitionError(f"Topic '{self.topic}' has no partition {p}")
+            validate_replica_assignment(p, ra)
+            partitions[p], adding[p], removing[p] = ra.replicas, ra.adding, ra.removing
+        return replace(self, partitions=partitions, adding=adding, removing=removing)
 
 
 @dataclass(frozen=True)
@@ -143,6 +210,15 @@ def validate_new_partitions(first: int, partitions: Mapping[int, Sequence[int]])
         if not replicas or len(set(replicas)) != len(replicas) or min(replicas) < 0:
             raise InvalidReplicaAssignmentError(f"Partition {p} has an empty, duplicated or negative replica "
                                                 f"list {list(replicas)}")
+
+
+def validate_replica_assignment(partition: int, ra: ReplicaAssignment) -> None:
+    """Distinct non-negative replicas, none empty; adding and removing are disjoint parts of them, and the
+    target keeps at least one. Raises InvalidReplicaAssignmentError."""
+    rs = ra.replicas
+    if (not rs or len(set(rs)) != len(rs) or min(rs) < 0 or not set(ra.adding) <= set(rs)
+            or not set(ra.removing) <= set(rs) or set(ra.adding) & set(ra.removing) or not ra.target):
+        raise InvalidReplicaAssignmentError(f"Partition {partition}: invalid replica assignment {ra}")
 
 
 def validate_partition_state(state: PartitionState, *, conditional: bool = False) -> None:
@@ -296,6 +372,14 @@ class MetadataStore(ABC):
         """Append partitions numbered from the current count; returns the new assignment. Safe against
         concurrent adders. UnknownTopicOrPartitionError, InvalidTopicError (marked for deletion),
         InvalidPartitionsError, InvalidReplicaAssignmentError."""
+
+    @abstractmethod
+    def update_replica_assignments(self, topic: str, changes: Mapping[int, ReplicaAssignment],
+                                   controller: ControllerEpoch) -> TopicAssignment:
+        """Controller write (partition reassignment): replace those partitions' replicas and their reassignment
+        (adding / removing replicas) in the topic's assignment, atomically with the lease check and safe
+        against concurrent adders of partitions; returns the new assignment. StaleControllerEpochError,
+        UnknownTopicOrPartitionError, InvalidReplicaAssignmentError."""
 
     @abstractmethod
     def get_topic_config(self, topic: str) -> dict[str, str]:

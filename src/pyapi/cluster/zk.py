@@ -34,8 +34,8 @@ from ..topic_names import validate_topic_name
 from . import zklayout as layout
 from .events import EventThread, Subscription, Watch
 from .metastore import (AclKey, BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError,
-                        MetadataStore, PartitionState, SessionEvent, TopicAssignment, validate_isr_update,
-                        validate_new_partitions, validate_partition_state)
+                        MetadataStore, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
+                        validate_isr_update, validate_new_partitions, validate_partition_state)
 
 __all__ = ["ZooKeeperMetadataStore"]
 
@@ -463,6 +463,25 @@ class ZooKeeperMetadataStore(MetadataStore):
                 continue                              # another writer got in first: re-read and re-check
             except NoNodeError:
                 raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'") from None
+
+    def update_replica_assignments(self, topic: str, changes: Mapping[int, ReplicaAssignment],
+                                   controller: ControllerEpoch) -> TopicAssignment:
+        path = layout.topic_path(topic)
+        while True:
+            node = self._get_or_none(path)
+            if node is None:
+                raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'")
+            updated = layout.decode_topic(topic, node[0]).with_replicas(changes)
+            transaction = self._client.transaction()
+            transaction.check(layout.CONTROLLER_EPOCH, controller.version)
+            transaction.set_data(path, layout.encode_topic(updated), version=node[1].version)
+            failed = self._commit(transaction)
+            if failed is None:
+                return updated
+            if failed[0] == 0:
+                raise _stale(controller)
+            if not isinstance(failed[1], BadVersionError):      # changed meanwhile (partitions added): again
+                raise _conflict(failed[1], f"Topic '{topic}'")
 
     def get_topic_config(self, topic: str) -> dict[str, str]:
         node = self._get_or_none(layout.topic_config_path(topic))

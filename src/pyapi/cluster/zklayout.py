@@ -2,7 +2,10 @@
 
 ```
 /brokers/ids/<id>                          ephemeral  {"version":4,"host","port","endpoints","rack",...}; epoch = czxid
-/brokers/topics/<topic>                    persistent {"version":3,"topic_id","partitions":{"0":[1,2]},...}
+/brokers/topics/<topic>                    persistent {"version":3,"topic_id","partitions":{"0":[1,2]},
+                                                      "adding_replicas":{"0":[3]},"removing_replicas":{"0":[1]}}
+                                           (partitions being reassigned, KIP-455: "partitions" holds the
+                                           target replicas then the original ones, as Kafka writes it)
 /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader","leader_epoch","isr","controller_epoch"}
 /controller                                ephemeral  {"version":1,"brokerid","timestamp"}
 /controller_epoch                          persistent "<epoch>" (a decimal string, as Kafka writes it)
@@ -122,13 +125,16 @@ def decode_topic_id(text: str) -> uuid.UUID:
 def encode_topic(assignment: TopicAssignment) -> bytes:
     return _json({"version": 3, "topic_id": encode_topic_id(assignment.topic_id),
                   "partitions": {str(p): list(rs) for p, rs in assignment.partitions.items()},
-                  "adding_replicas": {}, "removing_replicas": {}})
+                  "adding_replicas": {str(p): list(rs) for p, rs in assignment.adding.items()},
+                  "removing_replicas": {str(p): list(rs) for p, rs in assignment.removing.items()}})
 
 
 def decode_topic(topic: str, data: bytes) -> TopicAssignment:
     value = json.loads(data)
     return TopicAssignment(topic, {int(p): rs for p, rs in value["partitions"].items()},
-                           decode_topic_id(value["topic_id"]))
+                           decode_topic_id(value["topic_id"]),
+                           {int(p): rs for p, rs in (value.get("adding_replicas") or {}).items()},
+                           {int(p): rs for p, rs in (value.get("removing_replicas") or {}).items()})
 
 
 def encode_config(config: Mapping[str, str]) -> bytes:

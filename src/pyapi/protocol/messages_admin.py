@@ -1,5 +1,6 @@
 """Schemas of the admin and session APIs: ApiVersions, CreateTopics, DeleteTopics, InitProducerId,
-DescribeConfigs, AlterConfigs, CreatePartitions, IncrementalAlterConfigs, DescribeClientQuotas, AlterClientQuotas.
+DescribeConfigs, AlterConfigs, CreatePartitions, IncrementalAlterConfigs, DescribeLogDirs, DescribeCluster,
+ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, DescribeClientQuotas, AlterClientQuotas.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. ApiVersions v3 is the
 first flexible version of ApiVersions (its response still travels with response header v0).
@@ -229,6 +230,46 @@ ELECT_LEADERS = Api(43, "ElectLeaders", (0, 2), flexible=2, request=(
                 field("error_message", "string", nullable="0+"))),
 ))
 
+# replicas null: cancel the partition's pending reassignment (back to its original replicas)
+ALTER_PARTITION_REASSIGNMENTS = Api(45, "AlterPartitionReassignments", (0, 0), flexible=0, request=(
+    field("timeout_ms", "int32", default=60000),
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("replicas", "[]int32", nullable="0+"))),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16"),
+    field("error_message", "string", nullable="0+"),
+    array("responses",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("error_code", "int16"),
+                field("error_message", "string", nullable="0+"))),
+))
+
+# topics null: every partition being reassigned
+LIST_PARTITION_REASSIGNMENTS = Api(46, "ListPartitionReassignments", (0, 0), flexible=0, request=(
+    field("timeout_ms", "int32", default=60000),
+    array("topics",
+          field("name", "string"),
+          field("partition_indexes", "[]int32"),
+          nullable="0+"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    field("error_code", "int16"),
+    field("error_message", "string", nullable="0+"),
+    array("topics",
+          field("name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("replicas", "[]int32"),
+                field("adding_replicas", "[]int32"),
+                field("removing_replicas", "[]int32"))),
+))
+
 DESCRIBE_CLIENT_QUOTAS = Api(48, "DescribeClientQuotas", (0, 1), flexible=1, request=(
     array("components",
           field("entity_type", "string"),
@@ -271,4 +312,5 @@ ALTER_CLIENT_QUOTAS = Api(49, "AlterClientQuotas", (0, 1), flexible=1, request=(
 
 APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, ALTER_CONFIGS,
         CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER,
-        ELECT_LEADERS, DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)
+        ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLIENT_QUOTAS,
+        ALTER_CLIENT_QUOTAS)

@@ -40,19 +40,34 @@ class _Waiter:
 class LeaderState:
     """Leadership of one partition for one leader epoch (a new epoch gets a new LeaderState)."""
 
-    def __init__(self, partition, broker_id: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]):
+    def __init__(self, partition, broker_id: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
+                 removing: tuple[int, ...] = ()):
         self.partition = partition
         self.log = partition.log
         self.broker_id = broker_id
         self.leader_epoch = leader_epoch
         self.replicas = tuple(replicas)
+        self.removing = frozenset(removing)
         self.isr: set[int] = set(isr) | {broker_id}
         self.epoch_start = self.log.end_offset
         now = time.monotonic()
-        self.followers = {r: _Follower(caught_up=now) for r in replicas if r != broker_id}
+        self.followers = {r: _Follower(caught_up=now) for r in (*replicas, *isr) if r != broker_id}
         self._waiters: list[_Waiter] = []
         self._lock = threading.Lock()
         self.active = True
+
+    def may_join(self, replica_id: int) -> bool:
+        """Whether the follower may be added to the ISR: an assigned replica a reassignment is not removing."""
+        return replica_id in self.replicas and replica_id not in self.removing
+
+    def set_replicas(self, replicas: tuple[int, ...], removing: tuple[int, ...] = ()) -> None:
+        """The partition's replicas changed (a reassignment) within this epoch: track new followers; forget
+        removed ones once they are out of the ISR."""
+        now = time.monotonic()
+        with self._lock:
+            self.replicas, self.removing = tuple(replicas), frozenset(removing)
+            self.followers = {r: self.followers.get(r) or _Follower(caught_up=now)
+                              for r in (*replicas, *self.isr) if r != self.broker_id}
 
     @property
     def min_isr(self) -> int:
@@ -77,8 +92,8 @@ class LeaderState:
                 f.caught_up = max(f.caught_up, f.last_fetch)
             f.last_fetch = now
             f.leader_leo_at_last_fetch = leo
-            grow = (replica_id not in self.isr and fetch_offset >= self.log.high_watermark
-                    and fetch_offset >= self.epoch_start)
+            grow = (replica_id not in self.isr and self.may_join(replica_id)
+                    and fetch_offset >= self.log.high_watermark and fetch_offset >= self.epoch_start)
         self.update_high_watermark()
         return grow
 
@@ -114,8 +129,11 @@ class LeaderState:
 
     def set_isr(self, isr) -> None:
         """The store now holds `isr` for this epoch: use it, and check the high watermark again."""
+        now = time.monotonic()
         with self._lock:
             self.isr = set(isr) | {self.broker_id}
+            for r in self.isr - set(self.followers) - {self.broker_id}:
+                self.followers[r] = _Follower(caught_up=now)
         self.update_high_watermark()
 
     # -- acks=all -----------------------------------------------------------------------------------------------

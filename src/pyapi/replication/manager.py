@@ -62,8 +62,11 @@ class ReplicaManager:
 
     # -- roles ------------------------------------------------------------------------------------------------
 
-    def apply(self, topic: str, index: int, state: PartitionState | None, replicas: tuple[int, ...]) -> None:
-        """React to the current state of a local replica (None: the partition is gone or not ours)."""
+    def apply(self, topic: str, index: int, state: PartitionState | None, replicas: tuple[int, ...],
+              removing: tuple[int, ...] = ()) -> None:
+        """React to the current state of a local replica (None: the partition is gone or not ours). ``replicas``:
+        the partition's replica set; ``removing``: those a reassignment is removing (a leader never adds them
+        to the ISR again, so the ISR can shrink to the target)."""
         key = (topic, index)
         with self._lock:
             if state is None or self.broker_id not in replicas:
@@ -85,10 +88,13 @@ class ReplicaManager:
                 self._unfollow(key)
                 current = self._leaders.get(key)
                 if current is not None and current.leader_epoch == state.leader_epoch:
+                    current.set_replicas(replicas, removing)
                     current.set_isr(state.isr)
+                    if not set(state.isr) <= set(replicas):
+                        self._queue_isr_check(topic, index, state.leader_epoch)    # drop the unassigned
                     return
                 self._resign(key)
-                self._become_leader(key, part, state, replicas)
+                self._become_leader(key, part, state, replicas, removing)
             else:
                 self._resign(key)
                 if state.leader == NO_LEADER or self._stopped_following:
@@ -96,9 +102,9 @@ class ReplicaManager:
                 else:
                     self._follow(key, part, state)
 
-    def _become_leader(self, key, part, state: PartitionState, replicas) -> None:
+    def _become_leader(self, key, part, state: PartitionState, replicas, removing) -> None:
         part.log.leader_epoch = state.leader_epoch          # the epoch cache records where this epoch starts
-        ls = LeaderState(part, self.broker_id, state.leader_epoch, replicas, state.isr)
+        ls = LeaderState(part, self.broker_id, state.leader_epoch, replicas, state.isr, removing)
         self.node._leadership_changed(part, True)           # before requests see the leadership (group loads)
         self._leaders[key] = ls
         ls.update_high_watermark()
@@ -240,8 +246,10 @@ class ReplicaManager:
             now = time.monotonic()
             lagging = set(ls.lagging(now, self.config.replica_lag_time_max_ms))
             hw = ls.log.high_watermark
-            grow = {r for r, f in ls.followers.items() if r not in ls.isr and f.leo >= hw and f.leo >= ls.epoch_start}
-            new_isr = tuple(r for r in base.isr if r not in lagging) + tuple(sorted(grow - set(base.isr)))
+            grow = {r for r, f in ls.followers.items() if r not in ls.isr and ls.may_join(r)
+                    and f.leo >= hw and f.leo >= ls.epoch_start}
+            new_isr = (tuple(r for r in base.isr if r not in lagging and r in ls.replicas)
+                       + tuple(sorted(grow - set(base.isr))))
             if self.broker_id not in new_isr:
                 new_isr = (self.broker_id,) + new_isr
             if set(new_isr) == set(base.isr):

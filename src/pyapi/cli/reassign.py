@@ -1,0 +1,255 @@
+"""`seglog reassign-partitions`: move partition replicas between brokers, shaped like kafka-reassign-partitions.sh
+(the same options, JSON files and output lines).
+
+    seglog reassign-partitions --bootstrap-server localhost:9092 --generate \\
+        --topics-to-move-json-file topics.json --broker-list 1,2,3
+    seglog reassign-partitions --bootstrap-server localhost:9092 --execute --reassignment-json-file plan.json
+    seglog reassign-partitions --bootstrap-server localhost:9092 --verify --reassignment-json-file plan.json
+    seglog reassign-partitions --bootstrap-server localhost:9092 --cancel --reassignment-json-file plan.json
+    seglog reassign-partitions --bootstrap-server localhost:9092 --list
+
+topics.json is ``{"version": 1, "topics": [{"topic": "pet"}]}``; plan.json is ``{"version": 1, "partitions":
+[{"topic": "pet", "partition": 0, "replicas": [2, 3]}]}`` ("log_dirs", if given, may only say "any": a seglog
+broker has one log directory). --generate prints the current assignment and a proposed one over the brokers
+listed (Kafka's rack-unaware placement); --execute starts the reassignments (the controller adds the new
+replicas, waits until they are in sync, then removes the old ones), printing the current assignment to keep for
+a rollback; --verify tells which are done; --cancel puts the partitions still moving back on their original
+replicas. Replication throttles (--throttle) are not supported.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..cluster.placement import assign_replicas
+from .common import CliError, UsageError, out
+from .connect import connect
+
+_ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+EXISTING = ("Cannot execute because there is an existing partition assignment.  Use --additional to override this "
+            "and create a new partition assignment in addition to the existing one. The --additional flag can also "
+            "be used to change the throttle by resubmitting the current reassignment.")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("reassign-partitions", help="move partition replicas between brokers "
+                                                   "(kafka-reassign-partitions.sh)",
+                       description="Move partition replicas between brokers, like kafka-reassign-partitions.sh.")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker of the cluster")
+    for action, text in (("generate", "propose an assignment of the topics in --topics-to-move-json-file over "
+                                      "--broker-list"),
+                         ("execute", "start the reassignment in --reassignment-json-file"),
+                         ("verify", "tell whether the reassignment in --reassignment-json-file is done"),
+                         ("cancel", "cancel the reassignment in --reassignment-json-file"),
+                         ("list", "list the partitions being reassigned")):
+        p.add_argument(f"--{action}", action="store_true", help=text)
+    p.add_argument("--reassignment-json-file", metavar="FILE",
+                   help='{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
+    p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"version": 1, "topics": [{"topic": "t"}]}')
+    p.add_argument("--broker-list", metavar="B1,B2", help="the brokers to place the topics on (--generate)")
+    p.add_argument("--additional", action="store_true",
+                   help="--execute even though other reassignments are in progress")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="accepted for compatibility (seglog has no replication throttles)")
+    p.set_defaults(func=cmd_reassign_partitions)
+
+
+def _read_json(path: str) -> object:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except ValueError as e:
+        raise CliError(f"{path} is not JSON: {e}") from None
+
+
+def read_reassignment(path: str) -> dict[tuple[str, int], list[int]]:
+    """The partitions and target replicas of a reassignment JSON file, in file order; CliError for anything
+    else (no partitions, a partition twice, a replica twice, log dirs other than "any")."""
+    doc = _read_json(path)
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise CliError(f'{path}: expected {{"version": 1, "partitions": [{{"topic": ..., "partition": ..., '
+                       f'"replicas": [...]}}]}}')
+    if not entries:
+        raise CliError("Partition reassignment list cannot be empty")
+    plan: dict[tuple[str, int], list[int]] = {}
+    for e in entries:
+        if not (isinstance(e, dict) and isinstance(e.get("topic"), str) and type(e.get("partition")) is int
+                and isinstance(e.get("replicas"), list) and all(type(r) is int for r in e["replicas"])):
+            raise CliError(f"{path}: each partition needs a string topic, an integer partition and a list of "
+                           f"integer replicas: {e!r}")
+        tp = (e["topic"], e["partition"])
+        if tp in plan:
+            raise CliError(f"Partition reassignment contains duplicate topic partitions: {_tp(tp)}")
+        replicas = e["replicas"]
+        if len(set(replicas)) != len(replicas):
+            dup = next(r for r in replicas if replicas.count(r) > 1)
+            raise CliError(f"Partition replica lists may not contain duplicate entries: {_tp(tp)} contains {dup}")
+        dirs = e.get("log_dirs")
+        if dirs is not None:
+            if not isinstance(dirs, list) or len(dirs) != len(replicas):
+                raise CliError(f"Size of replicas list {replicas} is different from size of log dirs list {dirs} "
+                               f"for partition {_tp(tp)}")
+            if any(d != "any" for d in dirs):
+                raise CliError(f"{_tp(tp)}: log_dirs other than \"any\" are not supported (a seglog broker has "
+                               f"one log directory)")
+        plan[tp] = replicas
+    return plan
+
+
+def read_topics_to_move(path: str) -> list[str]:
+    doc = _read_json(path)
+    entries = doc.get("topics") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("topic"), str)
+                                                for e in entries):
+        raise CliError(f'{path}: expected {{"version": 1, "topics": [{{"topic": "t"}}]}}')
+    topics = [e["topic"] for e in entries]
+    dups = sorted({t for t in topics if topics.count(t) > 1})
+    if dups:
+        raise CliError(f"List of topics to reassign contains duplicate entries: {','.join(dups)}")
+    return topics
+
+
+def assignment_json(assignment: dict[tuple[str, int], tuple[int, ...] | list[int]]) -> str:
+    """Kafka's reassignment JSON, partitions sorted by topic then partition, every log dir "any"."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(rs), "log_dirs": ["any"] * len(rs)}
+        for (t, p), rs in sorted(assignment.items())]}, separators=(",", ":"))
+
+
+def _tp(tp: tuple[str, int]) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _tps(tps) -> str:
+    return ",".join(_tp(tp) for tp in sorted(tps))
+
+
+def _action(args) -> str:
+    chosen = [a for a in _ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        raise UsageError("Command must include exactly one action: --generate, --execute, --verify, --cancel, "
+                         "or --list")
+    action = chosen[0]
+    if action in ("execute", "verify", "cancel") and not args.reassignment_json_file:
+        raise UsageError(f"Missing required argument \"[reassignment-json-file]\" (with --{action})")
+    if action == "generate" and not (args.topics_to_move_json_file and args.broker_list):
+        raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+    return action
+
+
+def _current(admin, partitions) -> dict[tuple[str, int], tuple[int, ...]]:
+    """The replicas of each partition, from fresh metadata (UnknownTopicOrPartitionError for a missing one)."""
+    found, topics = {}, {}
+    for t, p in partitions:
+        if t not in topics:
+            topics[t] = {pi.partition: pi.replicas for pi in admin.describe_topic(t).partitions}
+        if p not in topics[t]:
+            raise CliError(f"Unable to find partition: {t}-{p}")
+        found[(t, p)] = topics[t][p]
+    return found
+
+
+def cmd_reassign_partitions(args) -> int:
+    action = _action(args)
+    with connect(args) as admin:
+        if action == "list":
+            return _list(admin)
+        if action == "generate":
+            return _generate(admin, args)
+        plan = read_reassignment(args.reassignment_json_file)
+        if action == "execute":
+            return _execute(admin, plan, args.additional)
+        if action == "verify":
+            return _verify(admin, plan)
+        return _cancel(admin, plan)
+
+
+def _list(admin) -> int:
+    moving = admin.list_partition_reassignments()
+    if not moving:
+        out("No partition reassignments found.")
+        return 0
+    out("Current partition reassignments:")
+    for tp, ra in sorted(moving.items()):
+        out(f"{_tp(tp)}: replicas: {','.join(map(str, ra.replicas))}."
+            + (f" adding: {','.join(map(str, ra.adding))}." if ra.adding else "")
+            + (f" removing: {','.join(map(str, ra.removing))}." if ra.removing else ""))
+    return 0
+
+
+def _generate(admin, args) -> int:
+    topics = read_topics_to_move(args.topics_to_move_json_file)
+    try:
+        brokers = [int(b) for b in args.broker_list.split(",")]
+    except ValueError:
+        raise UsageError(f"--broker-list must be comma-separated broker ids, not {args.broker_list!r}") from None
+    dups = sorted({b for b in brokers if brokers.count(b) > 1})
+    if dups:
+        raise CliError(f"Broker list contains duplicate entries: {','.join(map(str, dups))}")
+    current: dict[tuple[str, int], tuple[int, ...]] = {}
+    for t in topics:
+        current.update({(t, pi.partition): pi.replicas for pi in admin.describe_topic(t).partitions})
+    known = set(admin.cluster.broker_ids())
+    usable = [b for b in brokers if b in known]
+    proposed: dict[tuple[str, int], tuple[int, ...]] = {}
+    for t in topics:
+        parts = sorted(p for tt, p in current if tt == t)
+        placement = assign_replicas(usable, len(parts), len(current[(t, parts[0])]))
+        proposed.update({(t, p): placement[p] for p in parts})
+    out("Current partition replica assignment")
+    out(assignment_json(current))
+    out("")
+    out("Proposed partition reassignment configuration")
+    out(assignment_json(proposed))
+    return 0
+
+
+def _execute(admin, plan, additional: bool) -> int:
+    if not additional and admin.list_partition_reassignments():
+        raise CliError(EXISTING)
+    known = set(admin.cluster.broker_ids())
+    unknown = next((b for rs in plan.values() for b in rs if b not in known), None)
+    if unknown is not None:
+        raise CliError(f"Unknown broker id {unknown}")
+    current = _current(admin, plan)
+    out("Current partition replica assignment")
+    out("")
+    out(assignment_json(current))
+    out("")
+    out("Save this to use as the --reassignment-json-file option during rollback")
+    errors = {tp: e for tp, e in admin.alter_partition_reassignments(plan).items() if e is not None}
+    if errors:
+        raise CliError("Error reassigning partition(s):\n"
+                       + "\n".join(f"{_tp(tp)}: {errors[tp]}" for tp in sorted(errors)))
+    out(f"Successfully started partition reassignment{'' if len(plan) == 1 else 's'} for {_tps(plan)}")
+    return 0
+
+
+def _verify(admin, plan) -> int:
+    moving = admin.list_partition_reassignments(list(plan))
+    current = _current(admin, [tp for tp in plan if tp not in moving])
+    out("Status of partition reassignment:")
+    for tp in sorted(plan):
+        if tp in moving:
+            out(f"Reassignment of partition {_tp(tp)} is still in progress.")
+        elif list(current[tp]) == list(plan[tp]):
+            out(f"Reassignment of partition {_tp(tp)} is completed.")
+        else:
+            out(f"There is no active reassignment of partition {_tp(tp)}, but replica set is "
+                f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, plan[tp]))}.")
+    return 0
+
+
+def _cancel(admin, plan) -> int:
+    moving = [tp for tp, ra in admin.list_partition_reassignments(list(plan)).items() if ra.reassigning]
+    if moving:
+        errors = {tp: e for tp, e in admin.alter_partition_reassignments(dict.fromkeys(moving)).items()
+                  if e is not None}
+        if errors:
+            raise CliError(f"Error cancelling partition reassignment{'' if len(errors) == 1 else 's'} for:\n"
+                           + "\n".join(f"{_tp(tp)}: {errors[tp]}" for tp in sorted(errors)))
+        out(f"Successfully cancelled partition reassignment{'' if len(moving) == 1 else 's'} for: {_tps(moving)}")
+    else:
+        out("None of the specified partition reassignments are active.")
+    return 0

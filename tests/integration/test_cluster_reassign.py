@@ -1,0 +1,172 @@
+"""Partition reassignment (KIP-455) on a real 3-broker cluster (ZooKeeper + ``python -m seglog broker``
+subprocesses, brokers 0, 1, 2), driven by `seglog reassign-partitions` and by kafka-python's AdminClient:
+
+- a partition with data moves from brokers [0, 1] to [1, 2] while a producer writes with acks=all: no
+  acknowledged record is lost, leadership leaves broker 0, the new replica holds the same log byte for byte,
+  and broker 0 deletes its copy;
+- a reassignment that cannot complete (its new replica's broker is stalled) is listed with its adding and
+  removing replicas, and cancelled back to the original replicas; errors are Kafka's; a broker that is not
+  the controller answers NOT_CONTROLLER;
+- --generate proposes a placement over the brokers listed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from test_cli import fails, ok
+
+from cluster_harness import BackgroundProducer, Cluster, close_producers, consume_all, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
+
+NOT_CONTROLLER, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS = 41, 39, 85
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper_server, tmp_path_factory):
+    # a long session: a paused broker stays registered (alive to the controller) while a test holds it
+    c = Cluster(zookeeper_server.connect_string, tmp_path_factory.mktemp("reassign"), 3,
+                {"zookeeper.session.timeout.ms": 20000}, chroot=f"/reassign-{int(time.time() * 1000) % 10**8}")
+    try:
+        c.start()
+        yield c
+    finally:
+        close_producers()
+        c.close()
+
+
+def create(c: Cluster, topic: str, replicas: list[int]) -> None:
+    from kafka.admin import NewTopic
+
+    admin = c.admin()
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={0: replicas})])
+    finally:
+        admin.close()
+    c.wait_isr(topic, 0, replicas)
+
+
+def plan_file(path, topic: str, replicas: list[int]) -> str:
+    path.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": replicas}]}))
+    return str(path)
+
+
+def local_copies(c: Cluster, broker: int, topic: str) -> list[str]:
+    """The broker's directories of the topic's partition 0, those renamed for deletion included."""
+    return sorted(d.name for d in c.brokers[broker].data_dir.iterdir() if d.name.startswith(f"{topic}-0"))
+
+
+def test_a_partition_moves_with_its_data_while_a_producer_writes(cluster, tmp_path):
+    c = cluster
+    create(c, "moved", [0, 1])
+    producer = BackgroundProducer(c.bootstrap, "moved", [0], tag=b"m", rate=200)
+    producer.send_sync(3000)                                       # data to copy before the new replica syncs
+    producer.start()
+    producer.wait_acked(100, 30)
+    plan = plan_file(tmp_path / "plan.json", "moved", [1, 2])
+    out = ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute", "--reassignment-json-file", plan)
+    assert out.splitlines() == [
+        "Current partition replica assignment", "",
+        '{"version":1,"partitions":[{"topic":"moved","partition":0,"replicas":[0,1],"log_dirs":["any","any"]}]}',
+        "", "Save this to use as the --reassignment-json-file option during rollback",
+        "Successfully started partition reassignment for moved-0"]
+
+    def completed():
+        out = ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--verify", "--reassignment-json-file",
+                 plan)
+        assert out.splitlines()[0] == "Status of partition reassignment:"
+        return out.splitlines()[1] == "Reassignment of partition moved-0 is completed."
+    wait_until(completed, 90, "the reassignment to complete", interval=1, details=c.describe)
+    producer.wait_acked(100, 30, details=c.describe)                # the producer goes on at the new leader
+    producer.stop()
+
+    assert c.assignment("moved") == {0: [1, 2]}
+    st = c.wait_isr("moved", 0, [1, 2])
+    assert st["leader"] in (1, 2)
+    acked = {seq for seq, _, _ in producer.acked[0]}
+    records = consume_all(c.bootstrap, "moved", [0])[0]
+    stored = {BackgroundProducer.parse(v)[2] for _, _, v in records}
+    assert len(acked) > 3000 and not acked - stored, sorted(acked - stored)[:10]
+    log = c.wait_converged("moved", 0, min_end=len(records))
+    assert log.end_offset >= len(records)
+    wait_until(lambda: local_copies(c, 0, "moved") == [], 30, "broker 0 to delete its replica of moved-0",
+               details=lambda: f"{local_copies(c, 0, 'moved')}\n{c.describe()}")
+    assert ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--list") == \
+        "No partition reassignments found.\n"
+
+
+def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
+    """A broker other than the controller is paused (still registered): a move onto it is accepted and cannot
+    complete, so it is listed, refused a second --execute, and cancelled back to the original replicas."""
+    from kafka import TopicPartition
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    from seglog.client import BrokerConnection
+    from seglog.protocol import ApiKey
+
+    c = cluster
+    controller, _ = c.controller()
+    stalled = max(b for b in c.brokers if b != controller)
+    a, b = sorted(set(c.brokers) - {stalled})
+    reachable = c.bootstrap_of([a, b])
+    create(c, "held", [a, b])
+    tp = TopicPartition("held", 0)
+    admin = c.admin()
+    try:
+        results = admin.alter_partition_reassignments({tp: [a, 9], TopicPartition("held", 4): [a, b]})
+        assert results[tp] is InvalidReplicationAssignmentError                  # broker 9 is not alive
+        assert results[TopicPartition("held", 4)].errno == 3                     # UNKNOWN_TOPIC_OR_PARTITION
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+        conn = BrokerConnection("127.0.0.1", c.brokers[stalled].port, client_id="reassign-test", timeout=10)
+        try:
+            r = conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout_ms": 1000, "topics": None})
+            assert r["error_code"] == NOT_CONTROLLER
+        finally:
+            conn.close()
+
+        plan = plan_file(tmp_path / "plan.json", "held", [a, stalled])
+        c.brokers[stalled].pause()                     # registered, but it will not fetch: the move cannot end
+        try:
+            assert admin.alter_partition_reassignments({tp: [a, stalled]}) == {tp: None}
+            assert admin.list_partition_reassignments() == {
+                tp: {"replicas": [a, stalled, b], "adding_replicas": [stalled], "removing_replicas": [b]}}
+            assert ok("reassign-partitions", "--bootstrap-server", reachable, "--list").splitlines() == [
+                "Current partition reassignments:",
+                f"held-0: replicas: {a},{stalled},{b}. adding: {stalled}. removing: {b}."]
+            fails(1, "Cannot execute because there is an existing partition assignment", "reassign-partitions",
+                  "--bootstrap-server", reachable, "--execute", "--reassignment-json-file", plan)
+            assert ok("reassign-partitions", "--bootstrap-server", reachable, "--verify",
+                      "--reassignment-json-file", plan).splitlines()[1] == \
+                "Reassignment of partition held-0 is still in progress."
+            assert ok("reassign-partitions", "--bootstrap-server", reachable, "--cancel",
+                      "--reassignment-json-file", plan) == "Successfully cancelled partition reassignment for: held-0\n"
+            assert c.assignment("held") == {0: [a, b]}
+        finally:
+            c.brokers[stalled].resume()
+        assert admin.list_partition_reassignments() == {}
+        assert ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--cancel",
+                  "--reassignment-json-file", plan) == "None of the specified partition reassignments are active.\n"
+        c.wait_isr("held", 0, [a, b])
+        wait_until(lambda: local_copies(c, stalled, "held") == [], 30,
+                   f"broker {stalled} to hold no replica of held-0", details=c.describe)
+    finally:
+        admin.close()
+
+
+def test_generate_proposes_an_assignment_over_the_brokers_listed(cluster, tmp_path):
+    c = cluster
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "moved"}]}))
+    lines = ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--generate", "--topics-to-move-json-file",
+               topics, "--broker-list", "0,2").splitlines()
+    assert lines[0] == "Current partition replica assignment" and lines[2:4] == [
+        "", "Proposed partition reassignment configuration"]
+    assert json.loads(lines[1])["partitions"] == [{"topic": "moved", "partition": 0, "replicas": [1, 2],
+                                                   "log_dirs": ["any", "any"]}]
+    [proposed] = json.loads(lines[4])["partitions"]
+    assert sorted(proposed["replicas"]) == [0, 2] and proposed["log_dirs"] == ["any", "any"]
+    fails(2, "exactly one action", "reassign-partitions", "--bootstrap-server", c.bootstrap, "--list", "--verify")
