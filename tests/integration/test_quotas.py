@@ -209,6 +209,7 @@ def test_request_percentage_throttles_any_request_at_most_one_window(broker, cap
                      ["throttle_time_ms"] for _ in range(2)]
         assert time.monotonic() - started >= 0.9, throttles  # the first one's mute
     assert throttles == [1000, 1000]
+    assert broker.broker.metrics.snapshot()["latency"]["metadata_throttle"]["count"] >= 2
     with RawConnection(("127.0.0.1", broker.port), client_id="another", timeout=30) as conn:
         assert conn.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})[
             "throttle_time_ms"] == 0

@@ -7,7 +7,8 @@ Readable as a dict (``Broker.metrics.snapshot()``), and over HTTP when the broke
 - Latency percentiles come from the last RESERVOIR samples of each kind. A request's latency is the broker's
   time on it: a Fetch's long-poll wait (for ``min_bytes``, up to ``max_wait_ms``) is left out and reported
   as its own kind, ``fetch_wait`` (Kafka splits its request time the same way). ``produce_append`` is the
-  append plus the acks wait of one partition.
+  append plus the acks wait of one partition. ``<api>_throttle`` (``produce_throttle``, ``fetch_throttle``, ...) are
+  the throttle times given to clients over their quotas (seglog.quotas), in seconds.
 - ``corrupt_batches``: per partition, fetches answered CORRUPT_MESSAGE because a stored batch failed its checks
   (each also logs an ERROR naming file, offset and position).
 - ``recovery_lost_offsets``: per partition, the offsets its log no longer held when it opened although its

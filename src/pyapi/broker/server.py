@@ -465,8 +465,10 @@ class Broker:
             throttle = max(_throttled.get(), self.quota_throttle(REQUEST, busy * 100))
         client_side = client_throttles(header.api_key, header.api_version)
         held = 0.0
-        if throttle and response is not None:
-            response["throttle_time_ms"] = throttle
+        if throttle:
+            self.metrics.observe(f"{name}_throttle", throttle / 1000)
+            if response is not None:
+                response["throttle_time_ms"] = throttle
         if throttle and (response is None or not client_side):
             await asyncio.sleep(throttle / 1000)        # KIP-219: the response itself waits for an old client
             held = throttle / 1000
