@@ -6,8 +6,10 @@ subprocesses, brokers 0, 1, 2), driven by `seglog reassign-partitions` and by ka
   and broker 0 deletes its copy;
 - a reassignment that cannot complete (its new replica's broker is stalled) is listed with its adding and
   removing replicas, and cancelled back to the original replicas; errors are Kafka's; a broker that is not
-  the controller answers NOT_CONTROLLER;
-- --generate proposes a placement over the brokers listed.
+  the controller answers NOT_CONTROLLER; `seglog topics --describe` shows the adding and removing replicas;
+- the controller stops in the middle of a move: the next one completes it, and the removed broker deletes its
+  copy when it starts again;
+- --generate proposes a placement over the brokers listed; bad JSON files are refused with Kafka's messages.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import pytest
 from test_cli import fails, ok
 
-from cluster_harness import BackgroundProducer, Cluster, close_producers, consume_all, wait_until
+from cluster_harness import BackgroundProducer, Cluster, close_producers, consume_all, raw_produce, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
@@ -161,6 +163,44 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
                    f"broker {stalled} to hold no replica of held-0", details=c.describe)
     finally:
         admin.close()
+
+
+def test_a_new_controller_completes_a_reassignment_and_a_removed_broker_drops_its_copy_at_start(cluster):
+    """The controller stops while a move onto a stalled broker waits; the next controller completes the move once
+    that broker catches up, and the stopped broker, removed meanwhile, deletes its copy when it starts again."""
+    from kafka import TopicPartition
+
+    c = cluster
+    first, _ = c.controller()
+    stalled = max(b for b in c.brokers if b != first)
+    other = next(b for b in c.brokers if b not in (first, stalled))
+    create(c, "handover", [first, other])
+    assert raw_produce("127.0.0.1", c.brokers[c.leader("handover", 0)].port, "handover", 0,
+                       [b"v%d" % i for i in range(50)])[0] == 0
+    tp = TopicPartition("handover", 0)
+    admin = c.admin()
+    c.brokers[stalled].pause()
+    try:
+        assert admin.alter_partition_reassignments({tp: [other, stalled]}) == {tp: None}
+    finally:
+        admin.close()
+    c.brokers[first].stop()                            # a controlled shutdown: leadership goes to `other`
+    try:
+        wait_until(lambda: c.controller()[0] == other, 30, f"broker {other} to take over as controller",
+                   details=c.describe)
+        assert c.assignment("handover") == {0: [other, stalled, first]}           # still moving
+        c.brokers[stalled].resume()
+        wait_until(lambda: c.assignment("handover") == {0: [other, stalled]}, 60, "the move to complete",
+                   details=c.describe)
+        assert c.wait_isr("handover", 0, [other, stalled])["leader"] == other
+        c.wait_converged("handover", 0, min_end=50)
+        assert local_copies(c, first, "handover") == ["handover-0"]               # it was stopped meanwhile
+    finally:
+        c.brokers[stalled].resume()
+        c.brokers[first].start()
+    wait_until(lambda: local_copies(c, first, "handover") == [], 30, f"broker {first} to delete its old copy",
+               details=c.describe)
+    wait_until(lambda: set(c.live_ids()) == set(c.brokers), 30, "every broker registered", details=c.describe)
 
 
 def test_generate_proposes_an_assignment_over_the_brokers_listed(cluster, tmp_path):
