@@ -6,8 +6,10 @@ subprocesses, brokers 0, 1, 2), driven by `seglog reassign-partitions` and by ka
   and broker 0 deletes its copy;
 - a reassignment that cannot complete (its new replica's broker is stalled) is listed with its adding and
   removing replicas, and cancelled back to the original replicas; errors are Kafka's; a broker that is not
-  the controller answers NOT_CONTROLLER;
-- --generate proposes a placement over the brokers listed.
+  the controller answers NOT_CONTROLLER; `seglog topics --describe` shows the adding and removing replicas;
+- the controller stops in the middle of a move: the next one completes it, and the removed broker deletes its
+  copy when it starts again;
+- --generate proposes a placement over the brokers listed; bad JSON files are refused with Kafka's messages.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import pytest
 from test_cli import fails, ok
 
-from cluster_harness import BackgroundProducer, Cluster, close_producers, consume_all, wait_until
+from cluster_harness import BackgroundProducer, Cluster, close_producers, consume_all, raw_produce, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
@@ -137,6 +139,12 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
             assert ok("reassign-partitions", "--bootstrap-server", reachable, "--list").splitlines() == [
                 "Current partition reassignments:",
                 f"held-0: replicas: {a},{stalled},{b}. adding: {stalled}. removing: {b}."]
+            described = ok("topics", "--bootstrap-server", reachable, "--describe", "--topic", "held").splitlines()
+            assert "\tReplicationFactor: 2\t" in described[0]              # the original replicas' count
+            assert described[1].endswith(f"\tReplicas: {a},{stalled},{b}\tIsr: {a},{b}\tAdding Replicas: "
+                                         f"{stalled}\tRemoving Replicas: {b}"), described
+            assert ok("topics", "--bootstrap-server", reachable, "--describe", "--topic", "held",
+                      "--under-replicated-partitions") == ""
             fails(1, "Cannot execute because there is an existing partition assignment", "reassign-partitions",
                   "--bootstrap-server", reachable, "--execute", "--reassignment-json-file", plan)
             assert ok("reassign-partitions", "--bootstrap-server", reachable, "--verify",
@@ -157,6 +165,44 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
         admin.close()
 
 
+def test_a_new_controller_completes_a_reassignment_and_a_removed_broker_drops_its_copy_at_start(cluster):
+    """The controller stops while a move onto a stalled broker waits; the next controller completes the move once
+    that broker catches up, and the stopped broker, removed meanwhile, deletes its copy when it starts again."""
+    from kafka import TopicPartition
+
+    c = cluster
+    first, _ = c.controller()
+    stalled = max(b for b in c.brokers if b != first)
+    other = next(b for b in c.brokers if b not in (first, stalled))
+    create(c, "handover", [first, other])
+    assert raw_produce("127.0.0.1", c.brokers[c.leader("handover", 0)].port, "handover", 0,
+                       [b"v%d" % i for i in range(50)])[0] == 0
+    tp = TopicPartition("handover", 0)
+    admin = c.admin()
+    c.brokers[stalled].pause()
+    try:
+        assert admin.alter_partition_reassignments({tp: [other, stalled]}) == {tp: None}
+    finally:
+        admin.close()
+    c.brokers[first].stop()                            # a controlled shutdown: leadership goes to `other`
+    try:
+        wait_until(lambda: c.controller()[0] == other, 30, f"broker {other} to take over as controller",
+                   details=c.describe)
+        assert c.assignment("handover") == {0: [other, stalled, first]}           # still moving
+        c.brokers[stalled].resume()
+        wait_until(lambda: c.assignment("handover") == {0: [other, stalled]}, 60, "the move to complete",
+                   details=c.describe)
+        assert c.wait_isr("handover", 0, [other, stalled])["leader"] == other
+        c.wait_converged("handover", 0, min_end=50)
+        assert local_copies(c, first, "handover") == ["handover-0"]               # it was stopped meanwhile
+    finally:
+        c.brokers[stalled].resume()
+        c.brokers[first].start()
+    wait_until(lambda: local_copies(c, first, "handover") == [], 30, f"broker {first} to delete its old copy",
+               details=c.describe)
+    wait_until(lambda: set(c.live_ids()) == set(c.brokers), 30, "every broker registered", details=c.describe)
+
+
 def test_generate_proposes_an_assignment_over_the_brokers_listed(cluster, tmp_path):
     c = cluster
     topics = tmp_path / "topics.json"
@@ -170,3 +216,29 @@ def test_generate_proposes_an_assignment_over_the_brokers_listed(cluster, tmp_pa
     [proposed] = json.loads(lines[4])["partitions"]
     assert sorted(proposed["replicas"]) == [0, 2] and proposed["log_dirs"] == ["any", "any"]
     fails(2, "exactly one action", "reassign-partitions", "--bootstrap-server", c.bootstrap, "--list", "--verify")
+
+
+def test_bad_reassignment_files_are_refused_before_any_broker_is_asked(tmp_path):
+    nowhere = "127.0.0.1:1"
+
+    def refused(needle, doc, action="--execute"):
+        path = tmp_path / "plan.json"
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        fails(1, needle, "reassign-partitions", "--bootstrap-server", nowhere, action, "--reassignment-json-file",
+              path)
+
+    refused("is not JSON", "{")
+    refused("Partition reassignment list cannot be empty", {"version": 1, "partitions": []})
+    refused("each partition needs", {"partitions": [{"topic": "t", "partition": "0", "replicas": [1]}]})
+    refused("duplicate topic partitions: t-0", {"partitions": [{"topic": "t", "partition": 0, "replicas": [1]},
+                                                               {"topic": "t", "partition": 0, "replicas": [2]}]})
+    refused("may not contain duplicate entries: t-0 contains 1",
+            {"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}, "--verify")
+    refused("log_dirs other than", {"partitions": [{"topic": "t", "partition": 0, "replicas": [1],
+                                                    "log_dirs": ["/d"]}]}, "--cancel")
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "a"}, {"topic": "a"}]}))
+    fails(1, "List of topics to reassign contains duplicate entries: a", "reassign-partitions", "--bootstrap-server",
+          nowhere, "--generate", "--topics-to-move-json-file", topics, "--broker-list", "1,2")
+    fails(2, "--generate needs", "reassign-partitions", "--bootstrap-server", nowhere, "--generate",
+          "--broker-list", "1,2")

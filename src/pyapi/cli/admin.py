@@ -31,11 +31,19 @@ __all__ = ["Admin", "PartitionInfo", "TopicDescription", "GroupListing", "Member
 
 
 class PartitionInfo(NamedTuple):
-    """One partition as Metadata describes it: broker ids of its leader, replicas and in-sync replicas."""
+    """One partition as Metadata describes it: broker ids of its leader, replicas and in-sync replicas; while it
+    is being reassigned, the replicas being added and removed (ListPartitionReassignments)."""
     partition: int
     leader: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def replication_factor(self) -> int:
+        """As kafka-topics.sh counts it: a partition being reassigned has its original replicas' count."""
+        return len(self.replicas) - len(self.adding)
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class TopicDescription:
 
     @property
     def replication_factor(self) -> int:
-        return len(self.partitions[0].replicas) if self.partitions else 0
+        return self.partitions[0].replication_factor if self.partitions else 0
 
 
 class GroupListing(NamedTuple):
@@ -229,6 +237,11 @@ class Admin(ABC):
         error (ElectionNotNeededError, PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError,
         UnknownTopicOrPartitionError)."""
         return self.node.elect_leaders(None if partitions is None else list(partitions), unclean)
+
+    def list_partition_reassignments(self, partitions: Iterable[tuple[str, int]] | None = None) -> dict:
+        """ListPartitionReassignments: {(topic, partition): ReplicaAssignment} of the partitions (None: all) being
+        reassigned. A data dir is its one broker's only replica of everything: never any."""
+        return {}
 
     def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Sequence[str]) -> None:
         """Set and remove overrides in one step; UnknownTopicOrPartitionError first, then InvalidConfigError for

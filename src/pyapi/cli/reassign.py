@@ -152,17 +152,30 @@ def _current(admin, partitions) -> dict[tuple[str, int], tuple[int, ...]]:
 
 def cmd_reassign_partitions(args) -> int:
     action = _action(args)
+    plan = read_reassignment(args.reassignment_json_file) if action in ("execute", "verify", "cancel") else None
+    topics = read_topics_to_move(args.topics_to_move_json_file) if action == "generate" else None
+    brokers = _broker_list(args.broker_list) if action == "generate" else None
     with connect(args) as admin:
         if action == "list":
             return _list(admin)
         if action == "generate":
-            return _generate(admin, args)
-        plan = read_reassignment(args.reassignment_json_file)
+            return _generate(admin, topics, brokers)
         if action == "execute":
             return _execute(admin, plan, args.additional)
         if action == "verify":
             return _verify(admin, plan)
         return _cancel(admin, plan)
+
+
+def _broker_list(text: str) -> list[int]:
+    try:
+        brokers = [int(b) for b in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--broker-list must be comma-separated broker ids, not {text!r}") from None
+    dups = sorted({b for b in brokers if brokers.count(b) > 1})
+    if dups:
+        raise CliError(f"Broker list contains duplicate entries: {','.join(map(str, dups))}")
+    return brokers
 
 
 def _list(admin) -> int:
@@ -178,15 +191,7 @@ def _list(admin) -> int:
     return 0
 
 
-def _generate(admin, args) -> int:
-    topics = read_topics_to_move(args.topics_to_move_json_file)
-    try:
-        brokers = [int(b) for b in args.broker_list.split(",")]
-    except ValueError:
-        raise UsageError(f"--broker-list must be comma-separated broker ids, not {args.broker_list!r}") from None
-    dups = sorted({b for b in brokers if brokers.count(b) > 1})
-    if dups:
-        raise CliError(f"Broker list contains duplicate entries: {','.join(map(str, dups))}")
+def _generate(admin, topics: list[str], brokers: list[int]) -> int:
     current: dict[tuple[str, int], tuple[int, ...]] = {}
     for t in topics:
         current.update({(t, pi.partition): pi.replicas for pi in admin.describe_topic(t).partitions})

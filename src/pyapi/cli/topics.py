@@ -10,8 +10,10 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 
-from ..errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from ..errors import (ClusterAuthorizationFailedError, TopicAlreadyExistsError, UnknownTopicOrPartitionError,
+                      UnsupportedVersionError)
 from .admin import TopicDescription
 from .connect import connect
 from .common import CliError, UsageError, add_target, key_values, out, positive, split_config_list
@@ -23,7 +25,7 @@ def _min_isr(desc: TopicDescription) -> int:
 
 PARTITION_FILTERS = {
     "--under-replicated-partitions": ("whose ISR is smaller than their replica set",
-                                      lambda desc, p: len(p.isr) < len(p.replicas)),
+                                      lambda desc, p: len(p.isr) < p.replication_factor),
     "--unavailable-partitions": ("without a live leader", lambda desc, p: p.leader < 0),
     "--under-min-isr-partitions": ("whose ISR is smaller than min.insync.replicas",
                                    lambda desc, p: len(p.isr) < _min_isr(desc)),
@@ -130,9 +132,32 @@ def describe_lines(desc: TopicDescription) -> list[str]:
              f"ReplicationFactor: {desc.replication_factor}\tConfigs: {configs}"]
     for p in desc.partitions:
         leader = "none" if p.leader < 0 else p.leader          # as kafka-topics.sh prints a leaderless partition
+        moving = (f"\tAdding Replicas: {','.join(map(str, p.adding))}\tRemoving Replicas: "
+                  f"{','.join(map(str, p.removing))}" if p.adding or p.removing else "")
         lines.append(f"\tTopic: {desc.name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}{moving}")
     return lines
+
+
+def _reassignments(admin, partitions) -> dict:
+    """The partitions' reassignments under way, as kafka-topics.sh asks for them: none when the principal may not
+    describe the cluster or the broker has no ListPartitionReassignments."""
+    try:
+        return admin.list_partition_reassignments(partitions)
+    except (ClusterAuthorizationFailedError, UnsupportedVersionError):
+        return {}
+
+
+def with_reassignments(desc: TopicDescription, moving: dict) -> TopicDescription:
+    """The description with each partition's adding and removing replicas from ``moving`` (ignored when the
+    metadata's replicas show it already done, as kafka-topics.sh does)."""
+    parts = []
+    for p in desc.partitions:
+        ra = moving.get((desc.name, p.partition))
+        if ra is not None and set(ra.adding + ra.removing) & set(p.replicas):
+            p = p._replace(adding=ra.adding, removing=ra.removing)
+        parts.append(p)
+    return dataclasses.replace(desc, partitions=tuple(parts))
 
 
 def _describe(admin, args) -> int:
@@ -144,7 +169,10 @@ def _describe(admin, args) -> int:
     else:
         descs = [admin.describe_topic(n) for n in admin.list_topics(include_internal=not args.exclude_internal)]
     filters = [test for flag, (_, test) in PARTITION_FILTERS.items() if getattr(args, flag[2:].replace("-", "_"))]
+    moving = _reassignments(admin, [(d.name, p.partition) for d in descs for p in d.partitions]
+                            if args.topic else None) if descs else {}
     for desc in descs:
+        desc = with_reassignments(desc, moving)
         if args.exclude_internal and desc.internal or args.topics_with_overrides and not desc.configs:
             continue
         lines = describe_lines(desc)
