@@ -226,6 +226,14 @@ class UnknownConfigError(InvalidConfigError, TypeError):
     TypeError as Python raises for an unexpected keyword argument, so either ``except`` catches it."""
 
 
+class ThrottlingQuotaExceededError(SeglogError):
+    """A topic creation or deletion refused: its client's controller_mutation_rate quota is used up (KIP-599)."""
+
+    code = 89
+    kafka_name = "THROTTLING_QUOTA_EXCEEDED"
+    retriable = True
+
+
 class PolicyViolationError(SeglogError):
     """The request breaks a configured policy."""
 

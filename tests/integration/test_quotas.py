@@ -227,6 +227,33 @@ def test_a_long_poll_is_no_request_time(broker, capfd):
     assert r["throttle_time_ms"] == 0 and r["responses"][0]["partitions"][0]["records"] in (None, b"")
 
 
+def _create_topics(conn, version: int, topics: dict[str, int]) -> dict:
+    return conn.request(ApiKey.CREATE_TOPICS, version, {"timeout_ms": 10_000, "validate_only": False, "topics": [
+        {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []}
+        for n, p in topics.items()]})
+
+
+def test_controller_mutation_rate_refuses_or_throttles_topic_changes(broker, capfd):
+    """1 partition/s over 2 windows: a burst of 2 tokens. CreateTopics v7 (strict, KIP-599): a topic of 5
+    partitions passes (2 - 5 = -3 tokens), the next one is refused THROTTLING_QUOTA_EXCEEDED with the 3 s it
+    has to wait; DeleteTopics v5 likewise. v5 of CreateTopics (permissive) creates and is throttled."""
+    for client_id in ("mut-strict", "mut-old"):
+        set_quota(capfd, broker, ["--entity-type", "clients", "--entity-name", client_id], "controller_mutation_rate=1")
+    with RawConnection(("127.0.0.1", broker.port), client_id="mut-strict", timeout=30) as conn, \
+            RawConnection(("127.0.0.1", broker.port), client_id="mut-strict", timeout=30) as other:
+        r = _create_topics(conn, 7, {"mut-a": 5, "mut-b": 1})
+        assert [(t["name"], t["error_code"]) for t in r["topics"]] == [("mut-a", 0), ("mut-b", 89)]
+        assert r["topics"][1]["error_message"] == "The throttling quota has been exceeded."
+        assert 2000 < r["throttle_time_ms"] <= 3000
+        # `conn` is muted until the bucket is back at zero; another connection of the client is refused meanwhile
+        r = other.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["mut-a"], "timeout_ms": 10_000})
+        assert r["responses"][0]["error_code"] == 89 and 0 < r["throttle_time_ms"] <= 3000
+    assert broker.node.topic("mut-a").partitions == 5
+    with RawConnection(("127.0.0.1", broker.port), client_id="mut-old", timeout=30) as conn:
+        r = _create_topics(conn, 5, {"mut-c": 4})
+        assert r["topics"][0]["error_code"] == 0 and 1500 < r["throttle_time_ms"] <= 2000
+
+
 def test_quota_apis_need_the_cluster_configs_acls(tmp_path, capfd):
     with seglog.serve(tmp_path, acls=[AclBinding.allow("User:ANONYMOUS", "DescribeConfigs", "Cluster")]) as b:
         with RawConnection(("127.0.0.1", b.port)) as conn:

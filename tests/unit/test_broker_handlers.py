@@ -24,7 +24,8 @@ PRODUCE_V9 = RequestHeader(0, 9, 1, "test")
 
 # A broker stub without an authorizer: every request is allowed, as a broker without authorizer.class.name.
 ALLOW_ALL = {"allowed": lambda *args: True, "allowed_any": lambda *args: True,   # and never throttled
-             "quota_throttle": lambda key, value: 0, "request_size": lambda: 0}
+             "quota_throttle": lambda key, value: 0, "request_size": lambda: 0,
+             "check_mutations": lambda: None, "record_mutations": lambda partitions, strict: None}
 
 
 class ReplicasThatNeverCatchUp:

@@ -34,6 +34,12 @@ class Broker(SimpleNamespace):
     def request_size(self):
         return 0
 
+    def check_mutations(self):
+        pass
+
+    def record_mutations(self, partitions, strict):
+        pass
+
     def allowed(self, *args):
         return True
 

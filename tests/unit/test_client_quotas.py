@@ -4,11 +4,11 @@ metric tags, AlterClientQuotas validation, DescribeClientQuotas filters, the dat
 import pytest
 
 from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
-from seglog.errors import InvalidRequestError, UnsupportedVersionError
-from seglog.quotas.entities import (DEFAULT, FETCH, PRODUCE, REQUEST, QuotaEntity, check_value, entity_from_wire,
+from seglog.errors import InvalidRequestError, ThrottlingQuotaExceededError, UnsupportedVersionError
+from seglog.quotas.entities import (DEFAULT, FETCH, MUTATION, PRODUCE, REQUEST, QuotaEntity, check_value, entity_from_wire,
                                     entity_path, entity_to_wire, parse_entity_path, resolve)
 from seglog.quotas.manager import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT, ClientQuotas
-from seglog.quotas.rate import SampledRate, throttle_time_ms
+from seglog.quotas.rate import SampledRate, TokenBucket, throttle_time_ms
 from seglog.quotas.store import FileQuotaStore, MetadataQuotaStore
 
 
@@ -89,6 +89,30 @@ def test_request_quota_capped_at_one_window_and_unrecord():
     assert quotas.max_value_in_window(PRODUCE, "alice", "c") is None
 
 
+def test_token_bucket_as_kafkas():
+    bucket = TokenBucket(now_ms=0)
+    quota, burst = 2.0, 22.0                                # 11 samples of 1 s at 2 per second
+    assert bucket.measure(quota, burst, 0) == 22.0          # full at first
+    bucket.record(30, quota, burst, 0)                      # may go below zero
+    assert bucket.tokens == -8.0 and TokenBucket.throttle_time_ms(bucket.tokens, quota) == 4000
+    assert bucket.measure(quota, burst, 1500) == -5.0       # refilled at 2 per second
+    assert bucket.measure(quota, burst, 100_000) == 22.0    # never above the burst
+    assert TokenBucket.throttle_time_ms(0.0, quota) == 0
+
+
+def test_controller_mutations_strict_and_permissive():
+    now = [0]
+    quotas = ClientQuotas(_Store({QuotaEntity(None, "admin"): {MUTATION: 1.0}}), samples=2, clock=lambda: now[0])
+    quotas.check_mutations("u", "admin")                    # 2 tokens
+    assert quotas.record_mutations("u", "admin", 5) == 3000  # -3: a permissive request is told to wait 3 s
+    with pytest.raises(ThrottlingQuotaExceededError) as e:
+        quotas.check_mutations("u", "admin")                # a strict one is refused meanwhile
+    assert e.value.throttle_ms == 3000 and e.value.code == 89
+    now[0] = 3000
+    quotas.check_mutations("u", "admin")                    # back at zero
+    assert quotas.record_mutations("u", "other", 100) == 0  # no quota
+
+
 # -- precedence and sharing -----------------------------------------------------------------------------------------
 
 LEVELS = [
@@ -160,10 +184,10 @@ def test_wire_entities():
 def test_quota_values_checked_as_kafka():
     assert check_value(PRODUCE, 1024.0) == 1024.0
     assert check_value(REQUEST, 12.5) == 12.5
+    assert check_value(MUTATION, 0.5) == 0.5
     for key, value, message in ((PRODUCE, 1.5, "must be a LONG value"), ("foo", 1.0, "Invalid configuration key foo"),
                                 (FETCH, 0.0, "must be greater than 0"), (REQUEST, -1.0, "must be greater than 0"),
-                                (PRODUCE, float("nan"), "must be a LONG value"),
-                                ("controller_mutation_rate", 1.0, "not supported")):
+                                (PRODUCE, float("nan"), "must be a LONG value"), (MUTATION, 0.0, "greater than 0")):
         with pytest.raises(InvalidRequestError, match=message):
             check_value(key, value)
 

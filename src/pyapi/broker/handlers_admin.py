@@ -42,6 +42,7 @@ class AdminHandlers:
             return {"topics": [{"name": t["name"], "error_code": errors.PolicyViolationError.code,
                                 "error_message": EXCESSIVE_BATCH} for t in body["topics"]]}
         results = []
+        strict = header.api_version >= 6           # controller_mutation_rate: refused (v6+) or throttled after
         for t in body["topics"]:
             name = t["name"]
             try:
@@ -61,9 +62,15 @@ class AdminHandlers:
                         raise errors.InvalidReplicaAssignmentError(
                             "Partitions should be a consecutive 0-based integer sequence")
                     partitions, rf = len(assignment), len(t["assignments"][0]["broker_ids"])
+                mutating = not body["validate_only"]
+                if mutating and strict:
+                    self.broker.check_mutations()
                 await _off_loop(self.broker.view.create_topic, name, partitions, configs, rf,
                                 validate_only=body["validate_only"], timeout_ms=body["timeout_ms"],
                                 assignment=assignment)
+                if mutating:
+                    self.broker.record_mutations(self.config.num_partitions if partitions is None else partitions,
+                                                 strict)
                 created = self._created_topic(partitions, rf, configs)
                 if not self.broker.allowed(Op.DESCRIBE_CONFIGS, Res.TOPIC, name):    # v5+: configs withheld
                     created.update(configs=[], topic_config_error_code=errors.TopicAuthorizationFailedError.code)
@@ -83,14 +90,26 @@ class AdminHandlers:
 
     async def handle_delete_topics(self, header, body):
         out = []
+        strict = header.api_version >= 5           # controller_mutation_rate: refused (v5+) or throttled after
         for name in body["topic_names"]:
             try:
                 self.check_topic(name, Op.DELETE)
+                partitions = self._partition_count(name)
+                if strict and partitions:
+                    self.broker.check_mutations()
                 await _off_loop(self.broker.view.delete_topic, name)
+                self.broker.record_mutations(partitions, strict)
                 out.append({"name": name, "error_code": 0})
             except SeglogError as e:
                 out.append({"name": name, "error_code": _err(e), "error_message": str(e)})
         return {"responses": out}
+
+    def _partition_count(self, name: str) -> int:
+        """The topic's partition count, 0 for a topic unknown here (the request's own call says so)."""
+        try:
+            return self.broker.view.topic_partitions(name)[0]
+        except SeglogError:
+            return 0
 
     async def handle_create_partitions(self, header, body):
         records = 0
@@ -103,13 +122,19 @@ class AdminHandlers:
             return {"results": [{"name": t["name"], "error_code": errors.PolicyViolationError.code,
                                  "error_message": EXCESSIVE_BATCH} for t in body["topics"]]}
         out = []
+        strict = header.api_version >= 3           # controller_mutation_rate: refused (v3+) or throttled after
         for t in body["topics"]:
             try:
                 self.check_topic(t["name"], Op.ALTER)
                 assignments = None if t["assignments"] is None else [a["broker_ids"] for a in t["assignments"]]
+                added = max(t["count"] - self._partition_count(t["name"]), 0)
+                if strict and not body["validate_only"]:
+                    self.broker.check_mutations()
                 await _off_loop(self.broker.view.create_partitions, t["name"], t["count"],
                                 validate_only=body["validate_only"], timeout_ms=body["timeout_ms"],
                                 assignments=assignments)
+                if not body["validate_only"]:
+                    self.broker.record_mutations(added, strict)
                 out.append({"name": t["name"], "error_code": 0, "error_message": None})
             except SeglogError as e:
                 out.append({"name": t["name"], "error_code": _err(e), "error_message": str(e)})

@@ -49,7 +49,7 @@ import time
 
 from .. import _engine
 from ..errors import (ClusterAuthorizationFailedError, InvalidConfigError, InvalidRequestError, StorageError,
-                      TransactionalIdAuthorizationFailedError, UnsupportedVersionError)
+                      ThrottlingQuotaExceededError, TransactionalIdAuthorizationFailedError, UnsupportedVersionError)
 from ..protocol import ApiKey, api_versions_fallback, decode_request, encode_response, frame_size
 from ..security import tls
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -350,9 +350,31 @@ class Broker:
         if not self.quotas.enabled:
             return 0
         throttle = self.quotas.throttle_ms(key, *self.quota_client(), value)
+        self._note_throttle(throttle)
+        return throttle
+
+    def check_mutations(self) -> None:
+        """ThrottlingQuotaExceededError while the request's client is over its controller_mutation_rate quota
+        (the strict CreateTopics, CreatePartitions and DeleteTopics versions); the response carries the throttle."""
+        if self.quotas.enabled:
+            try:
+                self.quotas.check_mutations(*self.quota_client())
+            except ThrottlingQuotaExceededError as e:
+                self._note_throttle(e.throttle_ms)
+                raise
+
+    def record_mutations(self, partitions: int, strict: bool) -> None:
+        """Partitions created or deleted by the request's client (controller_mutation_rate); an older, permissive
+        request version is answered with the throttle time they cost."""
+        if self.quotas.enabled:
+            throttle = self.quotas.record_mutations(*self.quota_client(), partitions)
+            if not strict:
+                self._note_throttle(throttle)
+
+    @staticmethod
+    def _note_throttle(throttle: int) -> None:
         if throttle > _throttled.get():
             _throttled.set(throttle)
-        return throttle
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                                 listener: Listener) -> None:

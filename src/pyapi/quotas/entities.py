@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote
 
 from ..errors import InvalidRequestError
 
-__all__ = ["DEFAULT", "QuotaEntity", "PRODUCE", "FETCH", "REQUEST", "QUOTA_KEYS", "resolve", "entity_path",
+__all__ = ["DEFAULT", "QuotaEntity", "PRODUCE", "FETCH", "REQUEST", "MUTATION", "QUOTA_KEYS", "resolve", "entity_path",
            "parse_entity_path", "check_value", "format_value", "entity_from_wire", "entity_to_wire",
            "USER", "CLIENT_ID"]
 
@@ -34,9 +34,9 @@ DEFAULT = "<default>"
 
 USER, CLIENT_ID = "user", "client-id"                 # ClientQuotaEntity's entity types on the wire
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
-QUOTA_KEYS = {PRODUCE: "LONG", FETCH: "LONG", REQUEST: "DOUBLE"}
+MUTATION = "controller_mutation_rate"
+QUOTA_KEYS = {PRODUCE: "LONG", FETCH: "LONG", REQUEST: "DOUBLE", MUTATION: "DOUBLE"}
 """The quota configs seglog enforces and their Kafka types."""
-UNSUPPORTED_KEYS = frozenset({"controller_mutation_rate"})
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,6 @@ def check_value(key: str, value: float) -> float:
     InvalidRequestError with Kafka's message."""
     kind = QUOTA_KEYS.get(key)
     if kind is None:
-        if key in UNSUPPORTED_KEYS:
-            raise InvalidRequestError(f"Configuration {key} is not supported by seglog")
         raise InvalidRequestError(f"Invalid configuration key {key}")
     if value != value or value in (float("inf"), float("-inf")):
         raise InvalidRequestError(f"Configuration {key} must be a {kind} value")

@@ -8,6 +8,12 @@ quota or under it, else QuotaUtils' throttle time (capped at one window for requ
 recorded even when it violates the quota, as Kafka's sensors do; ``unrecord`` takes back a fetch response that
 was not sent. Rates unused for an hour are dropped (Kafka's inactive sensor expiry).
 
+controller_mutation_rate (Kafka's ControllerMutationQuotaManager, KIP-599) counts partitions created or deleted
+in a token bucket per metric tags: ``check_mutations`` refuses (ThrottlingQuotaExceededError carrying
+``throttle_ms``) while the bucket is below zero, as the strict request versions are refused (CreateTopics v6+,
+CreatePartitions v3+, DeleteTopics v5+); ``record_mutations`` takes the partitions done and returns the throttle
+time the older, permissive versions are answered with.
+
 Threads: records happen on the broker's event loop only; ``reload`` (after an alter, or from the store's watch
 on its own thread) swaps the configs snapshot in one reference assignment, so a record sees one consistent set.
 """
@@ -19,10 +25,10 @@ import threading
 import time
 from typing import Callable, Iterable, Mapping
 
-from ..errors import InvalidRequestError, UnsupportedVersionError
-from .entities import (CLIENT_ID, DEFAULT, REQUEST, USER, QuotaEntity, check_value, entity_path, format_value,
-                       resolve)
-from .rate import SampledRate, throttle_time_ms
+from ..errors import InvalidRequestError, ThrottlingQuotaExceededError, UnsupportedVersionError
+from .entities import (CLIENT_ID, DEFAULT, MUTATION, REQUEST, USER, QuotaEntity, check_value, entity_path,
+                       format_value, resolve)
+from .rate import SampledRate, TokenBucket, throttle_time_ms
 
 __all__ = ["ClientQuotas", "MATCH_EXACT", "MATCH_DEFAULT", "MATCH_ANY"]
 
@@ -47,7 +53,7 @@ class ClientQuotas:
         self.samples, self.window_ms = samples, window_seconds * 1000
         self._clock = clock
         self._state: tuple[Quotas, dict] = ({}, {})         # (configs, resolutions cache): swapped whole
-        self._rates: dict[tuple[str, tuple[str, str]], SampledRate] = {}
+        self._rates: dict[tuple[str, tuple[str, str]], SampledRate | TokenBucket] = {}
         self._next_expiry = clock() + INACTIVE_MS
         self._reload_lock = threading.Lock()
         self.reload()
@@ -103,13 +109,42 @@ class ClientQuotas:
         limit = self.quota(key, user, client_id)[1]
         return None if limit is None else limit * (self.samples - 1) * self.window_ms / 1000
 
-    def _rate(self, key: str, tags: tuple[str, str], now: int) -> SampledRate:
+    def check_mutations(self, user: str, client_id: str, now_ms: int | None = None) -> None:
+        """ThrottlingQuotaExceededError (``throttle_ms``: until the bucket is back at zero) while the client's
+        controller_mutation_rate bucket is below zero."""
+        tags, limit = self.quota(MUTATION, user, client_id)
+        if limit is None:
+            return
+        now = self._clock() if now_ms is None else now_ms
+        tokens = self._rate(MUTATION, tags, now).measure(limit, self._burst(limit), now)
+        if tokens < 0:
+            e = ThrottlingQuotaExceededError("The throttling quota has been exceeded.")
+            e.throttle_ms = TokenBucket.throttle_time_ms(tokens, limit)
+            raise e
+
+    def record_mutations(self, user: str, client_id: str, permits: int, now_ms: int | None = None) -> int:
+        """Take ``permits`` (partitions created or deleted) from the client's bucket: the throttle time (ms) it is
+        below zero by now, 0 without a quota."""
+        tags, limit = self.quota(MUTATION, user, client_id)
+        if limit is None:
+            return 0
+        now = self._clock() if now_ms is None else now_ms
+        bucket = self._rate(MUTATION, tags, now)
+        bucket.record(permits, limit, self._burst(limit), now)
+        return TokenBucket.throttle_time_ms(bucket.tokens, limit)
+
+    def _burst(self, limit: float) -> float:
+        return self.samples * self.window_ms / 1000 * limit
+
+    def _rate(self, key: str, tags: tuple[str, str], now: int):
+        """The key's SampledRate (a TokenBucket for controller_mutation_rate) of the metric tags."""
         if now >= self._next_expiry:
             self._rates = {k: r for k, r in self._rates.items() if now - r.last_used_ms < INACTIVE_MS}
             self._next_expiry = now + INACTIVE_MS
         rate = self._rates.get((key, tags))
         if rate is None:
-            rate = self._rates[(key, tags)] = SampledRate(self.samples, self.window_ms, now)
+            rate = self._rates[(key, tags)] = (TokenBucket(now) if key == MUTATION
+                                               else SampledRate(self.samples, self.window_ms, now))
         return rate
 
     # -- DescribeClientQuotas / AlterClientQuotas ------------------------------------------------------------

@@ -10,13 +10,18 @@ not inflated) and at least 1 ms; per second.
 Throttle time (Kafka's QuotaUtils.throttleTime): over a quota ``q`` with observed rate ``o`` it is
 ``round((o - q) / q x window)`` ms, ``window`` being the rate's current window as above: the time by which the
 window would have to grow for what it holds to be at the quota. Byte-rate quotas are not capped; the request
-quota caps it at one window (QuotaUtils.boundedThrottleTime). All times are the caller's milliseconds, so the
-arithmetic is deterministic under a test clock.
+quota caps it at one window (QuotaUtils.boundedThrottleTime).
+
+controller_mutation_rate is a :class:`TokenBucket` instead (KIP-599): it holds at most ``samples x window x
+quota`` tokens (full at first), refills at ``quota`` per second, and each partition created or deleted takes one,
+going below zero if need be; below zero the client waits ``-tokens / quota`` seconds.
+
+All times are the caller's milliseconds, so the arithmetic is deterministic under a test clock.
 """
 
 from __future__ import annotations
 
-__all__ = ["SampledRate", "throttle_time_ms"]
+__all__ = ["SampledRate", "TokenBucket", "throttle_time_ms"]
 
 
 class SampledRate:
@@ -75,3 +80,33 @@ def throttle_time_ms(observed: float, quota: float, window_ms: int, cap_ms: int 
     # Java's Math.round: halves round up
     throttle = int((observed - quota) / quota * window_ms + 0.5)
     return throttle if cap_ms is None else min(throttle, cap_ms)
+
+
+class TokenBucket:
+    """Kafka's TokenBucket stat (see the module docstring); the quota and burst are given at each call, so a
+    changed quota applies at once. Not thread-safe (the broker's event loop)."""
+
+    __slots__ = ("tokens", "_last_ms", "last_used_ms")
+
+    def __init__(self, now_ms: int):
+        self.tokens = float("inf")                        # full: clamped to the burst at the first refill
+        self._last_ms = now_ms
+        self.last_used_ms = now_ms
+
+    def _refill(self, quota: float, burst: float, now_ms: int) -> None:
+        self.tokens = min(burst, self.tokens + quota * (now_ms - self._last_ms) / 1000)
+        self._last_ms = now_ms
+
+    def measure(self, quota: float, burst: float, now_ms: int) -> float:
+        self._refill(quota, burst, now_ms)
+        return self.tokens
+
+    def record(self, permits: float, quota: float, burst: float, now_ms: int) -> None:
+        self.last_used_ms = now_ms
+        self._refill(quota, burst, now_ms)
+        self.tokens = min(burst, self.tokens - permits)
+
+    @staticmethod
+    def throttle_time_ms(tokens: float, quota: float) -> int:
+        """How long (ms) until the bucket is back at zero; 0 when it is not below."""
+        return int(-tokens / quota * 1000 + 0.5) if tokens < 0 else 0
