@@ -210,6 +210,15 @@ def test_request_percentage_throttles_any_request_at_most_one_window(broker, cap
         assert time.monotonic() - started >= 0.9, throttles  # the first one's mute
     assert throttles == [1000, 1000]
     assert broker.broker.metrics.snapshot()["latency"]["metadata_throttle"]["count"] >= 2
+    # a fetch over its request time is answered empty too, as one over its bytes
+    broker.node.create_topic("req-pct", 1)
+    with RawConnection(("127.0.0.1", broker.port), client_id="req-pct-fetch", timeout=30) as conn:
+        conn.request(ApiKey.PRODUCE, 9, produce_body("req-pct", 0, record_batch([(0, None, b"r", [])])))
+    set_quota(capfd, broker, ["--entity-type", "clients", "--entity-name", "req-pct-fetch"],
+              "request_percentage=0.000001")
+    with RawConnection(("127.0.0.1", broker.port), client_id="req-pct-fetch", timeout=30) as conn:
+        r = conn.request(ApiKey.FETCH, 11, fetch_body("req-pct", 0, 0))
+    assert (r["throttle_time_ms"], r["responses"]) == (1000, [])
     with RawConnection(("127.0.0.1", broker.port), client_id="another", timeout=30) as conn:
         assert conn.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})[
             "throttle_time_ms"] == 0
