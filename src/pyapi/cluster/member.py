@@ -277,19 +277,18 @@ class ClusterMember:
             old = self.assignments.get(topic)
             self.assignments[topic] = assignment
             new = [p for p in assignment.partitions if (topic, p) not in self._state_watches]
-            states = dict(self.states)
-        changed = [] if old is None else [
-            p for p in assignment.partitions
-            if p in old.partitions and (old.partitions[p], old.removing.get(p)) != (assignment.partitions[p],
-                                                                                   assignment.removing.get(p))]
+            changed = [] if old is None else [
+                p for p in assignment.partitions
+                if p in old.partitions and (old.partitions[p], old.removing.get(p)) != (assignment.partitions[p],
+                                                                                       assignment.removing.get(p))]
+            states = {p: self.states.get((topic, p)) for p in changed}
         for p in changed:
             if self.broker_id in old.partitions[p] and self.broker_id not in assignment.partitions[p]:
                 self.replicas.apply(topic, p, None, ())
         self._apply_local(topic, assignment)
         for p in changed:
             if self.broker_id in assignment.partitions[p]:
-                self.replicas.apply(topic, p, states.get((topic, p)), assignment.partitions[p],
-                                    assignment.removing.get(p, ()))
+                self.replicas.apply(topic, p, states[p], assignment.partitions[p], assignment.removing.get(p, ()))
         for p in new:
             sub = self.store.watch_partition_state(topic, p, lambda st, p=p: self._on_state(topic, p, st))
             with self._lock:

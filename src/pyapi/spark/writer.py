@@ -292,12 +292,17 @@ def _open_for_append(path: str, config: LogConfig, topic: str, partition: int, t
     """The partition's Log opened for writing, waiting up to timeout_s for another task to release it."""
     deadline = time.monotonic() + timeout_s
     delay = 0.005
+    free_once = False
     while True:
         try:
             return Log(path, config, create=False, topic=topic, partition=partition)
         except StorageError:
             if not _lock_held(path):
-                raise
+                if free_once:            # refused twice with the lock free: not another writer's lock
+                    raise
+                free_once = True         # the other writer may have let go since: try again at once
+                continue
+            free_once = False
             if time.monotonic() >= deadline:
                 raise WriteLockTimeoutError(f"partition {topic}-{partition} stayed locked by another writer for "
                                             f"{timeout_s:g} s (option lockTimeoutMs)", path) from None
