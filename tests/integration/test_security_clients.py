@@ -156,7 +156,7 @@ def test_wrong_password_is_refused(brokers, certs, client, mechanism, caplog):
         if client == "kcat":
             subprocess.run(["kcat", "-b", broker.bootstrap_servers, "-X", "security.protocol=SASL_PLAINTEXT",
                             "-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=alice",
-                            "-X", "sasl.password=wrong", "-L", "-m", "5"], check=True, timeout=60,
+                            "-X", "sasl.password=wrong", "-L", "-m", "2"], check=True, timeout=60,
                            capture_output=True)
         elif client == "confluent-kafka":
             import confluent_kafka.admin
@@ -164,12 +164,12 @@ def test_wrong_password_is_refused(brokers, certs, client, mechanism, caplog):
                                                    "security.protocol": "SASL_PLAINTEXT",
                                                    "sasl.mechanisms": mechanism, "sasl.username": "alice",
                                                    "sasl.password": "wrong"})
-            a.list_topics(timeout=5)
+            a.list_topics(timeout=2)
         else:
             from kafka import KafkaProducer
             KafkaProducer(bootstrap_servers=broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
                           sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password="wrong",
-                          max_block_ms=5000, bootstrap_timeout_ms=5000).close()
+                          max_block_ms=2000, bootstrap_timeout_ms=2000).close()
     if client == "kcat":
         assert "Authentication failed: Invalid" in failure.value.stderr.decode()
     assert f"({mechanism}, user 'alice'): Authentication failed: Invalid" in caplog.text
