@@ -35,6 +35,11 @@ that was not re-authenticated is closed at its next request.
 Authorization (authorizer.class.name): handlers ask ``allowed(operation, resource type, name)`` for the principal
 and address of the connection whose request they answer, on the event loop (the connection is a context variable,
 unknown on the disk and group threads, where ``allowed`` answers no).
+
+Client quotas (seglog.quotas; what applies to which request: seglog.broker.throttling): handlers record bytes
+(``quota_throttle``) and topic changes (``check_mutations``, ``record_mutations``), the server records each
+request's handling time after its handler (``request_time_throttle``), puts the largest throttle in the
+response's throttle_time_ms and reads nothing more from the connection for that long.
 """
 
 from __future__ import annotations
@@ -51,13 +56,13 @@ from .. import _engine
 from ..errors import (ClusterAuthorizationFailedError, InvalidConfigError, InvalidRequestError, StorageError,
                       ThrottlingQuotaExceededError, TransactionalIdAuthorizationFailedError, UnsupportedVersionError)
 from ..protocol import ApiKey, api_versions_fallback, decode_request, encode_response, frame_size
+from ..quotas.entities import REQUEST
+from ..quotas.manager import ClientQuotas
+from ..quotas.store import FileQuotaStore, MetadataQuotaStore
 from ..security import tls
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import Authorizer, FileAclStore, MetadataAclStore
 from ..security.credentials import FileCredentialStore
-from ..quotas.entities import REQUEST
-from ..quotas.manager import ClientQuotas
-from ..quotas.store import FileQuotaStore, MetadataQuotaStore
 from ..security.listeners import Listener, broker_listeners, mechanisms
 from ..security.sasl import FailedLogins, SaslState, plain_users
 from .handlers import HANDLERS, CloseConnection, Handlers
