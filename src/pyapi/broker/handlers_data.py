@@ -169,8 +169,10 @@ class DataHandlers:
                 self.broker.metrics.corrupt_batch(topic, index)
             left = deadline - time.monotonic()
             if total >= min_bytes or failed or unknown or left <= 0:
-                if quotas is not None and self.broker.quota_throttle(FETCH, total):
-                    # throttled: answered empty, its bytes taken back (the client fetches them after the throttle)
+                if quotas is not None and max(self.broker.quota_throttle(FETCH, total),
+                                              self.broker.request_time_throttle()):
+                    # throttled (bytes or request time): answered empty, its bytes taken back (the client fetches
+                    # them after the throttle), as Kafka's
                     quotas.unrecord(FETCH, *self.broker.quota_client(), total)
                     return {"error_code": 0, "session_id": 0, "responses": []}
                 if by_id:

@@ -35,6 +35,11 @@ that was not re-authenticated is closed at its next request.
 Authorization (authorizer.class.name): handlers ask ``allowed(operation, resource type, name)`` for the principal
 and address of the connection whose request they answer, on the event loop (the connection is a context variable,
 unknown on the disk and group threads, where ``allowed`` answers no).
+
+Client quotas (seglog.quotas; what applies to which request: seglog.broker.throttling): handlers record bytes
+(``quota_throttle``) and topic changes (``check_mutations``, ``record_mutations``), the server records each
+request's handling time after its handler (``request_time_throttle``), puts the largest throttle in the
+response's throttle_time_ms and reads nothing more from the connection for that long.
 """
 
 from __future__ import annotations
@@ -51,13 +56,13 @@ from .. import _engine
 from ..errors import (ClusterAuthorizationFailedError, InvalidConfigError, InvalidRequestError, StorageError,
                       ThrottlingQuotaExceededError, TransactionalIdAuthorizationFailedError, UnsupportedVersionError)
 from ..protocol import ApiKey, api_versions_fallback, decode_request, encode_response, frame_size
+from ..quotas.entities import REQUEST
+from ..quotas.manager import ClientQuotas
+from ..quotas.store import FileQuotaStore, MetadataQuotaStore
 from ..security import tls
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import Authorizer, FileAclStore, MetadataAclStore
 from ..security.credentials import FileCredentialStore
-from ..quotas.entities import REQUEST
-from ..quotas.manager import ClientQuotas
-from ..quotas.store import FileQuotaStore, MetadataQuotaStore
 from ..security.listeners import Listener, broker_listeners, mechanisms
 from ..security.sasl import FailedLogins, SaslState, plain_users
 from .handlers import HANDLERS, CloseConnection, Handlers
@@ -73,7 +78,8 @@ _peer_host: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", de
 _waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited", default=0.0)
 _client_gone: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("client_gone", default=None)
 _connection: contextvars.ContextVar["Connection | None"] = contextvars.ContextVar("connection", default=None)
-_request: contextvars.ContextVar[tuple] = contextvars.ContextVar("request", default=(None, 0))  # (header, size)
+# (header, size, start, request time recorded): the request being handled, for its quotas
+_request: contextvars.ContextVar[list] = contextvars.ContextVar("request", default=[None, 0, 0.0, True])
 _throttled: contextvars.ContextVar[int] = contextvars.ContextVar("throttled", default=0)
 _API_NAMES = {k: k.name.lower() for k in ApiKey}
 ANONYMOUS = "User:ANONYMOUS"
@@ -353,6 +359,17 @@ class Broker:
         self._note_throttle(throttle)
         return throttle
 
+    def request_time_throttle(self) -> int:
+        """Record the handling time of the request being handled so far against its client's request_percentage
+        quota, once (the server does it after the handler, unless the handler did): its throttle time (on the
+        loop). Waits are left out: a long poll's (``note_wait``) and those marked ``throttling.parked()``."""
+        request = _request.get()
+        if request[3] or not self.quotas.enabled:
+            return 0
+        request[3] = True
+        busy = max(time.perf_counter() - request[2] - _waited.get() - take_parked(), 0.0)
+        return self.quota_throttle(REQUEST, busy * 100)
+
     def check_mutations(self) -> None:
         """ThrottlingQuotaExceededError while the request's client is over its controller_mutation_rate quota
         (the strict CreateTopics, CreatePartitions and DeleteTopics versions); the response carries the throttle."""
@@ -464,7 +481,7 @@ class Broker:
         _waited.set(0.0)
         take_parked()
         _throttled.set(0)
-        _request.set((header, len(frame) + 4))
+        _request.set([header, len(frame) + 4, t0, exempt(header, body)])
         name = _API_NAMES[header.api_key]
         conn = _connection.get()
         if conn.sasl is not None and header.api_key not in SASL_APIS:
@@ -480,11 +497,8 @@ class Broker:
             raise
         # a long poll's wait is not the broker's work: reported apart (kind "<api>_wait"), left out of the latency
         waited = _waited.get()
-        handled = time.perf_counter() - t0 - waited
-        throttle = 0
-        if self.quotas.enabled and not exempt(header, body):
-            busy = max(handled - take_parked(), 0.0)      # the request's time in "purgatory" is not counted
-            throttle = max(_throttled.get(), self.quota_throttle(REQUEST, busy * 100))
+        self.request_time_throttle()
+        throttle = _throttled.get()
         client_side = client_throttles(header.api_key, header.api_version)
         held = 0.0
         if throttle:

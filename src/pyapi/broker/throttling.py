@@ -1,13 +1,13 @@
 """Which requests client quotas apply to, and how a throttled client is held back (KIP-13, KIP-124, KIP-219).
 
 Byte rates: a produce request's size is recorded against producer_byte_rate, a fetch response's records
-against consumer_byte_rate (a throttled fetch is answered empty and its bytes taken back, as Kafka's). Request
-time: every client request's handling time is recorded against request_percentage, as a percentage of one
-second; as Kafka counts its request threads' time and not a request's time in purgatory, the waits a handler
-marks ``parked()`` (a fetch's long poll, acks=all replication, a JoinGroup or SyncGroup waiting for the
-rebalance) are left out; the broker's own requests (a follower's fetch,
-WriteTxnMarkers, AddPartitionsToTxn v4+) and SASL's are exempt, as they are in Kafka. A request's
-throttle_time_ms is the larger of the two.
+against consumer_byte_rate (a fetch throttled for its bytes or its request time is answered empty and its bytes
+taken back, as Kafka's). Request time: every client request's handling time is recorded against
+request_percentage, as a percentage of one second; as Kafka counts its request threads' time and not a
+request's time in purgatory, a fetch's long poll and the waits a handler marks ``parked()`` (acks=all
+replication, a JoinGroup or SyncGroup waiting for the rebalance) are left out. The broker's own requests (a
+follower's fetch, WriteTxnMarkers, AddPartitionsToTxn v4+) and SASL's are exempt, as they are in Kafka. A
+request's throttle_time_ms is the largest of its quotas' (controller_mutation_rate's too, for topic changes).
 
 Muting (KIP-219): the connection reads nothing more from the client for throttle_time_ms. A response version
 at which the client throttles itself is sent at once, then the connection pauses; to an older one the response
