@@ -14,6 +14,8 @@ cluster benchmark (bench/cluster.py).
   dropped, as a partition does, so its ZooKeeper session expires. ``heal(id)`` closes the dead connections
   and lets new ones through. The real listener (127.0.0.1:port) stays reachable to the test, as a client on
   the isolated broker's side of the partition.
+- ``Cluster(..., security={...})``: client settings (seglog.security.client) for the harness's own requests to
+  the brokers, when their listener is TLS or SASL (the overrides configure it).
 - ``Cluster(..., tmpfs_size="256m")``: every broker's data dir is a tmpfs of its own (root only), so
   ``faults.fill_disk(broker.data_dir)`` fills one broker's disk and ``faults.free_disk`` frees it.
 - ``replica_log(dir)`` / ``Cluster.wait_converged``: the batches of a partition directory's ``.log`` segments,
@@ -483,8 +485,9 @@ class Cluster:
 
     def __init__(self, zk_connect: str, work_dir, n: int = 3, overrides: dict | None = None, *,
                  proxied: bool = False, chroot: str | None = None, log_level: str = "INFO",
-                 tmpfs_size: str | None = None):
+                 tmpfs_size: str | None = None, security: dict | None = None):
         self.zk_base = zk_connect
+        self.security = security          # client settings for the harness's own requests (a TLS/SASL listener)
         self.tmpfs_size = tmpfs_size
         self._mounted: list[Path] = []
         self.chroot = chroot or f"/seglog-{os.getpid()}-{int(time.time() * 1000) % 10**9}"
@@ -665,7 +668,9 @@ class Cluster:
         from seglog.protocol import ApiKey
 
         leader, epoch = st["leader"], st["leader_epoch"]
-        conn = BrokerConnection(HOST, self.brokers[leader].port, client_id="fault-test-leader", timeout=5)
+        from seglog.security.client import ClientSecurity
+        conn = BrokerConnection(HOST, self.brokers[leader].port, client_id="fault-test-leader", timeout=5,
+                                security=ClientSecurity.of(self.security))
         try:
             r = conn.request(ApiKey.LIST_OFFSETS, {"replica_id": -1, "isolation_level": 0, "topics": [
                 {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": epoch,

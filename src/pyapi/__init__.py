@@ -32,11 +32,13 @@ def open(path: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | Non
     return Node(path, config)
 
 
-def connect(bootstrap_servers: str, *, client_id: str = "seglog", **kwargs):
+def connect(bootstrap_servers: str, *, client_id: str = "seglog", security=None, **kwargs):
     """The same surface as :func:`open`'s Node, over a Kafka-protocol broker (seglog's or Kafka's):
     ``seglog.Producer(seglog.connect("host:9092"))``; topics are administered with the same calls
     (create_topic, create_partitions, alter_topic_config, delete_topic). `bootstrap_servers` is
-    "host:port[,host:port...]" (anything else: InvalidConfigError). Keyword arguments: see
-    seglog.remote.RemoteNode."""
+    "host:port[,host:port...]" (anything else: InvalidConfigError). ``security``: Kafka's client settings for a
+    TLS or SASL listener, e.g. ``{"security.protocol": "SASL_SSL", "ssl.ca.location": "ca.pem",
+    "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "..."}`` (see
+    seglog.security.client). Other keyword arguments: see seglog.remote.RemoteNode."""
     from .remote import RemoteNode
-    return RemoteNode(bootstrap_servers, client_id=client_id, **kwargs)
+    return RemoteNode(bootstrap_servers, client_id=client_id, security=security, **kwargs)

@@ -5,7 +5,8 @@ Used where seglog itself talks to brokers: replica fetchers (follower -> leader)
 at the highest version both sides support (from ApiVersions) and returns the decoded response body; errors
 inside the body are the caller's to map (``errors.for_code``, ``error_for``). ``ClusterClient`` adds bootstrap,
 metadata, leader and controller routing and ListOffsets, with retries paced by ``RetryDeadline``: the one
-routing client of the wire door (RemoteNode, the admin, Spark's broker reader). Connection problems raise
+routing client of the wire door (RemoteNode, the admin, Spark's broker reader). Every connection is secured as
+its ``security`` says (seglog.security.client.ClientSecurity: TLS, SASL). Connection problems raise
 NetworkError (retriable); a connection is closed after one, and after anything else that interrupts a request
 (KeyboardInterrupt included), so no response is ever read by the wrong request.
 """
@@ -13,16 +14,20 @@ NetworkError (retriable); a connection is closed after one, and after anything e
 from __future__ import annotations
 
 import itertools
+import random
+import select
 import socket
 import threading
 import time
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
-from .errors import (InvalidConfigError, LeaderNotAvailableError, NetworkError, NotControllerError, SeglogError,
-                     UnknownTopicOrPartitionError, UnsupportedVersionError, for_code)
+from .errors import (InvalidConfigError, LeaderNotAvailableError, NetworkError, NotControllerError,
+                     SaslAuthenticationError, SeglogError, SslAuthenticationError, UnknownTopicOrPartitionError,
+                     UnsupportedSaslMechanismError, UnsupportedVersionError, for_code)
 from .log import TimestampOffset
 from .offsets_format import TopicPartition
 from .protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader, decode_response, encode_request, frame_size
+from .security.client import PLAINTEXT, ClientSecurity
 
 __all__ = ["BrokerConnection", "ClusterClient", "RetryDeadline", "error_for", "parse_bootstrap", "LEADER_MOVED",
            "LATEST", "EARLIEST"]
@@ -56,41 +61,109 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 
 
 class BrokerConnection:
-    """One TCP connection to a broker. Thread-safe (requests are serialized). ``timeout`` bounds connect and
-    every read (a Fetch's max_wait_ms is added to it)."""
+    """One connection to a broker. Thread-safe (requests are serialized). ``timeout`` bounds connect and
+    every read (a Fetch's max_wait_ms is added to it). ``security`` (a seglog.security.client.ClientSecurity,
+    PLAINTEXT by default) says how it is secured: TLS wraps the socket (the broker's certificate checked, the
+    host name too unless disabled); SASL authenticates right after ApiVersions (SaslHandshake, then
+    SaslAuthenticate tokens until the exchange completes) and again before the session lifetime the broker
+    granted runs out (KIP-368: at 85-95% of it, as Kafka's clients), so no request is sent unauthenticated or
+    on an expired session. A refused certificate raises SslAuthenticationError, refused credentials
+    SaslAuthenticationError (or UnsupportedSaslMechanismError): neither is retriable."""
 
-    def __init__(self, host: str, port: int, *, client_id: str = "seglog", timeout: float = 30.0):
+    def __init__(self, host: str, port: int, *, client_id: str = "seglog", timeout: float = 30.0,
+                 security: ClientSecurity | None = None):
         self.host, self.port, self.client_id, self.timeout = host, port, client_id, timeout
+        self.security = security or PLAINTEXT
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._versions: dict[int, int] = {}
+        self._reauth_at: float | None = None        # monotonic time to re-authenticate at (None: never)
 
     def __repr__(self):
         return f"BrokerConnection({self.host}:{self.port})"
 
     def _connect(self) -> socket.socket:
+        """The connected, version-negotiated and authenticated socket (made now if there is none)."""
         if self._sock is None:
             try:
                 sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
             except OSError as e:
                 raise NetworkError(f"cannot connect to {self.host}:{self.port}: {e}") from None
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.security.tls:
+                sock = self._tls(sock)
             self._sock = sock
             self._versions = {}
+            self._reauth_at = None
             try:
                 body = self._roundtrip(sock, ApiKey.API_VERSIONS, 0, {})
+                if body["error_code"]:
+                    raise for_code(body["error_code"])(f"ApiVersions from {self.host}:{self.port} failed")
+                theirs = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+                for api, (lo, hi) in SUPPORTED_VERSIONS.items():
+                    hi = min(hi, CALLER_MAX_VERSIONS.get(api, hi))
+                    if api in theirs and theirs[api][0] <= hi and lo <= theirs[api][1]:
+                        self._versions[api] = min(hi, theirs[api][1])
+                if self.security.sasl:
+                    self._authenticate(sock)
             except BaseException:
                 self.close()
                 raise
-            if body["error_code"]:
-                raise for_code(body["error_code"])(f"ApiVersions from {self.host}:{self.port} failed")
-            theirs = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
-            for api, (lo, hi) in SUPPORTED_VERSIONS.items():
-                hi = min(hi, CALLER_MAX_VERSIONS.get(api, hi))
-                if api in theirs and theirs[api][0] <= hi and lo <= theirs[api][1]:
-                    self._versions[api] = min(hi, theirs[api][1])
+        elif self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            try:
+                self._authenticate(self._sock)
+            except BaseException:
+                self.close()
+                raise
         return self._sock
+
+    def _tls(self, sock: socket.socket) -> socket.socket:
+        import ssl
+        try:
+            return self.security.ssl_context.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as e:
+            sock.close()
+            raise SslAuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {e.verify_message} "
+                                         f"(check ssl.truststore.location / ssl.ca.location and "
+                                         f"ssl.endpoint.identification.algorithm)") from None
+        except ssl.SSLError as e:
+            sock.close()
+            raise SslAuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: "
+                                         f"{e.reason or e}") from None
+        except OSError as e:
+            sock.close()
+            raise NetworkError(f"TLS handshake with {self.host}:{self.port}: {e}") from None
+
+    def _authenticate(self, sock: socket.socket) -> None:
+        """One SASL exchange (the first, or a re-authentication) with this connection's credentials."""
+        from .security.sasl import client_exchange
+        sec, where = self.security, f"{self.host}:{self.port}"
+        handshake = self._versions.get(ApiKey.SASL_HANDSHAKE)
+        authenticate = self._versions.get(ApiKey.SASL_AUTHENTICATE)
+        if not handshake or authenticate is None:
+            raise UnsupportedSaslMechanismError(f"{where} does not serve SaslHandshake v1 and SaslAuthenticate: "
+                                                f"is it a SASL listener (security.protocol={sec.protocol})?")
+        r = self._roundtrip(sock, ApiKey.SASL_HANDSHAKE, handshake, {"mechanism": sec.mechanism})
+        if r["error_code"]:
+            raise error_for(r["error_code"], f"{where} does not enable SASL mechanism {sec.mechanism} (enabled: "
+                                             f"{', '.join(r['mechanisms']) or 'none'})")
+        exchange = client_exchange(sec.mechanism, sec.username, sec.password)
+        token = next(exchange)
+        while True:
+            r = self._roundtrip(sock, ApiKey.SASL_AUTHENTICATE, authenticate, {"auth_bytes": token})
+            if r["error_code"]:
+                why = r["error_message"] or for_code(r["error_code"]).kafka_name
+                raise error_for(r["error_code"], f"{where}: {why} ({sec.mechanism}, user {sec.username!r})")
+            try:
+                token = exchange.send(bytes(r["auth_bytes"]))
+            except StopIteration:
+                break
+            except SaslAuthenticationError as e:          # the server's SCRAM proof did not verify
+                raise SaslAuthenticationError(f"{where}: {e}") from None
+        lifetime_ms = r.get("session_lifetime_ms", 0)
+        self._reauth_at = (time.monotonic() + lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+                           if lifetime_ms > 0 else None)
 
     def _roundtrip(self, sock: socket.socket, api: int, version: int, body: dict, extra_timeout: float = 0.0):
         header = RequestHeader(api, version, next(self._ids), self.client_id)
@@ -105,7 +178,7 @@ class BrokerConnection:
         return decode_response(header, frame)
 
     def request(self, api: int, body: dict, *, version: int | None = None, extra_timeout: float = 0.0) -> dict:
-        """Send one request and return the decoded response (acks=0 produce requests are not supported)."""
+        """Send one request and return the decoded response (acks=0 produce requests: :meth:`send_one_way`)."""
         with self._lock:
             sock = self._connect()
             v = self._versions.get(api) if version is None else version
@@ -120,6 +193,27 @@ class BrokerConnection:
                 self.close()
                 raise
 
+    def send_one_way(self, api: int, body: dict) -> None:
+        """Send a request the broker does not answer (an acks=0 Produce), on a connection used for nothing
+        else. A broker closes such a connection after a failed request (Kafka's way to tell the client): one
+        found closed is opened again first."""
+        with self._lock:
+            if self._sock is not None and _closed_by_peer(self._sock, self.timeout):
+                self.close()
+            sock = self._connect()
+            v = self._versions.get(api)
+            if v is None:
+                raise UnsupportedVersionError(f"{self.host}:{self.port} does not support {ApiKey(api).name}")
+            header = RequestHeader(api, v, next(self._ids), self.client_id)
+            try:
+                sock.sendall(b"".join(bytes(p) for p in encode_request(header, body)))
+            except OSError as e:
+                self.close()
+                raise NetworkError(f"{self.host}:{self.port}: {e}") from None
+            except BaseException:
+                self.close()                     # interrupted mid-frame: the stream is out of step
+                raise
+
     def version(self, api: int) -> int:
         with self._lock:
             self._connect()
@@ -132,6 +226,30 @@ class BrokerConnection:
                 sock.close()
             except OSError:
                 pass
+
+
+def _closed_by_peer(sock: socket.socket, timeout: float) -> bool:
+    """Whether the broker closed a connection it never answers on (EOF, a reset, or bytes it should not have
+    sent). poll(), not select(): select() refuses descriptors from FD_SETSIZE (1024) up. Under TLS a readable
+    socket may hold only TLS records (TLS 1.3 session tickets): those read as "nothing yet", not as a close."""
+    import ssl
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    if not poller.poll(0):
+        return False
+    sock.setblocking(False)
+    try:
+        sock.recv(1)                               # b"": EOF; a byte: the broker broke the protocol
+        return True
+    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return False
+    except OSError:
+        return True
+    finally:
+        try:
+            sock.settimeout(timeout)
+        except OSError:
+            pass
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> memoryview:
@@ -195,11 +313,14 @@ class ClusterClient:
     Thread-safe (one lock over the metadata and the connection table; requests on a connection are serialized
     by the connection). Topic metadata is cached until :meth:`forget` (or a ``refresh=True`` lookup) asks the
     brokers again; ``brokers`` and ``controller_id`` are those of the last Metadata response. Requests that
-    meet a moved leader or controller are retried until ``retry_timeout`` seconds have passed."""
+    meet a moved leader or controller are retried until ``retry_timeout`` seconds have passed. ``security``
+    (a ClientSecurity, or a mapping of Kafka client settings parsed into one; PLAINTEXT by default) secures
+    every connection it opens (:meth:`open`)."""
 
     def __init__(self, bootstrap_servers: str, *, client_id: str = "seglog", timeout: float = 30.0,
-                 retry_timeout: float = 30.0):
+                 retry_timeout: float = 30.0, security: ClientSecurity | Mapping[str, object] | None = None):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = ClientSecurity.of(security)
         self.client_id, self.timeout, self.retry_timeout = client_id, timeout, retry_timeout
         self._lock = threading.RLock()
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
@@ -287,9 +408,14 @@ class ClusterClient:
         with self._lock:
             conn = self._conns.get((host, port))
             if conn is None:
-                conn = self._conns[(host, port)] = BrokerConnection(host, port, client_id=self.client_id,
-                                                                    timeout=self.timeout)
+                conn = self._conns[(host, port)] = self.open(host, port)
             return conn
+
+    def open(self, host: str, port: int, client_id: str | None = None) -> BrokerConnection:
+        """A new connection to host:port of this client's (its id unless `client_id`, its timeout and security),
+        not shared: the caller closes it."""
+        return BrokerConnection(host, port, client_id=client_id or self.client_id, timeout=self.timeout,
+                                security=self.security)
 
     def leader(self, topic: str, p: int) -> BrokerConnection:
         return self.broker(self.leader_id(topic, p))

@@ -728,6 +728,14 @@ class SaslAuthenticationError(SeglogError):
     kafka_name = "SASL_AUTHENTICATION_FAILED"
 
 
+class SslAuthenticationError(SeglogError):
+    """A client's TLS handshake failed: the broker's certificate is not trusted or does not name the host, or
+    the broker refused the client's (Kafka's SslAuthenticationException; no wire code of its own)."""
+
+    code = -1
+    kafka_name = "UNKNOWN_SERVER_ERROR"
+
+
 class SecurityDisabledError(SeglogError):
     """Security features are disabled (no authorizer configured for an ACL request)."""
 

@@ -48,23 +48,21 @@ connection per broker serializes requests.
 from __future__ import annotations
 
 import contextlib
-import itertools
-import select
-import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from . import _engine, wire_fetch
-from .client import EARLIEST, LATEST, LEADER_MOVED, ClusterClient, RetryDeadline, error_for
+from .client import EARLIEST, LATEST, LEADER_MOVED, BrokerConnection, ClusterClient, RetryDeadline, error_for
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
 from .errors import (InvalidConfigError, InvalidRequiredAcksError, InvalidTopicError, LeaderNotAvailableError,
                      LogClosedError, NetworkError, NotControllerError, OffsetOutOfRangeError, SeglogError,
                      UnknownTopicOrPartitionError, for_code)
 from .log import TimestampOffset
 from .node import FetchResult, internal_topic_config
-from .protocol import ApiKey, RequestHeader, encode_request
+from .protocol import ApiKey
+from .security.client import ClientSecurity
 from .remote_group import RemoteGroupCoordinator
 from .remote_txn import RemoteTxnCoordinator
 from .wire_fetch import NO_BATCHES, Fetched, Position
@@ -195,13 +193,18 @@ class RemotePartition:
 
 class RemoteNode:
     """The Node surface seglog.Producer and seglog.Consumer use, over a broker (see the module docstring).
-    ``retry_timeout``: how long leader and coordinator moves are retried before their error is raised."""
+    ``retry_timeout``: how long leader and coordinator moves are retried before their error is raised.
+    ``security``: Kafka client settings (``{"security.protocol": "SASL_SSL", "ssl.ca.location": "ca.pem",
+    "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "..."}``, see
+    seglog.security.client) or a ClientSecurity; every connection of the node (the one-way ones included)
+    uses it."""
 
     def __init__(self, bootstrap_servers: str, *, client_id: str = "seglog", timeout: float = 30.0,
                  retry_timeout: float = 30.0, request_timeout_ms: int = 30000,
+                 security: ClientSecurity | Mapping[str, object] | None = None,
                  cluster: ClusterClient | None = None):
         self.cluster = cluster or ClusterClient(bootstrap_servers, client_id=client_id, timeout=timeout,
-                                                retry_timeout=retry_timeout)
+                                                retry_timeout=retry_timeout, security=security)
         self.client_id = client_id
         self.retry_timeout = retry_timeout
         self.request_timeout_ms = request_timeout_ms
@@ -213,7 +216,7 @@ class RemoteNode:
         self._version = 0
         self._idle: dict[tuple[str, int], tuple[int, int]] = {}         # empty fetches since the last wait
         self._prefetched: dict[tuple[str, int], tuple[int, FetchResult]] = {}
-        self._one_way: dict[int, _OneWaySocket] = {}
+        self._one_way: dict[int, BrokerConnection] = {}     # leader id -> its connection for acks=0 produce
 
     def __repr__(self):
         return f"RemoteNode({self.cluster.bootstrap!r})"
@@ -415,12 +418,11 @@ class RemoteNode:
     def _send_one_way(self, topic: str, index: int, body: dict) -> None:
         leader = self.cluster.leader_id(topic, index)
         with self._lock:
-            sock = self._one_way.get(leader)
-            if sock is None:
-                conn = self.cluster.broker(leader)
-                sock = self._one_way[leader] = _OneWaySocket(conn.host, conn.port, self.client_id,
-                                                             conn.version(ApiKey.PRODUCE))
-        sock.send(body)
+            conn = self._one_way.get(leader)
+            if conn is None:
+                shared = self.cluster.broker(leader)
+                conn = self._one_way[leader] = self.cluster.open(shared.host, shared.port)
+        conn.send_one_way(ApiKey.PRODUCE, body)
 
     # -- fetching -------------------------------------------------------------------------------------------
 
@@ -549,10 +551,10 @@ class RemoteNode:
         """Close every connection. Idempotent."""
         self._closed.set()
         with self._lock:
-            socks, self._one_way = list(self._one_way.values()), {}
+            one_way, self._one_way = list(self._one_way.values()), {}
             coords = [c for c in (self._coordinator, self._txn_coordinator) if c is not None]
-        for s in socks:
-            s.close()
+        for conn in one_way:
+            conn.close()
         for coord in coords:
             coord.close()
         self.cluster.close()
@@ -579,50 +581,3 @@ def _fetch_result(f: Fetched) -> FetchResult:
     return FetchResult(f.records, f.high_watermark, f.log_start_offset, f.high_watermark, f.next_offset,
                        crc_checked=False, last_stable_offset=f.last_stable_offset,
                        aborted_transactions=f.aborted_transactions)
-
-
-def _readable(sock: socket.socket) -> bool:
-    """Whether `sock` has something to read (EOF included) right now. poll(), not select(): select() refuses
-    descriptors from FD_SETSIZE (1024) up, which a process with many connections and files open reaches."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
-
-
-class _OneWaySocket:
-    """A connection for acks=0 Produce requests, which get no response: send and forget. A broker closes it
-    after a failed acks=0 request (Kafka's way to tell the client); it is reopened before the next send."""
-
-    def __init__(self, host: str, port: int, client_id: str, version: int):
-        self.host, self.port, self.client_id, self.version = host, port, client_id, version
-        self._sock: socket.socket | None = None
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-
-    def send(self, body: dict) -> None:
-        with self._lock:
-            header = RequestHeader(ApiKey.PRODUCE, self.version, next(self._ids), self.client_id)
-            data = b"".join(bytes(part) for part in encode_request(header, body))
-            sock = self._sock
-            if sock is not None and _readable(sock):
-                self.close()                     # readable = closed by the broker: nothing else ever arrives
-                sock = None
-            try:
-                if sock is None:
-                    sock = self._sock = socket.create_connection((self.host, self.port), timeout=30)
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.sendall(data)
-            except OSError as e:
-                self.close()
-                raise NetworkError(f"{self.host}:{self.port}: {e}") from None
-            except BaseException:
-                self.close()                     # interrupted mid-frame: the stream is out of step
-                raise
-
-    def close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass

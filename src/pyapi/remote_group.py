@@ -87,8 +87,7 @@ class RemoteCoordinator:
         with self._lock:
             conn = self._side_conns.get((host, port))
             if conn is None:
-                conn = self._side_conns[(host, port)] = BrokerConnection(
-                    host, port, client_id=self.cluster.client_id, timeout=self.cluster.timeout)
+                conn = self._side_conns[(host, port)] = self.cluster.open(host, port)
             return conn
 
     def request(self, group_id: str, api: int, body: dict, error_code: Callable[[dict], int], *,

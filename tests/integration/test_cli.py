@@ -502,18 +502,18 @@ def test_groups_with_an_active_member(tmp_path, monkeypatch, capfd):
 
 
 def test_bootstrap_server_uses_the_broker_admin(tmp_path, monkeypatch, capfd):
-    """--bootstrap-server gives the commands a BrokerAdmin(servers, client_id=...); they run unchanged over
-    whatever Admin they get."""
+    """--bootstrap-server gives the commands a BrokerAdmin(servers, client_id=..., security=...) (PLAINTEXT
+    without --command-config); they run unchanged over whatever Admin they get."""
     calls = []
     with seglog.open(tmp_path) as node:
         node.create_topic("remote", 2)
 
-        def broker_admin(servers, *, client_id):
-            calls.append((servers, client_id))
+        def broker_admin(servers, *, client_id, security):
+            calls.append((servers, client_id, security.protocol))
             return _SharedNodeAdmin(node, live=False)
 
         monkeypatch.setattr("seglog.cli.connect.BrokerAdmin", broker_admin)
         assert main(["topics", "--bootstrap-server", "broker:9092", "--describe", "--topic", "remote"]) == 0
         assert "PartitionCount: 2" in capfd.readouterr()[0]
         assert main(["consume", "--bootstrap-server", "broker:9092", "--topic", "remote"]) == 0
-        assert calls == [("broker:9092", "seglog-cli"), ("broker:9092", "console-consumer")]
+        assert calls == [("broker:9092", "seglog-cli", "PLAINTEXT"), ("broker:9092", "console-consumer", "PLAINTEXT")]

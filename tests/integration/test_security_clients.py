@@ -1,6 +1,7 @@
-"""Real clients (kafka-python, confluent-kafka, aiokafka, kcat) over SSL, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256,
-SCRAM-SHA-512) and SASL_SSL against one broker: each produces records and reads them back; a wrong password
-fails the client's authentication."""
+"""Real clients (kafka-python, confluent-kafka, aiokafka, kcat) and seglog's own (seglog.connect's Producer
+and Consumer, the CLI with --command-config) over SSL, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and
+SASL_SSL against one broker: each produces records and reads them back; a wrong password fails the client's
+authentication, an untrusted certificate the TLS handshake."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import subprocess
 import uuid
 
 import pytest
+from test_cli import fails, ok
 
 import seglog
+from seglog.errors import NetworkError, SaslAuthenticationError, SslAuthenticationError
+from seglog.security.acls import AclBinding
 from seglog.security.sasl import FailedLogins
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -175,3 +179,121 @@ def test_wrong_password_is_refused(brokers, certs, client, mechanism, caplog):
     assert f"({mechanism}, user 'alice'): Authentication failed: Invalid" in caplog.text
     assert "Failed authentication with 127.0.0.1:" in caplog.text
     assert "wrong" not in caplog.text            # nothing secret in the broker's log
+
+
+# -- seglog's own clients ---------------------------------------------------------------------------------------
+
+def settings(protocol, mechanism=None, ca=None, user="alice", password=None) -> dict[str, str]:
+    """librdkafka's names for the client settings of `protocol` (ssl.ca.location, sasl.username ...)."""
+    out = {"security.protocol": protocol}
+    if "SSL" in protocol:
+        out["ssl.ca.location"] = str(ca)
+    if "SASL" in protocol:
+        out.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password or USERS[user]})
+    return out
+
+
+OWN_CASES = [("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-512")]
+
+
+@pytest.mark.parametrize("protocol, mechanism", OWN_CASES, ids=[p for p, _ in OWN_CASES])
+def test_seglog_connect_produces_and_consumes(brokers, certs, protocol, mechanism):
+    """seglog.connect(..., security=...): topic creation, acks=all and acks=0 produce (the one-way connection
+    is secured too), a consumer group (its coordinator's connections too)."""
+    node = seglog.connect(f"localhost:{brokers[protocol].port}", security=settings(protocol, mechanism, certs.ca))
+    topic = f"own-{protocol}".replace("_", "-")
+    try:
+        node.create_topic(topic, 2)
+        values = [f"{protocol} {i}".encode() for i in range(20)]
+        with seglog.Producer(node) as p:
+            for v in values[:15]:
+                p.send(topic, v)
+        with seglog.Producer(node, acks=0) as p:
+            for v in values[15:]:
+                p.send(topic, v)
+        got = []
+        with seglog.Consumer(node, group_id=f"g-{topic}", auto_offset_reset="earliest") as c:
+            c.subscribe([topic])
+            for _ in range(40):
+                got += [r.value for r in c.poll(0.5)]
+                if len(got) >= len(values):
+                    break
+        assert sorted(got) == sorted(values)
+    finally:
+        node.close()
+
+
+def test_seglog_connect_refusals(brokers, certs):
+    """A wrong password, a certificate no trusted CA signed, a host name the certificate does not name and a
+    plaintext client at a TLS listener fail at once with an error saying so (never the password)."""
+    sasl_ssl = f"localhost:{brokers['SASL_SSL'].port}"
+    with pytest.raises(SaslAuthenticationError, match="Authentication failed: Invalid") as refused:
+        seglog.connect(sasl_ssl, security=settings("SASL_SSL", "SCRAM-SHA-512", certs.ca, password="wr0ng")).topics()
+    assert "wr0ng" not in str(refused.value) and "user 'alice'" in str(refused.value)
+    with pytest.raises(SslAuthenticationError, match="certificate verify failed|self-signed certificate"):
+        seglog.connect(sasl_ssl, security=settings("SASL_SSL", "SCRAM-SHA-512", certs.self_signed.cert)).topics()
+    with pytest.raises(NetworkError):
+        seglog.connect(sasl_ssl).topics()
+
+
+def test_host_name_check_and_opting_out(tmp_path, certs):
+    """ssl.endpoint.identification.algorithm=https (the default) refuses a certificate for another host; empty
+    accepts it (the CA still has to have signed it)."""
+    elsewhere = certs.authority.issue("elsewhere", hosts=("elsewhere.invalid",))
+    with seglog.serve(tmp_path, ssl={"ssl.keystore.location": str(elsewhere.keystore)}) as b:
+        checked = settings("SSL", ca=certs.ca)
+        with pytest.raises(SslAuthenticationError, match="Hostname mismatch"):
+            seglog.connect(f"localhost:{b.port}", security=checked).topics()
+        node = seglog.connect(f"localhost:{b.port}", security={**checked, "ssl.endpoint.identification.algorithm": ""})
+        assert node.topics() == []
+        node.close()
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory, certs):
+    """A SASL_SSL broker with ACLs: alice is a super user, bob may read topic orders."""
+    ssl = {"ssl.keystore.location": str(certs.server.keystore)}
+    with seglog.serve(tmp_path_factory.mktemp("acl-sasl-ssl"), ssl=ssl,
+                      sasl_users=USERS, super_users="User:alice",
+                      acls=[AclBinding.allow("User:bob", "Read", "Topic", "orders")]) as b:
+        b.node.create_topic("orders", 1)
+        b.node.create_topic("payroll", 1)
+        yield b
+
+
+def command_config(tmp_path, certs, user, password=None):
+    """A --command-config file with Java's names (ssl.truststore.location, sasl.jaas.config)."""
+    path = tmp_path / f"{user}.properties"
+    path.write_text(f"security.protocol=SASL_SSL\nssl.truststore.location={certs.ca}\n"
+                    f"sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram."
+                    f"ScramLoginModule required username=\"{user}\" password=\"{password or USERS[user]}\";\n")
+    return path
+
+
+def test_cli_commands_with_command_config(acl_broker, certs, tmp_path):
+    server = f"localhost:{acl_broker.port}"
+    alice, bob = command_config(tmp_path, certs, "alice"), command_config(tmp_path, certs, "bob")
+    assert ok("topics", "--bootstrap-server", server, "--list", "--command-config", alice).split() == [
+        "orders", "payroll"]
+    assert ok("topics", "--bootstrap-server", server, "--list", "--command-config", bob).split() == ["orders"]
+    listed = ok("acls", "--bootstrap-server", server, "--list", "--command-config", alice)
+    assert "ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)" in listed
+    assert "(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)" in listed
+    fails(1, "Authentication failed: Invalid", "acls", "--bootstrap-server", server, "--list",
+          "--command-config", command_config(tmp_path, certs, "alice", "wr0ng"))
+    fails(1, "no broker reachable", "topics", "--bootstrap-server", server, "--list")
+
+
+def test_console_producer_and_consumer_configs(brokers, certs, tmp_path):
+    """--producer.config / --consumer.config (kafka-console-*.sh's) carry the client settings, next to producer
+    and consumer settings of their own."""
+    server = f"localhost:{brokers['SASL_SSL'].port}"
+    conf = tmp_path / "client.properties"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in settings("SASL_SSL", "SCRAM-SHA-256", certs.ca).items()))
+    producer = tmp_path / "producer.properties"
+    producer.write_text(conf.read_text() + "acks=all\nlinger.ms=5\n")
+    ok("produce", "--bootstrap-server", server, "--topic", "console-secured", "--producer.config", producer,
+       input="one\ntwo\nthree\n")
+    out = ok("consume", "--bootstrap-server", server, "--topic", "console-secured", "--from-beginning",
+             "--max-messages", "3", "--timeout-ms", "20000", "--consumer.config", conf)
+    assert out.split() == ["one", "two", "three"]

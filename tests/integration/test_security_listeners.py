@@ -11,7 +11,9 @@ import time
 import pytest
 
 import seglog
+from seglog.client import BrokerConnection
 from seglog.protocol import ApiKey
+from seglog.security.client import ClientSecurity
 from seglog.security.scram import ScramClient
 from tests.helpers.kafka_wire import RawConnection
 
@@ -144,6 +146,26 @@ def test_sasl_exchange_and_session_lifetime(sasl_broker, mechanism):
                                     "include_cluster_authorized_operations": False,
                                     "include_topic_authorized_operations": False})
         assert c.closed_by_peer()
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_own_client_reauthenticates_on_the_same_connection(sasl_broker, mechanism):
+    """seglog's BrokerConnection re-authenticates before the 1.5 s session the broker granted runs out, so
+    requests keep going on the one connection (without it the broker closes the connection at the first
+    request past the session's end)."""
+    conn = BrokerConnection("127.0.0.1", sasl_broker.port, security=ClientSecurity.from_properties(
+        {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": "alice",
+         "sasl.password": USERS["alice"]}))
+    body = {"topics": [], "allow_auto_topic_creation": False}
+    try:
+        conn.request(ApiKey.METADATA, body)
+        first = conn._sock
+        for _ in range(5):                     # 2.5 s: past the first session's end, into the second's
+            time.sleep(0.5)
+            assert conn.request(ApiKey.METADATA, body)["brokers"]
+        assert conn._sock is first
+    finally:
+        conn.close()
 
 
 def test_reauthentication_must_keep_the_user(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from seglog import Log, LogConfig, _engine  # noqa: E402
+from seglog import Log, LogConfig, _engine, serve  # noqa: E402
 from seglog.partitioner import murmur2  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -991,6 +991,33 @@ def test_broker_mode_errors_at_planning(spark, broker_data, free_port):
     from seglog.spark.errors import BrokerUnavailableError
     with pytest.raises(BrokerUnavailableError, match="cannot reach"):
         _broker_plan(dead, subscribe=B_PETS)
+
+
+def test_broker_mode_over_sasl_ssl(spark, tmp_path, certs):
+    """kafka.security.protocol, kafka.ssl.* and kafka.sasl.* (Spark's Kafka source's way to pass client
+    settings) reach the driver's and the executors' connections; a bad one fails at load()."""
+    from seglog.spark.options import parse_read_options
+
+    ssl = {"ssl.keystore.location": str(certs.server.keystore)}
+    with serve(tmp_path, ssl=ssl, sasl_users={"alice": "alice-pw"}) as b:
+        b.node.create_topic("secured", 2)
+        for p in range(2):
+            b.node.partition("secured", p).log.append_batch([f"{p}-{i}".encode() for i in range(50)])
+        options = {"kafka.security.protocol": "SASL_SSL", "kafka.ssl.truststore.location": str(certs.ca),
+                   "kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.username": "alice",
+                   "kafka.sasl.password": "alice-pw"}
+        df = _read_broker(spark, f"localhost:{b.port}", subscribe="secured", **options)
+        assert sorted(r["value"] for r in df.select("value").collect()) == \
+            sorted(f"{p}-{i}".encode() for p in range(2) for i in range(50))
+        with pytest.raises(Exception, match="SaslAuthenticationError.*Authentication failed"):
+            _read_broker(spark, f"localhost:{b.port}", subscribe="secured",
+                         **{**options, "kafka.sasl.password": "wrong"})
+    with pytest.raises(Exception, match="kafka.sasl.\*: sasl.username given, but security.protocol is SSL"):
+        parse_read_options({"kafka.bootstrap.servers": "localhost:1", "subscribe": "t",
+                            "kafka.security.protocol": "SSL", "kafka.sasl.username": "alice"}, streaming=False)
+    with pytest.raises(Exception, match="option kafka.security.protocol applies to broker mode only"):
+        parse_read_options({"path": str(tmp_path), "subscribe": "t", "kafka.security.protocol": "SSL"},
+                           streaming=False)
 
 
 def test_broker_mode_fail_on_data_loss(spark, broker_data):

@@ -20,6 +20,7 @@ from seglog.log import Log
 from seglog.protocol import ApiKey
 from seglog.replication import fetcher
 from seglog.replication.fetcher import LeaderFetcher, RetryBackoff, _Followed, truncation_offset
+from seglog.security.client import PLAINTEXT
 from seglog.wire_fetch import Fetched
 
 
@@ -229,7 +230,7 @@ def test_fetcher_backs_off_and_logs_once_while_the_leader_is_unreachable(tmp_pat
     monkeypatch.setattr(fetcher, "BrokerConnection", Connection)
     lg = Log(tmp_path / "t-0")
     config = BrokerConfig.from_properties({"replica.fetch.backoff.ms": 1000})
-    manager = SimpleNamespace(broker_id=2, config=config, broker_address=lambda _: ("127.0.0.1", 9))
+    manager = SimpleNamespace(broker_id=2, config=config, broker_address=lambda _: ("127.0.0.1", 9), security=PLAINTEXT)
     f = LeaderFetcher(manager, 1)
     f.add(SimpleNamespace(topic="t", index=0, log=lg), 0)
     caplog.set_level(logging.DEBUG, logger="seglog.replication")
@@ -303,7 +304,7 @@ def test_a_partition_the_leader_does_not_lead_yet_delays_only_itself(tmp_path, m
         lg.append_batch([b"x"])
         lg.high_watermark = 1
     manager = SimpleNamespace(broker_id=2, config=BrokerConfig(), broker_address=lambda _: ("127.0.0.1", 9),
-                              on_log_dir_failure=None)
+                              security=PLAINTEXT, on_log_dir_failure=None)
     f = LeaderFetcher(manager, 1)
     for name, lg in logs.items():
         f.add(SimpleNamespace(topic=name, index=0, log=lg), 0)

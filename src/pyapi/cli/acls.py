@@ -13,7 +13,8 @@ Each resource (--topic, --group, --transactional-id, repeatable, and --cluster) 
 entries, --remove asks before deleting unless --force (without a principal it deletes every ACL of the
 resource), and both end with the resources' current ACLs as --list prints them. The requests are
 CreateAcls / DescribeAcls / DeleteAcls: the broker's principal for this connection (User:ANONYMOUS on a
-PLAINTEXT listener) needs Alter on the cluster to change ACLs, Describe to list them.
+PLAINTEXT listener; the SASL user or certificate's principal of --command-config's settings on a secured one)
+needs Alter on the cluster to change ACLs, Describe to list them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..errors import SeglogError
 from ..security.acls import (CLUSTER_NAME, SUPPORTED_OPERATIONS, WILDCARD, AccessControlEntry, AclBinding,
                              AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourcePattern,
                              ResourceType, parse_principal)
-from .common import CliError, UsageError, out
+from .common import CliError, UsageError, add_command_config, out
 from .connect import connect
 
 __all__ = ["register"]
@@ -34,8 +35,8 @@ def register(sub) -> None:
     p = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)",
                        description="Add, remove and list the ACLs a broker's authorizer enforces, like "
                                    "kafka-acls.sh.")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="a broker (its PLAINTEXT listener: seglog's client speaks neither TLS nor SASL)")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker")
+    add_command_config(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add ACLs")
     action.add_argument("--remove", action="store_true", help="remove ACLs")

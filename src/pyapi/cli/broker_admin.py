@@ -39,6 +39,7 @@ from ..quotas.entities import QuotaEntity, entity_from_wire, entity_to_wire
 from ..remote import RemoteNode
 from ..security.acls import AclBinding, AclBindingFilter
 from ..security.acls_wire import binding_from_wire, binding_to_wire, filter_to_wire
+from ..security.client import ClientSecurity
 from ..txn.coordinator import TransactionDescription, TransactionListing
 
 __all__ = ["BrokerAdmin"]
@@ -54,11 +55,12 @@ class BrokerAdmin(Admin):
 
     live = True
 
-    def __init__(self, bootstrap_servers: str, *, client_id: str = "seglog-cli", retry_timeout: float = 30.0):
+    def __init__(self, bootstrap_servers: str, *, client_id: str = "seglog-cli", retry_timeout: float = 30.0,
+                 security: ClientSecurity | None = None):
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
         self.retry_timeout = retry_timeout
-        self.node = RemoteNode(bootstrap_servers, client_id=client_id, retry_timeout=retry_timeout)
+        self.node = RemoteNode(bootstrap_servers, client_id=client_id, retry_timeout=retry_timeout, security=security)
         self.cluster = self.node.cluster
         self._clients: list[RemoteNode] = []
         try:
@@ -284,7 +286,7 @@ class BrokerAdmin(Admin):
         """A RemoteNode of the client's own (own connections: a consumer's long poll never holds up the admin),
         closed with the admin."""
         node = RemoteNode(self.bootstrap_servers, client_id=client_id or self.client_id,
-                          retry_timeout=self.retry_timeout)
+                          retry_timeout=self.retry_timeout, security=self.cluster.security)
         self._clients.append(node)
         return node
 

@@ -54,13 +54,24 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def add_target(p: argparse.ArgumentParser, *aliases: str) -> None:
-    """The data source every command takes: a data dir in this process, or a broker."""
+def add_target(p: argparse.ArgumentParser, *aliases: str, config_aliases: Sequence[str] = ()) -> None:
+    """The data source every command takes: a data dir in this process, or a broker (with --command-config,
+    or its `config_aliases`, for a TLS or SASL listener)."""
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--data-dir", metavar="DIR", help="a seglog data directory, opened in this process (fails "
                                                      "while a broker runs on it)")
     g.add_argument("--bootstrap-server", *aliases, dest="bootstrap_server", metavar="HOST:PORT",
                    help="a running seglog (or Kafka) broker")
+    add_command_config(p, *config_aliases)
+
+
+def add_command_config(p: argparse.ArgumentParser, *aliases: str) -> None:
+    """--command-config FILE, as Kafka's tools: a properties file of client settings (security.protocol,
+    ssl.*, sasl.*: how to reach a TLS or SASL listener)."""
+    p.add_argument("--command-config", *aliases, dest="command_config", metavar="FILE",
+                   help="a properties file of client settings for --bootstrap-server, e.g. security.protocol, "
+                        "ssl.ca.location (or ssl.truststore.location), sasl.mechanism, sasl.username, "
+                        "sasl.password (or sasl.jaas.config)")
 
 
 def json_partitions(path: str, fields: Sequence[str]) -> list[tuple]:

@@ -23,7 +23,7 @@ import argparse
 from ..errors import SeglogError
 from ..quotas.entities import DEFAULT, QuotaEntity
 from ..quotas.manager import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
-from .common import CliError, UsageError, out, split_config_list
+from .common import CliError, UsageError, add_command_config, out, split_config_list
 from .connect import connect
 
 __all__ = ["register"]
@@ -42,8 +42,8 @@ def register(sub) -> None:
     p = sub.add_parser("configs", help="describe and alter client quotas (kafka-configs.sh)",
                        description="Describe and alter the client quotas of users and client ids, like "
                                    "kafka-configs.sh.")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="a broker (its PLAINTEXT listener: seglog's client speaks neither TLS nor SASL)")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker")
+    add_command_config(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="list the quotas of the entities named")
     action.add_argument("--alter", action="store_true", help="add or delete quotas of the entity named")

@@ -13,7 +13,7 @@ import sys
 import time
 
 from ..errors import SeglogError, UnknownTopicOrPartitionError
-from .connect import connect
+from .connect import command_settings, connect, split_security
 from .common import (CliError, UsageError, add_target, boolean, check_known, err, interrupt_status, key_values,
                      non_negative, positive)
 
@@ -32,7 +32,7 @@ def register(sub) -> None:
                                    "status 1. Line format properties (--property): parse.key, key.separator "
                                    "(default TAB), parse.headers, headers.delimiter (TAB), headers.separator "
                                    "(,), headers.key.separator (:), null.marker, ignore.error.")
-    add_target(p, "--broker-list")
+    add_target(p, "--broker-list", config_aliases=("--producer.config",))
     p.add_argument("--topic", required=True, metavar="NAME")
     p.add_argument("--property", action="append", metavar="KEY=VALUE",
                    help="a line-format property, e.g. parse.key=true, key.separator=: (repeatable)")
@@ -58,7 +58,7 @@ def register(sub) -> None:
                                    "stderr. Output properties: print.timestamp, print.key, print.offset, "
                                    "print.partition, print.headers, print.value, key.separator (TAB), "
                                    "line.separator, headers.separator, null.literal.")
-    add_target(c)
+    add_target(c, config_aliases=("--consumer.config",))
     c.add_argument("--topic", required=True, metavar="NAME")
     c.add_argument("--from-beginning", action="store_true",
                    help="start at the earliest offset when there is no committed one")
@@ -157,13 +157,14 @@ def cmd_produce(args) -> int:
     if args.key_separator is not None:
         props.update({"parse.key": "true", "key.separator": args.key_separator})
     reader = LineReader(props)
-    pprops = {"client.id": "console-producer", "batch.size": str(BATCH_SIZE)}
+    pprops = {"client.id": "console-producer", "batch.size": str(BATCH_SIZE), **command_settings(args)}
     if args.compression:
         pprops["compression.type"] = args.compression
     if args.acks:
         pprops["acks"] = args.acks
     pprops.update(key_values(args.producer_property, "--producer-property"))
-    with connect(args, client_id="console-producer") as admin:
+    security, pprops = split_security(pprops)
+    with connect(args, client_id="console-producer", security=security) as admin:
         desc = _topic(admin, args.topic)
         if args.partition is not None and args.partition >= len(desc.partitions):
             raise CliError(_bad_partition(args.partition, desc))
@@ -293,9 +294,10 @@ def _start_offset(text: str | None):
 
 def cmd_consume(args) -> int:
     formatter = MessageFormatter(key_values(args.property, "--property"))
-    cprops = key_values(args.consumer_property, "--consumer-property")
+    security, cprops = split_security({**command_settings(args),
+                                       **key_values(args.consumer_property, "--consumer-property")})
     if args.group and cprops.get("group.id", args.group) != args.group:
-        raise UsageError("--group and --consumer-property group.id differ")
+        raise UsageError("--group and the consumer config's group.id differ")
     group = args.group or cprops.get("group.id")
     offset = _start_offset(args.offset)
     if offset is not None and args.from_beginning:
@@ -307,7 +309,7 @@ def cmd_consume(args) -> int:
         props["group.id"] = group
     if args.isolation_level:
         props["isolation.level"] = args.isolation_level
-    with connect(args, client_id="console-consumer") as admin:
+    with connect(args, client_id="console-consumer", security=security) as admin:
         desc = _topic(admin, args.topic)
         if args.partition is not None and args.partition >= len(desc.partitions):
             raise CliError(_bad_partition(args.partition, desc))

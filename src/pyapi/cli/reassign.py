@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 
 from ..cluster.placement import assign_replicas
-from .common import CliError, UsageError, out
+from .common import CliError, UsageError, add_command_config, out
 from .connect import connect
 
 _ACTIONS = ("generate", "execute", "verify", "cancel", "list")
@@ -36,6 +36,7 @@ def register(sub) -> None:
                                                    "(kafka-reassign-partitions.sh)",
                        description="Move partition replicas between brokers, like kafka-reassign-partitions.sh.")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker of the cluster")
+    add_command_config(p)
     for action, text in (("generate", "propose an assignment of the topics in --topics-to-move-json-file over "
                                       "--broker-list"),
                          ("execute", "start the reassignment in --reassignment-json-file"),

@@ -31,6 +31,7 @@ from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
 from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from ..replication.manager import ReplicaManager
+from ..security.client import inter_broker_security
 from .controller import Controller
 from .metastore import (NO_LEADER, BrokerInfo, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
                         new_cluster_id)
@@ -53,6 +54,7 @@ class ClusterMember:
         self.store = store
         self.broker_id = config.broker_id
         self.host, self.port = host, port
+        self.security = inter_broker_security(config)   # every connection to another broker (and to itself) uses it
         self.brokers: dict[int, BrokerInfo] = {}
         self.assignments: dict[str, TopicAssignment] = {}
         self.configs: dict[str, dict[str, str]] = {}
@@ -71,7 +73,7 @@ class ClusterMember:
         node.new_producer_id = self.init_producer_id
         node.marker_channel_factory = lambda _: ClusterMarkerChannel(self)
         node.transaction_verifier = self.txn_verifier
-        self.replicas = ReplicaManager(node, self.broker_id, config, store, self.broker_address)
+        self.replicas = ReplicaManager(node, self.broker_id, config, store, self.broker_address, self.security)
         self.view = ClusterView(self)
 
     # -- lifecycle --------------------------------------------------------------------------------------------

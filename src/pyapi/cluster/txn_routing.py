@@ -96,7 +96,8 @@ class ClusterMarkerChannel(MarkerChannel):
                 if address is None:
                     raise NotLeaderOrFollowerError(f"broker {broker} is not registered")
                 conn = self._conns[broker] = BrokerConnection(
-                    *address, client_id=f"seglog-txn-markers-{self.m.broker_id}", timeout=MARKER_REQUEST_TIMEOUT_S)
+                    *address, client_id=f"seglog-txn-markers-{self.m.broker_id}", timeout=MARKER_REQUEST_TIMEOUT_S,
+                    security=self.m.security)
             return conn
 
     def _drop(self, broker: int) -> None:
@@ -132,7 +133,8 @@ class ClusterTxnVerifier:
             if self._remote is None:
                 self._remote = RemoteTxnCoordinator(
                     ClusterClient(f"{self.m.host}:{self.m.port}", client_id=f"seglog-txn-verify-{self.m.broker_id}",
-                                  timeout=MARKER_REQUEST_TIMEOUT_S), retry_timeout=VERIFY_RETRY_S)
+                                  timeout=MARKER_REQUEST_TIMEOUT_S, security=self.m.security),
+                    retry_timeout=VERIFY_RETRY_S)
             return self._remote
 
     def close(self) -> None:

@@ -198,7 +198,7 @@ class LeaderFetcher(threading.Thread):
         if self._conn is None or self._address != address:
             self._drop_connection()
             self._conn = BrokerConnection(*address, client_id=f"seglog-replica-{self.manager.broker_id}",
-                                          timeout=10.0)
+                                          timeout=10.0, security=self.manager.security)
             self._address = address
         return self._conn
 

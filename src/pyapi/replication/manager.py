@@ -27,6 +27,7 @@ import time
 
 from ..cluster.metastore import NO_LEADER, InvalidUpdateVersionError, PartitionState
 from ..errors import NotEnoughReplicasError, NotLeaderOrFollowerError, SeglogError
+from ..security.client import ClientSecurity
 from .fetcher import LeaderFetcher
 from .leader import LeaderState
 
@@ -34,12 +35,13 @@ log = logging.getLogger("seglog.replication")
 
 
 class ReplicaManager:
-    def __init__(self, node, broker_id: int, config, store, broker_address):
+    def __init__(self, node, broker_id: int, config, store, broker_address, security: ClientSecurity):
         self.node = node
         self.broker_id = broker_id
         self.config = config
         self.store = store
         self.broker_address = broker_address            # broker id -> (host, port) or None
+        self.security = security                        # of the fetchers' connections (the inter-broker listener's)
         self._lock = threading.RLock()
         self._leaders: dict[tuple[str, int], LeaderState] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}

@@ -101,7 +101,10 @@ def broker_listeners(config) -> list[Listener]:
             server_context(config, name)            # the key, certificates and trust store load, or an error now
         out.append(listener)
     if config.zookeeper_connect:
-        inter_broker_listener(config, out)
+        inter = inter_broker_listener(config, out)
+        if inter.sasl:
+            from .sasl import client_credentials
+            client_credentials(config, inter.name)      # the broker's own user and password are there, or an error now
     from .tls import parse_mapping_rules
     parse_mapping_rules(config.ssl_principal_mapping_rules)
     return out

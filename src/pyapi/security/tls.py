@@ -18,6 +18,7 @@ import os
 import re
 import ssl
 import tempfile
+from typing import Callable
 
 from ..errors import InvalidConfigError
 from .listeners import listener_setting
@@ -27,15 +28,19 @@ _DN_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L", "st
                 "domainComponent": "DC", "userId": "UID"}
 
 
-def _setting(config, listener, name):
-    return listener_setting(config, listener, name) if listener else getattr(config, name.replace(".", "_"))
+Setting = Callable[[str], str]
+"""A Kafka ssl.* setting's value by name ("" when unset): a broker listener's or a client's."""
 
 
-def _load_key_pair(ctx: ssl.SSLContext, config, listener: str | None, required: bool) -> bool:
-    """Load the key and certificate chain into ctx; False if none is configured (an error if `required`)."""
-    s = lambda name: _setting(config, listener, name)  # noqa: E731
+def broker_setting(config, listener: str) -> Setting:
+    """The ssl.* settings of one listener of a BrokerConfig (its listener.name.<l>. overrides first)."""
+    return lambda name: listener_setting(config, listener, name)
+
+
+def _load_key_pair(ctx: ssl.SSLContext, s: Setting, where: str, required: bool) -> bool:
+    """Load the key and certificate chain into ctx; False if none is configured (an error if `required`).
+    `where` names the listener in errors."""
     password = s("ssl.key.password") or s("ssl.keystore.password") or None
-    where = f" (listener {listener})" if listener else ""
     try:
         if s("ssl.keystore.location"):
             ctx.load_cert_chain(s("ssl.keystore.location"), password=password)
@@ -63,11 +68,13 @@ def _load_key_pair(ctx: ssl.SSLContext, config, listener: str | None, required: 
     return True
 
 
-def _load_trust(ctx: ssl.SSLContext, config, listener: str | None) -> bool:
-    s = lambda name: _setting(config, listener, name)  # noqa: E731
+def _load_trust(ctx: ssl.SSLContext, s: Setting) -> bool:
     try:
-        if s("ssl.truststore.location"):
-            ctx.load_verify_locations(cafile=s("ssl.truststore.location"))
+        location = s("ssl.truststore.location")
+        if location and os.path.isdir(location):         # a directory of hashed CA files (c_rehash)
+            ctx.load_verify_locations(capath=location)
+        elif location:
+            ctx.load_verify_locations(cafile=location)
         elif s("ssl.truststore.certificates"):
             ctx.load_verify_locations(cadata=s("ssl.truststore.certificates"))
         else:
@@ -79,11 +86,12 @@ def _load_trust(ctx: ssl.SSLContext, config, listener: str | None) -> bool:
 
 def server_context(config, listener: str) -> ssl.SSLContext:
     """The server SSLContext of one listener (InvalidConfigError if its files do not load)."""
+    s = broker_setting(config, listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    _load_key_pair(ctx, config, listener, required=True)
-    client_auth = _setting(config, listener, "ssl.client.auth").lower()
-    trusted = _load_trust(ctx, config, listener)
+    _load_key_pair(ctx, s, f" (listener {listener})", required=True)
+    client_auth = s("ssl.client.auth").lower()
+    trusted = _load_trust(ctx, s)
     if client_auth != "none":
         if not trusted:
             raise InvalidConfigError(f"ssl.client.auth={client_auth} (listener {listener}) needs a trust store: "
@@ -92,16 +100,20 @@ def server_context(config, listener: str) -> ssl.SSLContext:
     return ctx
 
 
-def client_context(config, listener: str | None = None) -> ssl.SSLContext:
+def client_context(s: Setting, *, check_hostname: bool, verify: bool = True, where: str = "") -> ssl.SSLContext:
     """A client SSLContext (inter-broker connections, seglog's own clients): the trust store verifies the
-    server (the system's CAs without one), ssl.endpoint.identification.algorithm=https checks its host name,
-    and a configured key pair is offered as the client certificate."""
+    server (the system's CAs without one; nothing at all when not `verify`), `check_hostname` checks its
+    host name, and a configured key pair is offered as the client certificate."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    if not _load_trust(ctx, config, listener):
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    elif not _load_trust(ctx, s):
         ctx.load_default_certs()
-    ctx.check_hostname = _setting(config, listener, "ssl.endpoint.identification.algorithm").lower() == "https"
-    _load_key_pair(ctx, config, listener, required=False)
+    if verify:
+        ctx.check_hostname = check_hostname
+    _load_key_pair(ctx, s, where, required=False)
     return ctx
 
 

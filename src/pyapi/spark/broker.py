@@ -68,13 +68,16 @@ def _unreachable(servers: str, e: BaseException) -> BrokerUnavailableError:
 class BrokerCatalog(Catalog):
     """The topics of a Kafka-protocol cluster (see the module docstring). Holds connections: close it."""
 
-    def __init__(self, bootstrap_servers: str, request_timeout_ms: int = 30_000, read_committed: bool = False):
+    def __init__(self, bootstrap_servers: str, request_timeout_ms: int = 30_000, read_committed: bool = False,
+                 security: tuple[tuple[str, str], ...] = ()):
         self.read_committed = read_committed
         self.bootstrap_servers = bootstrap_servers
         self.request_timeout_ms = request_timeout_ms
+        self.security = security
         self.where = f"on the brokers at {bootstrap_servers}"
         seconds = request_timeout_ms / 1000
-        self.cluster = ClusterClient(bootstrap_servers, client_id=CLIENT_ID, timeout=seconds, retry_timeout=seconds)
+        self.cluster = ClusterClient(bootstrap_servers, client_id=CLIENT_ID, timeout=seconds, retry_timeout=seconds,
+                                     security=dict(security))
         self._offsets: dict[tuple[str, int], tuple[int, int]] = {}
         self._internal: set[str] = set()
         try:
@@ -133,7 +136,7 @@ class BrokerCatalog(Catalog):
         return OffsetRangeSplit(topic=topic, partition=partition, start=start, end=end,
                                 location=self.leader_address(topic, partition), estimated_bytes=0,
                                 bootstrap_servers=self.bootstrap_servers,
-                                request_timeout_ms=self.request_timeout_ms, **read_args)
+                                request_timeout_ms=self.request_timeout_ms, security=self.security, **read_args)
 
     def close(self) -> None:
         self.cluster.close()
@@ -190,7 +193,7 @@ class _Fetcher:
     def cluster(self) -> ClusterClient:
         if self._cluster is None:
             self._cluster = ClusterClient(self.split.bootstrap_servers, client_id=CLIENT_ID, timeout=self.timeout,
-                                          retry_timeout=self.timeout)
+                                          retry_timeout=self.timeout, security=dict(self.split.security))
         return self._cluster
 
     def _connection(self) -> BrokerConnection:
@@ -203,7 +206,7 @@ class _Fetcher:
                 cluster.forget(self.split.topic)
                 leader = cluster.leader_id(self.split.topic, self.split.partition)   # refreshes the broker table
                 host, port = cluster.brokers[leader]
-            self._conn = BrokerConnection(host, port, client_id=CLIENT_ID, timeout=self.timeout)
+            self._conn = self.cluster().open(host, port)
             self.address = f"{host}:{port}"
         return self._conn
 

@@ -14,5 +14,6 @@ def open_catalog(location: Location, read_committed: bool = False) -> Catalog:
     end at their last stable offset. Raises NotADataDirError / BrokerUnavailableError when it cannot be
     reached."""
     if location.broker_mode:
-        return BrokerCatalog(location.bootstrap_servers, location.request_timeout_ms, read_committed)
+        return BrokerCatalog(location.bootstrap_servers, location.request_timeout_ms, read_committed,
+                             location.security)
     return DataDir(location.path, read_committed)

@@ -7,6 +7,9 @@ Reader options (batch and streaming) -> :class:`ReadOptions`::
                                       protocol from any Kafka-protocol broker (broker mode); exactly one of the two
     kafka.request.timeout.ms          broker mode: socket timeout, and how long leader moves and unreachable
                                       brokers are retried before failing (default 30000)
+    kafka.security.protocol, kafka.ssl.*, kafka.sasl.*
+                                      broker mode: the client settings of a TLS or SASL listener
+                                      (seglog.security.client; files must exist on the driver and executors)
     subscribe | subscribePattern | assign
                                       exactly one: "t1,t2" | a regex matched against whole topic names
                                       (internal "__" topics excluded) | JSON {"t1": [0, 2]}
@@ -54,6 +57,7 @@ from typing import Mapping
 from .. import _engine
 from ..client import parse_bootstrap
 from ..errors import InvalidConfigError
+from ..security.client import ClientSecurity, is_security_setting
 from .errors import SourceOptionError
 
 __all__ = ["EARLIEST", "LATEST", "Location", "OffsetSpec", "TopicSelection", "ReadOptions", "WriteOptions",
@@ -96,10 +100,12 @@ class OffsetSpec:
 
 @dataclass(frozen=True)
 class Location:
-    """Where the logs are: a data dir (``path``) or Kafka-protocol brokers (``bootstrap_servers``)."""
+    """Where the logs are: a data dir (``path``) or Kafka-protocol brokers (``bootstrap_servers``, reached with
+    the client settings ``security``, checked: (name, value) pairs of seglog.security.client's names)."""
     path: str | None = None
     bootstrap_servers: str | None = None
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def broker_mode(self) -> bool:
@@ -293,12 +299,14 @@ def parse_location(opts: Mapping[str, str]) -> Location:
     `opts` has lower-case keys."""
     given = [n for n in _BROKER_OPTIONS if opts.get(n) not in (None, "")]
     path = opts.get("path")
+    security = tuple(sorted((k[len("kafka."):], str(v)) for k, v in opts.items()
+                            if k.startswith("kafka.") and is_security_setting(k[len("kafka."):])))
     if len(given) > 1 and opts[given[0]].strip() != opts[given[1]].strip():
         raise SourceOptionError("options kafka.bootstrap.servers and bootstrap.servers disagree; set one of them")
     if not given:
-        if opts.get("kafka.request.timeout.ms") not in (None, ""):
-            raise SourceOptionError("option kafka.request.timeout.ms applies to broker mode only "
-                                    "(option kafka.bootstrap.servers)")
+        for name in ["kafka.request.timeout.ms"] + [f"kafka.{k}" for k, _ in security]:
+            if opts.get(name) not in (None, ""):
+                raise SourceOptionError(f"option {name} applies to broker mode only (option kafka.bootstrap.servers)")
         if path in (None, ""):
             raise SourceOptionError("option path is required: the seglog data directory, e.g. .option(\"path\", "
                                     "\"data\") or .load(\"data\"); or read through a broker with "
@@ -312,10 +320,15 @@ def parse_location(opts: Mapping[str, str]) -> Location:
         parse_bootstrap(servers)
     except InvalidConfigError as e:
         raise SourceOptionError(f"option {given[0]}: {e}; expected host:port[,host:port...]") from None
+    try:
+        ClientSecurity.from_properties(dict(security))
+    except InvalidConfigError as e:
+        raise SourceOptionError(f"options kafka.security.protocol / kafka.ssl.* / kafka.sasl.*: {e}") from None
     timeout = opts.get("kafka.request.timeout.ms")
     return Location(bootstrap_servers=servers,
                     request_timeout_ms=(_positive_int(timeout, "kafka.request.timeout.ms")
-                                        if timeout not in (None, "") else DEFAULT_REQUEST_TIMEOUT_MS))
+                                        if timeout not in (None, "") else DEFAULT_REQUEST_TIMEOUT_MS),
+                    security=security)
 
 
 def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:

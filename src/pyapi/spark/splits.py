@@ -10,7 +10,7 @@ which return the same v2 batches (seglog.spark.broker): executors then need no f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
@@ -26,7 +26,8 @@ class OffsetRangeSplit(InputPartition):
     maxTimestamp is below it; Spark still applies the timestamp filter itself, so this only prunes.
     ``bootstrap_servers``: set for broker mode (``location`` is then the leader's "host:port", a hint: the
     executor asks the cluster again when the leader moved); ``request_timeout_ms`` bounds its requests and
-    retries.
+    retries; ``security``: the client settings of a TLS or SASL listener ((name, value) pairs, left out of
+    the repr: they may hold a password).
     ``columns``: the columns to build, as a user schema names them (seglog.spark.projection); None for the whole
     schema (with headers when ``include_headers``). ``include_headers`` is what the engine decodes: true
     whenever ``columns`` names headers.
@@ -46,3 +47,4 @@ class OffsetRangeSplit(InputPartition):
     request_timeout_ms: int = 30_000
     columns: tuple[str, ...] | None = None
     read_committed: bool = False
+    security: tuple[tuple[str, str], ...] = field(default=(), repr=False)

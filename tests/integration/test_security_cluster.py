@@ -1,0 +1,87 @@
+"""A 3-broker ZooKeeper cluster whose only listener, the inter-broker one too, is SASL_SSL (SCRAM-SHA-512): the
+brokers replicate, send transaction markers and verify transactions over it with their own credentials, and
+seglog's clients produce (acks=all), commit transactions and consume through it; the replicas stay identical
+and the data survives the leader's death."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cluster_harness import Cluster, wait_until
+
+import seglog
+from seglog.security.credentials import FileCredentialStore
+from seglog.security.scram import new_credential
+
+pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
+
+MECHANISM = "SCRAM-SHA-512"
+USERS = {"broker": "broker-secret", "alice": "alice-secret"}
+
+
+@pytest.fixture
+def cluster(zookeeper_server, tmp_path, certs):
+    overrides = {
+        "listeners": "SASL_SSL://127.0.0.1:9093",               # the harness puts each broker's port there
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL",
+        "inter.broker.listener.name": "SASL_SSL",
+        "ssl.keystore.location": str(certs.server.keystore),
+        "ssl.truststore.location": str(certs.ca),                # what the brokers trust as each other's clients
+        "sasl.enabled.mechanisms": MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": MECHANISM,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+            f'password="{USERS["broker"]}";',
+        "transaction.state.log.num.partitions": 2, "transaction.state.log.replication.factor": 3,
+        "transaction.state.log.min.isr": 2,
+    }
+    client = {"security.protocol": "SASL_SSL", "ssl.truststore.location": str(certs.ca), "sasl.mechanism": MECHANISM,
+              "sasl.username": "alice", "sasl.password": USERS["alice"]}
+    c = Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3, overrides,
+                chroot=f"/sasl-ssl-{int(time.time() * 1000) % 10**8}", security=client)
+    for b in c.brokers.values():                 # SCRAM users are in each broker's data dir
+        b.data_dir.mkdir(parents=True)
+        FileCredentialStore(b.data_dir).alter([(u, MECHANISM, new_credential(MECHANISM, pw))
+                                               for u, pw in USERS.items()], [])
+    c.start()
+    c.client = client
+    yield c
+    c.close()
+
+
+def test_replication_and_transactions_over_a_sasl_ssl_inter_broker_listener(cluster):
+    node = seglog.connect(cluster.bootstrap, security=cluster.client)
+    try:
+        node.create_topic("secured", 3, replication_factor=3)
+        cluster.wait_full_isr("secured", range(3))
+        values = [f"v{i}".encode() for i in range(300)]
+        with seglog.Producer(node, acks="all") as p:
+            futures = [p.send("secured", v, partition=i % 3) for i, v in enumerate(values)]
+            p.flush()
+        assert all(f.get().offset >= 0 for f in futures)
+        for part in range(3):                    # every follower fetched the leader's batches, byte for byte
+            cluster.wait_converged("secured", part, min_end=100)
+
+        # a transaction over all three partitions: markers go from the coordinator to the other leaders
+        with seglog.Producer(node, transactional_id="secured-txn") as p:
+            p.init_transactions()
+            p.begin_transaction()
+            for part in range(3):
+                p.send("secured", b"in a transaction", partition=part)
+            p.commit_transaction()
+
+        leader = cluster.leader("secured", 0)
+        cluster.brokers[leader].kill()
+        cluster.wait_leader("secured", 0, not_in=[leader])
+        got: list[bytes] = []
+        with seglog.Consumer(node, auto_offset_reset="earliest", isolation_level="read_committed") as c:
+            c.assign([("secured", part) for part in range(3)])
+            wait_until(lambda: got.extend(r.value for r in c.poll(0.5)) or len(got) >= len(values) + 3, 60,
+                       "every record read back after the leader's death", details=cluster.describe)
+        assert sorted(got) == sorted(values + [b"in a transaction"] * 3)
+    finally:
+        node.close()
+    for b in cluster.brokers.values():
+        assert "Failed authentication" not in b.log_text()
