@@ -17,4 +17,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -m pip install -q --disable-pip-version-check ".[test]"
-exec python3 -m pytest "$@"
+# Two workers, each test module kept on one of them (its cluster, ZooKeeper or Spark session started once): most
+# of the suite waits on brokers, ZooKeeper sessions and clients rather than on the CPU. SEGLOG_TEST_WORKERS=0
+# runs it in this one process.
+exec python3 -m pytest -n "${SEGLOG_TEST_WORKERS:-2}" --dist loadfile "$@"

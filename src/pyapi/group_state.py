@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from .errors import FencedInstanceIdError, UnknownMemberIdError
+from .errors import FencedInstanceIdError, InvalidGroupIdError, UnknownMemberIdError
 from .group_types import GroupDescription, GroupState, MemberDescription
 from .offsets_format import GroupMetadata, MemberMetadata
 
-__all__ = ["Member", "Group", "JoinArgs", "Done", "ok", "fail", "complete", "StoreWrites", "log_store_failure"]
+__all__ = ["Member", "Group", "JoinArgs", "Done", "ok", "fail", "complete", "StoreWrites", "log_store_failure",
+           "check_group_id", "wall_ms"]
 
 log = logging.getLogger("seglog.group")
 
@@ -224,3 +226,14 @@ class StoreWrites:
                     exc = e
             done.extend(on_result(exc))
         complete(done)
+
+
+def wall_ms() -> int:
+    """Wall-clock milliseconds: the timestamps groups and offset commits are stored with."""
+    return int(time.time() * 1000)
+
+
+def check_group_id(group_id: str, allow_empty: bool) -> None:
+    """Kafka allows the empty group id only for offset and describe/delete APIs (old consumers used it)."""
+    if not isinstance(group_id, str) or (not group_id and not allow_empty):
+        raise InvalidGroupIdError(f"invalid group id {group_id!r}")

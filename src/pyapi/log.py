@@ -2,6 +2,13 @@
 retention, the compaction swap and its scheduling, over the segments of ``local_log.LocalLog``, opened by
 ``log_loader.load`` (clean-up, recovery, index rebuild, checkpoints).
 
+This module holds opening, the offsets, durability and the hot paths (append, append_batch, append_raw,
+read, read_next, records, get). The rest of the class comes from one base class per concern, each in its
+module: ``log_transactions`` (producer state, markers, last stable offset), ``log_retention`` (retention,
+DeleteRecords, maintenance scheduling, the compaction swap), ``log_replica`` (leader epochs, follower
+appends, truncation), ``log_timestamps`` (lookups by time), ``log_readonly`` (a reader in another process).
+The bases hold methods only; every attribute is set by ``Log.__init__`` and its loading.
+
 A partition directory holds segments named by their 20-digit base offset (``.log`` record batches, ``.index``,
 ``.timeindex``), plus ``log-state-checkpoint`` (recovery point, log start offset, high watermark),
 ``leader-epoch-checkpoint`` and, while the log is closed cleanly, ``.clean-shutdown``.
@@ -33,27 +40,30 @@ from __future__ import annotations
 
 import bisect
 import logging
-import operator
 import os
 import random
 import re
 import threading
 import time
-import weakref
-from typing import Iterator, NamedTuple, Sequence
+from typing import Iterator, Sequence
 
 from . import _engine
-from . import cleaner as _cleaner
 from . import log_loader
 from .checkpoints import fsync_dir, storage_errors
 from .config import LogConfig
-from .errors import (InvalidArgumentError, InvalidRecordError, InvalidTimestampError, CorruptRecordError,
-                     LogClosedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError, StorageError)
+from .errors import (InvalidArgumentError, CorruptRecordError, LogClosedError, OffsetOutOfRangeError,
+                     ReadOnlyLogError, RecordTooLargeError, StorageError)
 from .isolation import AbortedFilter
 from .leader_epochs import LeaderEpochCache
-from .local_log import INT64_MAX as _INT64_MAX, LocalLog, segment_bases, unlink_all
-from .log_loader import CLEAN_SHUTDOWN_FILE, STATE_FILE, RecoveryReport
-from .producer_state import ActiveProducer, CompletedTxn, ProducerStateManager
+from .local_log import INT64_MAX as _INT64_MAX, LocalLog, unlink_all
+from .log_args import int_arg as _int_arg
+from .log_loader import CLEAN_SHUTDOWN_FILE, JOURNAL_FILE, STATE_FILE, RecoveryReport
+from .log_readonly import LogReadonly, read_batches as _read_batches
+from .log_replica import LogReplica
+from .log_retention import LogRetention
+from .log_timestamps import LogTimestamps, TimestampOffset
+from .log_transactions import LogTransactions
+from .producer_state import ProducerStateManager
 from .txn_index import AbortedTxn
 from .scheduler import Scheduler, default_scheduler
 
@@ -63,26 +73,18 @@ __all__ = ["Log", "Record", "TimestampOffset", "RecoveryReport", "CLEAN_SHUTDOWN
 log = logging.getLogger("seglog.log")
 
 Record = _engine.Record
-JOURNAL_FILE = ".append-journal"     # append()'s buffered records, as they survive kill -9 (engine journal.pxi)
 PENDING_BATCH_BYTES = 16 * 1024      # per-record appends are written as batches of about this size
 APPEND_BATCH_BYTES = 64 * 1024       # append_batch() cuts its records into batches of about this size
 APPEND_CHUNK_BYTES = 4 << 20         # ... and writes them this many bytes at a time from a reused buffer
 READ_CHUNK_BYTES = 1 << 20           # records() reads this much per step
 CHECKPOINT_INTERVAL_S = 60.0         # flush() rewrites the recovery point at most this often (roll/close always)
-PRODUCER_ID_EXPIRATION_MS = 86_400_000   # Kafka's producer.id.expiration.ms: idle producers are forgotten
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
 _INT32_MAX = (1 << 31) - 1
 READ_UNCOMMITTED = "read_uncommitted"    # isolation levels, as Kafka's consumer config names them
 READ_COMMITTED = "read_committed"
 
 
-class TimestampOffset(NamedTuple):
-    """The first record at or after a timestamp: its offset and its timestamp."""
-    offset: int
-    timestamp: int
-
-
-class Log:
+class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly):
     """One partition log. See the module docstring for the files, offsets, durability and locking rules.
 
     ``Log(path, config)`` opens or creates the directory. ``readonly=True`` opens another process's log
@@ -159,28 +161,6 @@ class Log:
         if self._task is not None and not self._closed:
             self._schedule_maintenance()
 
-    def _schedule_maintenance(self) -> None:
-        """(Re)schedule the periodic maintain() at the interval the config asks for: every
-        retention_check_interval_ms, or more often for flush.ms or the cleaner's backoff (compacted logs)."""
-        cfg = self.config
-        interval = self._retention_check_s
-        if cfg.flush_ms is not None:
-            interval = min(interval, max(cfg.flush_ms / 1000, 0.01))
-        if cfg.compact:                    # log compaction: the cleaner looks every log.cleaner.backoff.ms
-            interval = min(interval, _cleaner.CLEANER_BACKOFF_MS / 1000)
-        if interval == self._task_interval:
-            return
-        if self._task is not None:
-            self._task.cancel()
-        ref = weakref.ref(self)
-
-        def tick():
-            owner = ref()
-            if owner is not None:
-                owner._maintain_quietly()
-        self._task = self._scheduler.schedule(tick, interval, interval, f"maintain {self.path}")
-        self._task_interval = interval
-
     # ------------------------------------------------------------------------------------------ opening
 
     def _open(self, create: bool) -> None:
@@ -251,18 +231,6 @@ class Log:
         if not loaded.clean:
             self._write_state()
 
-    def _set_tail(self, journal: bytes) -> None:
-        """Read-only logs: keep the journal's batches that continue the segments (read before the segments were
-        scanned, so any the writer moved to a segment meanwhile are found there and dropped here)."""
-        self._tail = None
-        end = self._local.active.next_offset
-        for b in _engine.batches(journal) if journal else ():
-            if b.base_offset == end:
-                self._tail = (end, memoryview(journal)[b.position:])
-                return
-            if b.base_offset > end:
-                return
-
     def _replay_journal(self) -> None:
         """At open: write the batches of append()'s journal that continue the log (records append() returned
         before a crash), then empty it. Batches already in the segments are skipped; batches after a gap (the
@@ -299,32 +267,6 @@ class Log:
         """Checkpoint the recovery point, log start offset and high watermark (lock held or not yet shared)."""
         self._last_checkpoint = log_loader.write_state(self.path, self._recovery_point, self._start_offset,
                                                        self._hw)
-
-    def _load_producer_state(self) -> None:
-        """Producer state as of the end offset: the newest usable snapshot, then the batches after it."""
-        end = self._local.active.next_offset
-        pm = self._producers
-        pm.delete_snapshots(above=end)
-        pm.clear()
-        start = self._start_offset
-        for off in reversed(pm.snapshot_offsets()):
-            try:
-                pm.load_snapshot(off)
-                start = off
-                break
-            except CorruptRecordError:
-                log.warning("%s: producer snapshot at %d is corrupt; using an older one", self.path, off)
-                pm.delete_snapshots(above=off - 1)
-        for view in self._local.views(start, end):
-            self._index_aborted(pm.replay(view))
-
-    def _index_aborted(self, completed: list[CompletedTxn]) -> None:
-        """Put the aborted transactions among `completed` in the .txnindex of their markers' segments (a
-        replay offers again those already there: skipped). Read-only logs keep the files as found."""
-        aborted = [AbortedTxn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
-                   for t in completed if t.aborted]
-        if aborted and not self.readonly:
-            self._local.add_aborted(aborted)
 
     # ---------------------------------------------------------------------------------------- segments
 
@@ -402,42 +344,6 @@ class Log:
     def closed(self) -> bool:
         """True after close() (and while __init__ has not finished)."""
         return self._closed
-
-    @property
-    def leader_epochs(self) -> list[tuple[int, int]]:
-        """(epoch, start offset) entries of the leader epoch cache."""
-        return list(self._epochs.entries)
-
-    @property
-    def leader_epoch(self) -> int:
-        """The epoch stamped into appended batches (partitionLeaderEpoch); 0 unless replication sets it."""
-        return self._leader_epoch
-
-    @leader_epoch.setter
-    def leader_epoch(self, epoch: int) -> None:
-        """Become leader in `epoch`: later appends carry it, and the epoch cache records that it starts at the
-        current end offset (as Kafka does when a replica becomes leader)."""
-        with self._lock:
-            self._check_writable()
-            self._seal_pending()
-            self._leader_epoch = epoch
-            self._writer.leader_epoch = epoch
-            self._epochs.assign(epoch, self.end_offset)
-
-    def active_producers(self) -> list[ActiveProducer]:
-        """The idempotent producers this log keeps state for (Kafka's DescribeProducers), by producer id;
-        producers expired after producer.id.expiration.ms of silence are gone. Takes the lock."""
-        with self._lock:
-            return self._producers.active()
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch <= epoch, end offset of that epoch): Kafka's OffsetForLeaderEpoch; (-1, -1) if unknown.
-        A log whose leader epoch was never set (a lone broker's) has one epoch, the current one, from its start,
-        as Kafka's cache holds it from the moment a replica leads."""
-        with self._lock:
-            if not self._epochs.entries and 0 <= self._leader_epoch <= epoch:
-                return self._leader_epoch, self.end_offset
-            return self._epochs.end_offset_for(epoch, self.end_offset)
 
     def __repr__(self):
         state = "closed" if self._closed else f"{self._start_offset}..{self.end_offset}"
@@ -615,93 +521,6 @@ class Log:
         if bw.finished > self.config.max_message_bytes:
             raise RecordTooLargeError(size=bw.finished, limit=self.config.max_message_bytes, what="recompressed batch")
         return bytearray(bw.take())
-
-    def append_as_follower(self, data) -> int:
-        """Append whole batches that already carry offsets (a replica copying its leader); returns the new end
-        offset. The first batch must start at or after end_offset and offsets must increase. CRCs are checked;
-        leader epochs in the batches extend the epoch cache."""
-        data = _byte_view(data)
-        infos = _engine.batches(data)
-        if not infos:
-            return self.end_offset
-        view = data[:infos[-1].position + infos[-1].size]
-        with self._lock:
-            self._check_writable()
-            self._seal_pending()
-            expect = self.end_offset
-            for b in infos:
-                if b.base_offset < expect or b.last_offset < b.base_offset:
-                    raise InvalidRecordError(f"replicated batch at offset {b.base_offset} does not follow {expect}")
-                expect = b.next_offset
-            for b in infos:
-                self._epochs.assign(b.leader_epoch, b.base_offset)
-            self._write(view, sum(b.records_count for b in infos))
-            self._writer.reset(expect)
-            self._index_aborted(self._producers.replay(view))
-            return expect
-
-    def append_control(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                       now_ms: int | None = None) -> int:
-        """Append the COMMIT (commit true) or ABORT marker of a producer's transaction (Kafka's
-        appendAsLeader with origin Coordinator); returns its offset. The producer's open transaction here
-        ends; an aborted one goes into the .txnindex of the active segment. Raises InvalidProducerEpochError
-        for an epoch older than the producer's, TransactionCoordinatorFencedError for an older coordinator
-        epoch, InvalidArgumentError for a missing producer id or epoch, LogClosedError, ReadOnlyLogError,
-        StorageError."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        with self._lock:
-            self._check_writable()
-            self._seal_pending()
-            self._producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
-            offset = self.end_offset
-            self._write(_engine.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now,
-                                              offset, self._leader_epoch), 1)
-            self._writer.reset(offset + 1)
-            done = self._producers.complete_txn(producer_id, producer_epoch, commit, coordinator_epoch, offset,
-                                                now)
-            if done is not None:
-                self._index_aborted([done])
-            return offset
-
-    @property
-    def last_stable_offset(self) -> int:
-        """Offsets below it hold no record of an undecided transaction (Kafka's LSO): the first offset of the
-        oldest transaction still open (or whose marker is not yet below the high watermark), at most the high
-        watermark. Read-committed readers stop there. Takes the lock. A read-only log rebuilds the producer
-        state for it at each call (the newest snapshot, then the batches after it)."""
-        with self._lock:
-            return self._last_stable_offset_locked()
-
-    def _last_stable_offset_locked(self) -> int:
-        hw = self.high_watermark
-        producers = self._readonly_producers() if self.readonly else self._producers
-        first = producers.first_unstable_offset(hw)
-        return hw if first is None or first > hw else max(first, self._start_offset)
-
-    def _readonly_producers(self) -> ProducerStateManager:
-        """The writer's producer state as its files show it, changing nothing on disk (lock held)."""
-        pm = ProducerStateManager(self.path)
-        end = self._local.active.next_offset
-        start = self._start_offset
-        for off in reversed(pm.snapshot_offsets()):
-            if off <= end:
-                try:
-                    pm.load_snapshot(off)
-                    start = max(off, self._local.bases[0])
-                    break
-                except (CorruptRecordError, StorageError):      # being replaced: an older one will do
-                    continue
-        for view in self._local.views(start, end):
-            pm.replay(view)
-        return pm
-
-    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
-        """The aborted transactions overlapping offsets [start, end), from the segments' .txnindex files (what
-        a read_committed Fetch answers with its records). Takes the lock."""
-        with self._lock:
-            if self._closed:
-                raise LogClosedError(f"log {self.path} is closed")
-            return self._local.collect_aborted(start, end)
 
     def _seal_pending(self) -> None:
         """Write the records append() buffered, then empty the journal. If the write fails (StorageError) the
@@ -899,164 +718,6 @@ class Log:
             self._report_corrupt(offset, seg, e)
             raise
 
-    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
-        """The first record whose timestamp is >= timestamp (ms), via the time indexes; None if there is none.
-        Raises TypeError for a timestamp that is not an int (as append() does), InvalidTimestampError for one
-        outside int64."""
-        if type(timestamp) is not int and (isinstance(timestamp, bool) or not hasattr(type(timestamp), "__index__")):
-            raise TypeError(f"timestamp must be an int (milliseconds since the epoch), not "
-                            f"{type(timestamp).__name__} {timestamp!r}")
-        timestamp = operator.index(timestamp)
-        if not -_INT64_MAX - 1 <= timestamp <= _INT64_MAX:
-            raise InvalidTimestampError(f"timestamp {timestamp} does not fit in int64 milliseconds")
-        with self._lock:
-            if self._closed:
-                raise LogClosedError(f"log {self.path} is closed")
-            self._seal_pending()
-            for base in list(self._local.bases):
-                seg = self._local.segment(base)
-                if seg.largest_timestamp >= timestamp:
-                    found = seg.find_offset_by_timestamp(timestamp, self._start_offset)
-                    if found is not None:
-                        return TimestampOffset(*found)
-            return None
-
-    def offset_of_max_timestamp(self) -> TimestampOffset | None:
-        """The first record holding the largest timestamp of the log (ListOffsets' MAX_TIMESTAMP, -3), found
-        through the segments' largest timestamps and time indexes; None if the log holds no record."""
-        with self._lock:
-            if self._closed:
-                raise LogClosedError(f"log {self.path} is closed")
-            self._seal_pending()
-            best = None
-            for base in list(self._local.bases):
-                seg = self._local.segment(base)
-                if best is None or seg.largest_timestamp > best.largest_timestamp:
-                    best = seg
-            found = best.find_offset_by_timestamp(best.largest_timestamp, self._start_offset)
-            return None if found is None else TimestampOffset(*found)
-
-    # ----------------------------------------------------------------------------- truncation, retention
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every record at or after `offset` (replication truncates diverged tails this way). Batches are
-        never split: one holding `offset` goes whole, so end_offset may end below `offset`. Below start_offset
-        the log is emptied and restarts at `offset`; at or past end_offset nothing changes (as Kafka's
-        truncateTo). Durable on return: the segment fsyncs the file it cut (and the directory when it copied
-        and renamed it), and the checkpoint written last fsyncs the directory, making the removal of later
-        segments durable too. Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or one
-        that is not an int."""
-        offset = _int_arg(offset, "truncation offset")
-        with self._lock:
-            self._check_writable()
-            self._seal_pending()
-            self._truncate_locked(offset)
-
-    def _truncate_locked(self, offset: int, keep_writer: bool = False) -> None:
-        if offset >= self._local.active.next_offset:
-            return
-        if offset < self._start_offset:
-            self._truncate_fully(offset)
-            return
-        self._local.truncate_to(offset)
-        self._after_truncation(keep_writer)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and restart the log empty at `offset` (a replica whose log no longer overlaps
-        its leader's). Views of removed data stay valid. Raises InvalidArgumentError for a negative offset or
-        one that is not an int."""
-        offset = _int_arg(offset, "new start offset")
-        with self._lock:
-            self._check_writable()
-            self._seal_pending()
-            self._truncate_fully(offset)
-
-    def _truncate_fully(self, offset: int) -> None:
-        self._local.truncate_fully(offset)
-        self._start_offset = offset
-        self._epochs.clear()
-        self._after_truncation()
-
-    def _after_truncation(self, keep_writer: bool = False) -> None:
-        self._points.clear()
-        end = self._local.active.next_offset
-        if end < self._start_offset:         # the batch holding the start offset went whole: start = end
-            self._start_offset = end
-        if not keep_writer:
-            self._writer.reset(end)
-        self._recovery_point = min(self._recovery_point, end)
-        if self._hw is not None:
-            self._hw = min(self._hw, end)
-        self._epochs.truncate_from_end(end)
-        self._load_producer_state()
-        self._write_state()
-
-    def delete_records_before(self, offset: int) -> int:
-        """Raise the log start offset to `offset` (Kafka's DeleteRecords); whole segments below it are deleted
-        by the next retention pass. As Kafka's: -1 means the high watermark (delete every committed record);
-        an offset at or below start_offset changes nothing. Returns the log start offset after the call (the
-        request's low watermark). Raises OffsetOutOfRangeError for an offset above the high watermark or
-        negative other than -1, InvalidArgumentError for one that is not an int."""
-        if not (type(offset) is int and offset < 0):      # negative ints are judged below, as Kafka does
-            offset = _int_arg(offset, "delete records offset")
-        with self._lock:
-            self._check_writable()
-            hw = self.high_watermark
-            if offset == -1:
-                offset = hw
-            if not 0 <= offset <= hw:
-                raise OffsetOutOfRangeError(offset=offset, start=self._start_offset, end=hw, what="delete records")
-            if offset > self._start_offset:
-                self._start_offset = offset
-                self._epochs.truncate_from_start(offset)
-                self._write_state()
-            return self._start_offset
-
-    def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole old segments (cleanup.policy=delete): those wholly below the log start offset, those
-        whose largest timestamp is older than retention.ms, and the oldest while the log exceeds
-        retention.bytes; never a segment holding offsets at or above the high watermark. If every segment
-        goes, the log rolls first so it keeps its end offset. Returns the number of segments deleted."""
-        with self._lock:
-            self._check_writable()
-            if not self.config.delete:
-                return 0
-            self._seal_pending()
-            return self._retention_locked(int(time.time() * 1000) if now_ms is None else now_ms)
-
-    def _retention_locked(self, now_ms: int) -> int:
-        cfg = self.config
-        hw = self.high_watermark
-        excess = self._local.size_bytes() - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
-        doomed = []
-        for i, base in enumerate(self._local.bases):
-            upper = self._local.bases[i + 1] if i + 1 < len(self._local.bases) else self.end_offset
-            seg = self._local.segment(base)
-            if upper > hw or seg.size == 0:
-                break
-            by_start = upper <= self._start_offset
-            by_time = cfg.retention_ms >= 0 and seg.largest_timestamp < now_ms - cfg.retention_ms
-            by_size = excess >= 0 and excess - seg.size >= 0
-            if not (by_start or by_time or by_size):
-                break
-            doomed.append(base)
-            if excess >= 0:
-                excess -= seg.size
-        if not doomed:
-            return 0
-        self._check_writable()
-        if doomed[-1] == self._local.active.base_offset:
-            self._roll()
-        self._local.delete_segments(doomed)
-        self._points.clear()
-        self._start_offset = max(self._start_offset, self._local.bases[0])
-        self._epochs.truncate_from_start(self._start_offset)
-        self._producers.delete_snapshots(below=self._local.bases[0])
-        self._write_state()
-        log.info("%s: retention deleted %d segments; log start offset now %d", self.path, len(doomed),
-                 self._start_offset)
-        return len(doomed)
-
     # -------------------------------------------------------------------------------- durability, close
 
     def flush(self) -> None:
@@ -1089,82 +750,6 @@ class Log:
             self._seal_pending()
             if self._local.active.size:
                 self._roll()
-
-    def maintain(self, now_ms: int | None = None) -> None:
-        """Time-based work: flush when flush.ms has passed, expire idle producers, retention (under the lock);
-        then compaction (compacted logs, outside the lock: the cleaner takes it briefly). The scheduler calls it
-        periodically; a closed or read-only log does nothing."""
-        with self._lock:
-            if self._closed or self.readonly:
-                return
-            cfg = self.config
-            self._seal_pending()
-            if cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms \
-                    and self._unflushed:
-                self._flush_locked()
-            now = int(time.time() * 1000) if now_ms is None else now_ms
-            self._producers.expire(now, PRODUCER_ID_EXPIRATION_MS)
-            if cfg.delete:
-                self._retention_locked(now)
-        if self.config.compact:            # log compaction (cleaner.py), outside the lock: it takes it briefly
-            _cleaner.maybe_clean(self, now_ms)
-
-    def _maintain_quietly(self) -> None:
-        try:
-            self.maintain()
-        except LogClosedError:
-            pass
-
-    # ----------------------------------------------------------------- log compaction (used by cleaner.py)
-
-    def compact(self, now_ms: int | None = None):
-        """Run one compaction pass now, whatever the dirty ratio (cleanup.policy must include compact; see
-        cleaner.clean for the rules and errors). Not under the lock: the cleaner takes it per step, and the swap
-        goes through replace_segments. Returns a cleaner.CleanResult."""
-        return _cleaner.clean(self, now_ms)
-
-    def replace_segments(self, old_bases: Sequence[int], new_base: int | None, precondition=None) -> bool:
-        """Swap a cleaned segment in for consecutive sealed segments, crash-safely (Kafka's replaceSegments).
-
-        The cleaned segment is ``<new_base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``), fsynced,
-        with new_base == old_bases[0]; new_base None drops the old segments without a replacement. Under the lock:
-        the .cleaned files become .swap (.log last, then a directory fsync: from there a crash completes the swap
-        when the log opens, see log_loader.complete_interrupted_swaps), the old segments' indexes are unlinked and their
-        .log files go to .deleted (unlinked after file.delete.delay.ms; views of them stay valid), and the .swap
-        files get their final names. Returns False, changing nothing, if the old segments are not consecutive
-        sealed segments of the log any more or ``precondition()`` (called under the lock) is false. Raises
-        LogClosedError, ReadOnlyLogError, InvalidArgumentError, StorageError (after the commit point the swap
-        then completes at the next open)."""
-        with self._lock:
-            self._check_writable()
-            old = list(old_bases)
-            if not old or (new_base is not None and new_base != old[0]):
-                raise InvalidArgumentError("replace_segments: new_base must be the first old base offset or None")
-            self._points.clear()
-            return self._local.replace_segments(old, new_base, precondition)
-
-    # ------------------------------------------------------------------------------- end of log compaction
-
-    def refresh(self) -> None:
-        """Read-only logs: pick up segments and batches the writing process added (or removed) since open, and
-        its start offset and high watermark (a writable log: no-op). What was seen before never disappears
-        unless the writer removed it. Raises StorageError if the directory has no segments any more."""
-        with self._lock:
-            if not self.readonly:
-                return
-            # the journal first: a batch the writer moves from it to a segment meanwhile is in a segment listed
-            # and scanned after, so nothing seen before disappears (see _set_tail)
-            journal = _engine.read_journal(os.path.join(self.path, JOURNAL_FILE))
-            with storage_errors("cannot list log directory", self.path):
-                bases = segment_bases(os.listdir(self.path))
-            if not bases:
-                raise StorageError("log directory has no segments any more", self.path)
-            state = log_loader.read_state(self.path) or {}   # unparsable: the writer rewrites it at its next open
-            self._start_offset = max(state.get("log-start-offset", 0), bases[0])
-            self._hw = state.get("high-watermark")
-            self._local.reload(bases)
-            self._points.clear()
-            self._set_tail(journal)
 
     def close(self) -> None:
         """Write buffered records, fsync, trim the active segment's indexes, checkpoint and mark the shutdown
@@ -1201,49 +786,3 @@ class Log:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _byte_view(data) -> memoryview:
-    """data's bytes as a flat unsigned-byte view, so lengths and slices count bytes, not items (an array of
-    ints has 4 per item); a copy when data is not C-contiguous. TypeError for str and other non-buffers."""
-    view = memoryview(data)
-    return view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
-
-
-def _int_arg(value, what: str) -> int:
-    """`value` as an offset or size: an int (or integer-like, e.g. numpy.int64) in 0..2**63-1. bool and float
-    are refused rather than truncated. Raises InvalidArgumentError naming the argument (`what`)."""
-    if type(value) is not int:
-        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-            raise InvalidArgumentError(f"{what} must be an int, not {type(value).__name__} {value!r}")
-        value = operator.index(value)
-    if not 0 <= value <= _INT64_MAX:
-        raise InvalidArgumentError(f"{what} must be in 0..{_INT64_MAX}, not {value}")
-    return value
-
-
-def _read_batches(data: memoryview, offset: int, max_bytes: int, max_offset: int, min_one: bool):
-    """read_next() over whole batches in memory (a read-only log's journal tail): from the batch holding
-    offset, those that fit max_bytes (at least one if min_one), none holding an offset >= max_offset."""
-    start = stop = None
-    next_offset = -1
-    for b in _engine.batches(data):
-        if b.next_offset <= offset:
-            continue
-        if start is None:
-            start = b.position
-        if b.last_offset >= max_offset:
-            break
-        if b.position + b.size - start > max_bytes and (stop is not None or not min_one):
-            break
-        stop, next_offset = b.position + b.size, b.next_offset
-    if stop is None:
-        return memoryview(b""), -1
-    return data[start:stop], next_offset
-
-
-def unlink_all(paths: list[str]) -> None:
-    """Unlink each path that exists. Raises StorageError."""
-    for p in paths:
-        with storage_errors("cannot delete", p, missing_ok=True):
-            _engine.file_unlink(p)

@@ -31,6 +31,7 @@ log = logging.getLogger("seglog.log")
 
 STATE_FILE = "log-state-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+JOURNAL_FILE = ".append-journal"     # append()'s buffered records, as they survive kill -9 (engine journal.pxi)
 _TEMP_SUFFIXES = (".deleted", ".trunc", ".cleaned", ".tmp")
 
 

@@ -6,7 +6,8 @@ subprocesses, brokers 0, 1, 2), driven by `seglog reassign-partitions` and by ka
   and broker 0 deletes its copy;
 - a reassignment that cannot complete (its new replica's broker is stalled) is listed with its adding and
   removing replicas, and cancelled back to the original replicas; errors are Kafka's; a broker that is not
-  the controller answers NOT_CONTROLLER; `seglog topics --describe` shows the adding and removing replicas;
+  the controller answers NOT_CONTROLLER to a change and lists from the metadata store; `seglog topics
+  --describe` shows the adding and removing replicas;
 - the controller stops in the middle of a move: the next one completes it, and the removed broker deletes its
   copy when it starts again;
 - --generate proposes a placement over the brokers listed; bad JSON files are refused with Kafka's messages.
@@ -125,8 +126,11 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
         assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
         conn = BrokerConnection("127.0.0.1", c.brokers[stalled].port, client_id="reassign-test", timeout=10)
         try:
-            r = conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout_ms": 1000, "topics": None})
+            r = conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"timeout_ms": 1000, "topics": [
+                {"name": "held", "partitions": [{"partition_index": 0, "replicas": [a, b]}]}]})
             assert r["error_code"] == NOT_CONTROLLER
+            r = conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout_ms": 1000, "topics": None})
+            assert (r["error_code"], r["topics"]) == (0, [])         # any broker lists, from the store
         finally:
             conn.close()
 

@@ -174,16 +174,17 @@ class BrokerAdmin(Admin):
 
     def list_partition_reassignments(self, partitions: Iterable[tuple[str, int]] | None = None
                                      ) -> dict[tuple[str, int], ReplicaAssignment]:
-        """ListPartitionReassignments at the controller: the partitions (of those given; None: all) being
-        reassigned, with their full replica set and the replicas being added and removed."""
+        """ListPartitionReassignments at any reachable broker (each answers from the metadata store, so a paused
+        controller does not hold up `seglog topics --describe`): the partitions (of those given; None: all)
+        being reassigned, with their full replica set and the replicas being added and removed."""
         topics = None
         if partitions is not None:
             by_topic: dict[str, list[int]] = {}
             for topic, p in partitions:
                 by_topic.setdefault(topic, []).append(p)
             topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
-        r = self.cluster.controller_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {
-            "timeout_ms": int(self.retry_timeout * 1000), "topics": topics}, lambda r: r["error_code"])
+        r = self.cluster.any().request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {
+            "timeout_ms": int(self.retry_timeout * 1000), "topics": topics})
         if r["error_code"]:
             raise error_for(r["error_code"], r["error_message"])
         return {(t["name"], p["partition_index"]): ReplicaAssignment(p["replicas"], p["adding_replicas"],

@@ -346,21 +346,8 @@ class Controller:
 
     def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None
                                      ) -> dict[tuple[str, int], ReplicaAssignment]:
-        """Kafka's ListPartitionReassignments: the partitions asked (None: all) that are being reassigned, with
-        their full replica set and adding / removing replicas; others (and unknown ones) are left out."""
-        store = self.store
-        wanted = None if partitions is None else set(partitions)
-        topics = sorted({t for t, _ in wanted}) if wanted is not None else store.list_topics()
-        out: dict[tuple[str, int], ReplicaAssignment] = {}
-        for topic in topics:
-            try:
-                a = store.get_topic(topic)
-            except UnknownTopicOrPartitionError:
-                continue
-            for p in a.reassigning():
-                if wanted is None or (topic, p) in wanted:
-                    out[(topic, p)] = a.replica_assignment(p)
-        return out
+        """Kafka's ListPartitionReassignments, from the metadata store (list_reassignments)."""
+        return list_reassignments(self.store, partitions)
 
     def _complete_if_ready(self, topic: str, p: int, ra: ReplicaAssignment, live) -> None:
         """Complete the reassignment ``ra`` once every target replica is live and in the ISR."""
@@ -421,3 +408,21 @@ class Controller:
                          stored.leader, stored.leader_epoch, list(st.isr), list(stored.isr))
         if error is not None:
             raise error
+
+
+def list_reassignments(store, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], ReplicaAssignment]:
+    """The partitions asked (None: all) that are being reassigned, with their full replica set and adding /
+    removing replicas, as the metadata store holds them; others (and unknown ones) are left out. Any broker can
+    answer it: the store is the truth, so a listing does not wait on a controller that is paused or moving."""
+    wanted = None if partitions is None else set(partitions)
+    topics = sorted({t for t, _ in wanted}) if wanted is not None else store.list_topics()
+    out: dict[tuple[str, int], ReplicaAssignment] = {}
+    for topic in topics:
+        try:
+            a = store.get_topic(topic)
+        except UnknownTopicOrPartitionError:
+            continue
+        for p in a.reassigning():
+            if wanted is None or (topic, p) in wanted:
+                out[(topic, p)] = a.replica_assignment(p)
+    return out

@@ -33,7 +33,7 @@ from ..offsets_store import partition_for_group
 from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from ..replication.manager import ReplicaManager
 from ..security.client import inter_broker_security
-from .controller import Controller
+from .controller import Controller, list_reassignments
 from .metastore import (NO_LEADER, BrokerInfo, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
                         new_cluster_id)
 from .placement import assign_replicas, validate_assignment, validate_new_partitions
@@ -616,8 +616,9 @@ class ClusterView:
 
     def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None
                                      ) -> dict[tuple[str, int], ReplicaAssignment]:
-        """ListPartitionReassignments, answered by the controller."""
-        return self._controller().list_partition_reassignments(partitions)
+        """ListPartitionReassignments, answered by any broker from the metadata store (Kafka's ZooKeeper-era
+        brokers leave it to the controller; a listing here works while the controller is paused)."""
+        return list_reassignments(self.m.store, partitions)
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False,
                           timeout_ms: int = CREATE_TIMEOUT_MS, assignments: list[list[int]] | None = None) -> None:
