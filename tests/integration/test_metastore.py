@@ -113,6 +113,28 @@ def test_registration_lists_brokers_with_growing_epochs(namespace):
         b.register_broker(BrokerInfo(1, "intruder", 1))
 
 
+def test_registration_keeps_every_listeners_address(namespace):
+    """A broker of several listeners is registered with all of them (ZooKeeper: Kafka's endpoints and
+    listener_security_protocol_map); a client is told the address of its own listener, none for one the
+    broker does not have, and the inter-broker one outside a request."""
+    store = namespace.store()
+    endpoints = (("EXTERNAL", "SSL", "public.example", 9093), ("INTERNAL", "SASL_SSL", "::1", 9094))
+    info = store.register_broker(BrokerInfo(1, "::1", 9094, endpoints=endpoints))
+    assert store.list_brokers() == {1: info} and info.endpoints == endpoints
+    assert [info.address(n) for n in ("EXTERNAL", "INTERNAL", "OTHER", None)] == [
+        ("public.example", 9093), ("::1", 9094), None, ("::1", 9094)]
+    if namespace.connect is not None:
+        from kazoo.client import KazooClient
+        zk = KazooClient(hosts=namespace.connect)
+        zk.start()
+        try:
+            value = json.loads(zk.get("/brokers/ids/1")[0])
+        finally:
+            zk.stop()
+        assert value["endpoints"] == ["EXTERNAL://public.example:9093", "INTERNAL://[::1]:9094"]
+        assert value["listener_security_protocol_map"] == {"EXTERNAL": "SSL", "INTERNAL": "SASL_SSL"}
+
+
 def test_a_restarted_broker_takes_over_its_dead_sessions_registration_and_controller_claim(namespace):
     """The session of a killed process lives on until it times out; the restarted broker (same host and port)
     replaces its registration at once with a new epoch, and the dead session's controller claim goes too, so

@@ -1,7 +1,7 @@
-"""A 3-broker ZooKeeper cluster whose only listener, the inter-broker one too, is SASL_SSL (SCRAM-SHA-512): the
-brokers replicate, send transaction markers and verify transactions over it with their own credentials, and
-seglog's clients produce (acks=all), commit transactions and consume through it; the replicas stay identical
-and the data survives the leader's death."""
+"""A 3-broker ZooKeeper cluster whose inter-broker listener INTERNAL is SASL_SSL (SCRAM-SHA-512) and whose clients
+use another, EXTERNAL (SSL): the brokers replicate, send transaction markers and verify transactions over
+INTERNAL with their own credentials; seglog's clients, told every broker's EXTERNAL address, produce (acks=all),
+commit a transaction and consume; the replicas stay identical and the data survives the leader's death."""
 
 from __future__ import annotations
 
@@ -18,27 +18,27 @@ from seglog.security.scram import new_credential
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
 MECHANISM = "SCRAM-SHA-512"
-USERS = {"broker": "broker-secret", "alice": "alice-secret"}
+USERS = {"broker": "broker-secret"}
 
 
 @pytest.fixture
 def cluster(zookeeper_server, tmp_path, certs):
     overrides = {
-        "listeners": "SASL_SSL://127.0.0.1:9093",               # the harness puts each broker's port there
-        "listener.security.protocol.map": "SASL_SSL:SASL_SSL",
-        "inter.broker.listener.name": "SASL_SSL",
+        # the harness puts each broker's own port on the first listener; INTERNAL's is picked when it binds
+        "listeners": "EXTERNAL://127.0.0.1:9093,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "EXTERNAL:SSL,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
         "ssl.keystore.location": str(certs.server.keystore),
-        "ssl.truststore.location": str(certs.ca),                # what the brokers trust as each other's clients
+        "listener.name.internal.ssl.truststore.location": str(certs.ca),   # the brokers trust each other's CA
         "sasl.enabled.mechanisms": MECHANISM,
         "sasl.mechanism.inter.broker.protocol": MECHANISM,
-        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+        "listener.name.internal.scram-sha-512.sasl.jaas.config":
             'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
             f'password="{USERS["broker"]}";',
         "transaction.state.log.num.partitions": 2, "transaction.state.log.replication.factor": 3,
         "transaction.state.log.min.isr": 2,
     }
-    client = {"security.protocol": "SASL_SSL", "ssl.truststore.location": str(certs.ca), "sasl.mechanism": MECHANISM,
-              "sasl.username": "alice", "sasl.password": USERS["alice"]}
+    client = {"security.protocol": "SSL", "ssl.truststore.location": str(certs.ca)}
     c = Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3, overrides,
                 chroot=f"/sasl-ssl-{int(time.time() * 1000) % 10**8}", security=client)
     for b in c.brokers.values():                 # SCRAM users are in each broker's data dir
@@ -54,6 +54,8 @@ def cluster(zookeeper_server, tmp_path, certs):
 def test_replication_and_transactions_over_a_sasl_ssl_inter_broker_listener(cluster):
     node = seglog.connect(cluster.bootstrap, security=cluster.client)
     try:
+        assert sorted(node.cluster.broker_ids()) == [0, 1, 2]
+        assert sorted(node.cluster.brokers.values()) == sorted(cluster.client_addr.values())    # EXTERNAL's
         node.create_topic("secured", 3, replication_factor=3)
         cluster.wait_full_isr("secured", range(3))
         values = [f"v{i}".encode() for i in range(300)]

@@ -137,3 +137,8 @@ def test_command_config(tmp_path, capsys):
     assert main(["acls", "--bootstrap-server", "127.0.0.1:1", "--list",
                  "--command-config", str(tmp_path / "missing.properties")]) == 1
     assert "cannot read properties file" in capsys.readouterr().err
+    props.write_text("security.protocol=PLAINTEXT\nrequest.timeout.ms=1000\n")      # an admin setting seglog lacks
+    assert main(["topics", "--bootstrap-server", "127.0.0.1:1", "--list", "--command-config", str(props)]) == 1
+    warning, error = capsys.readouterr().err.splitlines()
+    assert warning == "WARN The configuration 'request.timeout.ms' was supplied but isn't a known config."
+    assert error.startswith("seglog topics: error: no broker reachable (cannot connect to 127.0.0.1:1")

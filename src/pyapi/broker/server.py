@@ -218,8 +218,11 @@ class Broker:
         else:
             from ..cluster.member import ClusterMember
             from ..security.listeners import inter_broker_listener
-            self.member = ClusterMember(self.node, self.config, self.metadata_store,
-                                        *self.listener_address(inter_broker_listener(self.config, self.listeners)))
+            self.member = ClusterMember(
+                self.node, self.config, self.metadata_store,
+                *self.listener_address(inter_broker_listener(self.config, self.listeners)),
+                endpoints=[(li.name, li.protocol, *self.listener_address(li)) for li in self.listeners],
+                current_listener=lambda: None if (c := _connection.get()) is None else c.listener.name)
             self.view = self.member.view
             self.member.replicas.on_log_dir_failure = self.log_dir_failed
             await self._loop.run_in_executor(None, self.member.start)

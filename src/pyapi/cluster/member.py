@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 import uuid
+from typing import Callable, Sequence
 
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
                       InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotControllerError,
@@ -48,12 +49,21 @@ OFFSETS_WARNING_INTERVAL_S = 60.0
 
 
 class ClusterMember:
-    def __init__(self, node, config, store, host: str, port: int):
+    """``host``/``port``: the inter-broker listener's advertised address; ``endpoints``: (listener, protocol,
+    host, port) of every listener, registered so that each broker answers a client with the other brokers'
+    addresses on the client's own listener; ``current_listener()``: the name of the listener the request being
+    answered came in on (None outside a request: the inter-broker addresses)."""
+
+    def __init__(self, node, config, store, host: str, port: int, *,
+                 endpoints: Sequence[tuple[str, str, str, int]] = (),
+                 current_listener: Callable[[], str | None] = lambda: None):
         self.node = node
         self.config = config
         self.store = store
         self.broker_id = config.broker_id
         self.host, self.port = host, port
+        self.endpoints = tuple(endpoints)
+        self.current_listener = current_listener
         self.security = inter_broker_security(config)   # every connection to another broker (and to itself) uses it
         self.brokers: dict[int, BrokerInfo] = {}
         self.assignments: dict[str, TopicAssignment] = {}
@@ -120,7 +130,7 @@ class ClusterMember:
     def _register(self) -> None:
         """Register (taking over the registration of this broker's previous process: this one holds its data
         directory's lock and its listener, so that process is dead) and enter the controller election."""
-        info = BrokerInfo(self.broker_id, self.host, self.port)
+        info = BrokerInfo(self.broker_id, self.host, self.port, endpoints=self.endpoints)
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 + 5
         while True:
             try:
@@ -359,8 +369,14 @@ class ClusterView:
         return self.m.broker_id
 
     def brokers(self) -> list[dict]:
-        return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in sorted(self.m.brokers.values(), key=lambda b: b.id)]
+        """The live brokers at their addresses on the request's listener (those without it left out)."""
+        listener = self.m.current_listener()
+        out = []
+        for b in sorted(self.m.brokers.values(), key=lambda b: b.id):
+            address = b.address(listener)
+            if address is not None:
+                out.append({"node_id": b.id, "host": address[0], "port": address[1], "rack": b.rack})
+        return out
 
     def controller_id(self) -> int:
         cid = self.m.controller_id
@@ -504,7 +520,11 @@ class ClusterView:
         if st is None or st.leader == NO_LEADER or st.leader not in self.m.brokers:
             raise CoordinatorNotAvailableError(f"no leader for the {topic} partition of {what}")
         b = self.m.brokers[st.leader]
-        return b.id, b.host, b.port
+        address = b.address(self.m.current_listener())
+        if address is None:
+            raise CoordinatorNotAvailableError(f"the coordinator of {what}, broker {b.id}, has no listener "
+                                               f"{self.m.current_listener()}")
+        return b.id, *address
 
     def check_coordinator(self, group_id: str) -> None:
         p = self._offsets_partition(group_id)

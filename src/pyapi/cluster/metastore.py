@@ -65,13 +65,26 @@ class InvalidUpdateVersionError(SeglogError):
 @dataclass(frozen=True)
 class BrokerInfo:
     """A live broker as registered: ``epoch`` is assigned by the store at registration (-1 before) and grows
-    with every registration of any broker, so a restarted broker is told apart from its previous life."""
+    with every registration of any broker, so a restarted broker is told apart from its previous life.
+    ``host``/``port``: its inter-broker listener's advertised address; ``endpoints``: (listener name, security
+    protocol, host, port) of every listener (empty: one listener, at host/port)."""
 
     id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = -1
+    endpoints: tuple[tuple[str, str, str, int], ...] = ()
+
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """Where a client of `listener` reaches this broker (its inter-broker address for None); None if the
+        broker has no such listener (Kafka leaves it out of that listener's Metadata)."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        for name, _, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True)

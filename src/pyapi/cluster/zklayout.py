@@ -100,10 +100,15 @@ def _now_ms() -> str:
     return str(int(time.time() * 1000))
 
 
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def encode_broker(info: BrokerInfo) -> bytes:
+    endpoints = info.endpoints or (("PLAINTEXT", "PLAINTEXT", info.host, info.port),)
     value = {"version": 4, "host": info.host, "port": info.port, "jmx_port": -1, "timestamp": _now_ms(),
-             "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
-             "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}}
+             "endpoints": [f"{name}://{_host(host)}:{port}" for name, _, host, port in endpoints],
+             "listener_security_protocol_map": {name: protocol for name, protocol, _, _ in endpoints}}
     if info.rack is not None:
         value["rack"] = info.rack
     return _json(value)
@@ -111,7 +116,15 @@ def encode_broker(info: BrokerInfo) -> bytes:
 
 def decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerInfo:
     value = json.loads(data)
-    return BrokerInfo(broker_id, value["host"], value["port"], value.get("rack"), epoch)
+    protocols = value.get("listener_security_protocol_map") or {}
+    endpoints = []
+    for endpoint in value.get("endpoints") or ():
+        name, _, address = endpoint.partition("://")
+        host, _, port = address.rpartition(":")
+        endpoints.append((name, protocols.get(name, name), host.strip("[]"), int(port)))
+    if endpoints == [("PLAINTEXT", "PLAINTEXT", value["host"], value["port"])]:
+        endpoints = []                                 # one PLAINTEXT listener at host:port: BrokerInfo's default
+    return BrokerInfo(broker_id, value["host"], value["port"], value.get("rack"), epoch, tuple(endpoints))
 
 
 def encode_topic_id(topic_id: uuid.UUID) -> str:
