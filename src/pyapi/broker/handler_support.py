@@ -1,13 +1,15 @@
 """What the request handlers of every API family share: the error-code mapping, running a blocking call off
-the event loop, the connection-closing answer, and the protocol constants they use."""
+the event loop, the connection-closing answer, per-topic nesting of partition answers, and the protocol
+constants they use."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any, Awaitable, Callable, Iterable
 
 from ..config import LogConfig
-from ..errors import code_of
+from ..errors import SeglogError, code_of
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3          # ListOffsets' special timestamps
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
@@ -48,3 +50,44 @@ def _err(exc: BaseException) -> int:
 async def _off_loop(fn, *args, **kwargs):
     """Run a call that may block (metadata store round trips, waiting for replication) off the event loop."""
     return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
+
+
+def by_topic(results: Iterable[tuple[tuple[str, int], Any]], answer: Callable[[int, Any], dict]
+             ) -> dict[str, list[dict]]:
+    """{topic: [answer(partition, result), ...]} from ((topic, partition), result) pairs, topics and partitions
+    in the order given: the nesting of Kafka's per-partition responses."""
+    out: dict[str, list[dict]] = {}
+    for (topic, p), result in results:
+        out.setdefault(topic, []).append(answer(p, result))
+    return out
+
+
+def error_fields(exc: BaseException | None) -> dict:
+    """A partition answer's error_code and error_message: 0 and None for no error."""
+    return {"error_code": 0, "error_message": None} if exc is None else {"error_code": _err(exc),
+                                                                         "error_message": str(exc)}
+
+
+async def answer_partitions(topics: list[dict], defaults: dict, fill: Callable[[str, Any, dict], Awaitable[None]], *,
+                            topic: str = "name", partitions: str = "partitions", index: str = "partition_index",
+                            messages: bool = False) -> list[dict]:
+    """The per-topic, per-partition answers of a request whose partitions are answered one by one (ListOffsets,
+    OffsetForLeaderEpoch, DeleteRecords, DescribeProducers): each answer starts as its partition index
+    (``index``), error code 0 and ``defaults``, and ``await fill(topic name, request partition, answer)``
+    completes it; a SeglogError it raises becomes the partition's error code (and error_message with
+    ``messages``), the other partitions are answered all the same. ``topic`` and ``partitions`` name the
+    request's fields (a request partition is a dict holding ``index``, or the bare index)."""
+    answered = []
+    for t in topics:
+        parts = []
+        for p in t[partitions]:
+            out = {index: p[index] if isinstance(p, dict) else p, "error_code": 0, **defaults}
+            try:
+                await fill(t[topic], p, out)
+            except SeglogError as e:
+                out["error_code"] = _err(e)
+                if messages:
+                    out["error_message"] = str(e)
+            parts.append(out)
+        answered.append({topic: t[topic], "partitions": parts})
+    return answered

@@ -15,7 +15,8 @@ from ..security.acls import ResourceType as Res
 from ..topic_names import validate_topic_name
 from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC, EXCESSIVE_BATCH,
                               LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
-                              RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err, _off_loop, config_type)
+                              RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err, _off_loop, by_topic,
+                              config_type, error_fields)
 
 
 class AdminHandlers:
@@ -155,12 +156,9 @@ class AdminHandlers:
         else:
             denied = errors.ClusterAuthorizationFailedError("Cluster authorization failed (Alter on the cluster)")
             top, results = denied.code, dict.fromkeys(asked or (), denied)
-        by_topic: dict[str, list] = {}
-        for (topic, p), e in results.items():
-            by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": 0 if e is None else _err(e),
-                                                   "error_message": None if e is None else str(e)})
+        answers = by_topic(results.items(), lambda p, e: {"partition_id": p, **error_fields(e)})
         return {"error_code": top, "replica_election_results": [{"topic": t, "partition_result": parts}
-                                                              for t, parts in by_topic.items()]}
+                                                              for t, parts in answers.items()]}
 
     async def handle_alter_partition_reassignments(self, header, body):
         """AlterPartitionReassignments (KIP-455) through the view: the controller starts or cancels (replicas
@@ -190,13 +188,11 @@ class AdminHandlers:
             found = await _off_loop(self.broker.view.list_partition_reassignments, asked)
         except SeglogError as e:
             return {"error_code": _err(e), "error_message": str(e), "topics": []}
-        by_topic: dict[str, list] = {}
-        for (topic, p), ra in sorted(found.items()):
-            by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": list(ra.replicas),
-                                                   "adding_replicas": list(ra.adding),
-                                                   "removing_replicas": list(ra.removing)})
+        answers = by_topic(sorted(found.items()), lambda p, ra: {
+            "partition_index": p, "replicas": list(ra.replicas), "adding_replicas": list(ra.adding),
+            "removing_replicas": list(ra.removing)})
         return {"error_code": 0, "error_message": None,
-                "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}
+                "topics": [{"name": t, "partitions": parts} for t, parts in answers.items()]}
 
     async def handle_describe_cluster(self, header, body):
         view = self.broker.view
@@ -383,8 +379,5 @@ class AdminHandlers:
 
 def _reassignment_results(results: dict) -> list[dict]:
     """AlterPartitionReassignments' per-topic answers from {(topic, partition): None or the error}."""
-    by_topic: dict[str, list] = {}
-    for (topic, p), e in results.items():
-        by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": 0 if e is None else _err(e),
-                                               "error_message": None if e is None else str(e)})
-    return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+    return [{"name": t, "partitions": parts}
+            for t, parts in by_topic(results.items(), lambda p, e: {"partition_index": p, **error_fields(e)}).items()]

@@ -11,7 +11,7 @@ from ..errors import SeglogError
 from ..quotas.entities import FETCH, PRODUCE
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
-from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err
+from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err, answer_partitions
 from .record_errors import record_errors
 from .throttling import parked
 from .throttling import replica_id as fetch_replica_id
@@ -249,110 +249,83 @@ class DataHandlers:
     # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------------------------
 
     async def handle_list_offsets(self, header, body):
-        topics = []
-        for t in body["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                out = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1, "offset": -1}
-                try:
-                    if not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, t["name"]):
-                        raise errors.TopicAuthorizationFailedError()
-                    self.broker.view.check_fetch(t["name"], p["partition_index"], p["current_leader_epoch"], False)
-                    part = self.node.partition(t["name"], p["partition_index"])
-                    ts = p["timestamp"]
-                    # as Kafka: read_committed (isolation 1) clients may not see past the last stable offset
-                    fetchable = part.last_stable_offset if body.get("isolation_level", 0) == 1 else part.high_watermark
-                    if ts == LATEST:
-                        out["offset"] = fetchable
-                    elif ts == EARLIEST:
-                        out["offset"] = part.log_start_offset
-                    elif ts == MAX_TIMESTAMP and header.api_version >= 7:
-                        found = part.log.offset_of_max_timestamp()
-                        if found is not None and found.offset < fetchable:
-                            out.update(offset=found.offset, timestamp=found.timestamp)
-                    elif ts < 0:
-                        raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
-                    else:
-                        found = await self.broker.on_disk(part.log.offset_for_timestamp, ts)   # index reads
-                        if found is not None and found.offset < fetchable:
-                            out.update(offset=found.offset, timestamp=found.timestamp)
-                    out["leader_epoch"] = part.log.leader_epoch
-                except SeglogError as e:
-                    out["error_code"] = _err(e)
-                parts.append(out)
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"topics": topics}
+        async def fill(topic: str, p, out: dict) -> None:
+            if not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, topic):
+                raise errors.TopicAuthorizationFailedError()
+            self.broker.view.check_fetch(topic, p["partition_index"], p["current_leader_epoch"], False)
+            part = self.node.partition(topic, p["partition_index"])
+            ts = p["timestamp"]
+            # as Kafka: read_committed (isolation 1) clients may not see past the last stable offset
+            fetchable = part.last_stable_offset if body.get("isolation_level", 0) == 1 else part.high_watermark
+            if ts == LATEST:
+                out["offset"] = fetchable
+            elif ts == EARLIEST:
+                out["offset"] = part.log_start_offset
+            elif ts == MAX_TIMESTAMP and header.api_version >= 7:
+                found = part.log.offset_of_max_timestamp()
+                if found is not None and found.offset < fetchable:
+                    out.update(offset=found.offset, timestamp=found.timestamp)
+            elif ts < 0:
+                raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {ts}")
+            else:
+                found = await self.broker.on_disk(part.log.offset_for_timestamp, ts)   # index reads
+                if found is not None and found.offset < fetchable:
+                    out.update(offset=found.offset, timestamp=found.timestamp)
+            out["leader_epoch"] = part.log.leader_epoch
+
+        return {"topics": await answer_partitions(body["topics"], {"timestamp": -1, "offset": -1}, fill)}
 
     async def handle_offset_for_leader_epoch(self, header, body):
         """A follower's request needs ClusterAction on the cluster (else every partition is answered
         CLUSTER_AUTHORIZATION_FAILED), a consumer's Describe on each topic."""
         follower = body["replica_id"] >= 0
         cluster_denied = follower and not self.broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER)
-        topics = []
-        for t in body["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                out = {"partition": p["partition"], "error_code": 0, "leader_epoch": -1, "end_offset": -1}
-                try:
-                    if cluster_denied:
-                        raise errors.ClusterAuthorizationFailedError()
-                    if not follower and not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, t["topic"]):
-                        raise errors.TopicAuthorizationFailedError()
-                    self.broker.view.check_fetch(t["topic"], p["partition"], p["current_leader_epoch"],
-                                                 body["replica_id"] >= 0)
-                    epoch, end = self.node.partition(t["topic"], p["partition"]).log.end_offset_for_epoch(
-                        p["leader_epoch"])
-                    out.update(leader_epoch=epoch, end_offset=end)
-                except SeglogError as e:
-                    out["error_code"] = _err(e)
-                parts.append(out)
-            topics.append({"topic": t["topic"], "partitions": parts})
-        return {"topics": topics}
+
+        async def fill(topic: str, p, out: dict) -> None:
+            if cluster_denied:
+                raise errors.ClusterAuthorizationFailedError()
+            if not follower and not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, topic):
+                raise errors.TopicAuthorizationFailedError()
+            self.broker.view.check_fetch(topic, p["partition"], p["current_leader_epoch"],
+                                         body["replica_id"] >= 0)
+            epoch, end = self.node.partition(topic, p["partition"]).log.end_offset_for_epoch(
+                p["leader_epoch"])
+            out.update(leader_epoch=epoch, end_offset=end)
+
+        return {"topics": await answer_partitions(body["topics"], {"leader_epoch": -1, "end_offset": -1}, fill,
+                                                  topic="topic", index="partition")}
 
     async def handle_delete_records(self, header, body):
         """DeleteRecords: raise each partition's log start offset (offset -1: to the high watermark), on its
         leader; the answer is the new low watermark, or NOT_LEADER_OR_FOLLOWER / OFFSET_OUT_OF_RANGE / ..."""
-        topics = []
-        for t in body["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
-                try:
-                    if not self.broker.allowed(Op.DELETE, Res.TOPIC, t["name"]):
-                        raise errors.TopicAuthorizationFailedError()
-                    if self.broker.view.topic_partitions(t["name"])[1]:
-                        raise errors.InvalidTopicError(f"Cannot delete records of internal topic {t['name']}")
-                    self.broker.view.check_produce(t["name"], p["partition_index"], 1)       # the leader's job
-                    log_ = self.node.partition(t["name"], p["partition_index"]).log
-                    out["low_watermark"] = await self.broker.on_disk(log_.delete_records_before, p["offset"])
-                except SeglogError as e:
-                    out["error_code"] = _err(e)
-                parts.append(out)
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"topics": topics}
+
+        async def fill(topic: str, p, out: dict) -> None:
+            if not self.broker.allowed(Op.DELETE, Res.TOPIC, topic):
+                raise errors.TopicAuthorizationFailedError()
+            if self.broker.view.topic_partitions(topic)[1]:
+                raise errors.InvalidTopicError(f"Cannot delete records of internal topic {topic}")
+            self.broker.view.check_produce(topic, p["partition_index"], 1)       # the leader's job
+            log_ = self.node.partition(topic, p["partition_index"]).log
+            out["low_watermark"] = await self.broker.on_disk(log_.delete_records_before, p["offset"])
+
+        return {"topics": await answer_partitions(body["topics"], {"low_watermark": -1}, fill)}
 
     # -- producers --------------------------------------------------------------------------------------------
 
     async def handle_describe_producers(self, header, body):
         """DescribeProducers: each partition's producer state, from its leader (NOT_LEADER_OR_FOLLOWER on
         another broker, UNKNOWN_TOPIC_OR_PARTITION for none)."""
-        topics = []
-        for t in body["topics"]:
-            parts = []
-            for p in t["partition_indexes"]:
-                out = {"partition_index": p, "error_code": 0, "error_message": None, "active_producers": []}
-                try:
-                    if not self.broker.allowed(Op.READ, Res.TOPIC, t["name"]):
-                        raise errors.TopicAuthorizationFailedError()
-                    self.broker.view.check_produce(t["name"], p, 1)                  # the leader's answer
-                    producers = self.node.partition(t["name"], p).log.active_producers()
-                    out["active_producers"] = [
-                        {"producer_id": a.producer_id, "producer_epoch": a.producer_epoch,
-                         "last_sequence": a.last_sequence, "last_timestamp": a.last_timestamp,
-                         "coordinator_epoch": a.coordinator_epoch,
-                         "current_txn_start_offset": a.current_txn_start_offset} for a in producers]
-                except SeglogError as e:
-                    out["error_code"], out["error_message"] = _err(e), str(e)
-                parts.append(out)
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"topics": topics}
+
+        async def fill(topic: str, p, out: dict) -> None:
+            if not self.broker.allowed(Op.READ, Res.TOPIC, topic):
+                raise errors.TopicAuthorizationFailedError()
+            self.broker.view.check_produce(topic, p, 1)                  # the leader's answer
+            producers = self.node.partition(topic, p).log.active_producers()
+            out["active_producers"] = [
+                {"producer_id": a.producer_id, "producer_epoch": a.producer_epoch,
+                 "last_sequence": a.last_sequence, "last_timestamp": a.last_timestamp,
+                 "coordinator_epoch": a.coordinator_epoch,
+                 "current_txn_start_offset": a.current_txn_start_offset} for a in producers]
+
+        return {"topics": await answer_partitions(body["topics"], {"error_message": None, "active_producers": []},
+                                                  fill, partitions="partition_indexes", messages=True)}

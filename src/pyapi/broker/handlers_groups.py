@@ -13,7 +13,7 @@ from ..group import GroupState
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
-from .handler_support import _err, _off_loop
+from .handler_support import _err, _off_loop, by_topic
 from .throttling import parked
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
@@ -171,10 +171,9 @@ class GroupHandlers:
             codes = dict.fromkeys(placed, _err(e))
             # partitions refused before the group check (unknown ones) keep their own error, as in Kafka
             codes.update({tp: _err(x) for tp, x in getattr(e, "partition_errors", {}).items()})
-        by_topic: dict[str, list] = {}
-        for tp in placed:
-            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": codes.get(tp, 0)})
-        return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        answers = by_topic(((tp, codes.get(tp, 0)) for tp in placed), lambda p, c: {"partition_index": p,
+                                                                                  "error_code": c})
+        return {"topics": [{"name": t, "partitions": ps} for t, ps in answers.items()]}
 
     async def handle_offset_fetch(self, header, body):
         """v0-7 one group; v8 several (``groups``), each answered with its own error code."""

@@ -20,7 +20,7 @@ from ..security.acls import ResourceType as Res
 from ..txn.log_format import TRANSACTION_STATE_TOPIC
 from ..txn.markers import Marker, write_here
 from ..txn.metadata import TxnState
-from .handler_support import _err, _off_loop
+from .handler_support import _err, _off_loop, by_topic
 
 # Versions before these cannot carry PRODUCER_FENCED: Kafka answers INVALID_PRODUCER_EPOCH to them instead
 _FENCED_SINCE = {"init_producer_id": 4, "add_partitions": 2, "add_offsets": 2, "end_txn": 2}
@@ -146,10 +146,9 @@ class TxnHandlers:
                                   errors.GroupAuthorizationFailedError)):
                 codes.update(denied)
             codes.update({tp: _err(x) for tp, x in getattr(e, "partition_errors", {}).items()})
-        by_topic: dict[str, list] = {}
-        for tp in placed:
-            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": codes.get(tp, 0)})
-        return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        answers = by_topic(((tp, codes.get(tp, 0)) for tp in placed), lambda p, c: {"partition_index": p,
+                                                                                  "error_code": c})
+        return {"topics": [{"name": t, "partitions": ps} for t, ps in answers.items()]}
 
     async def handle_write_txn_markers(self, header, body):
         """Between brokers: append each marker to the partitions this broker leads (NOT_LEADER_OR_FOLLOWER for
@@ -223,7 +222,6 @@ class TxnHandlers:
 
 
 def _by_topic(codes: dict) -> list:
-    by_topic: dict[str, list] = {}
-    for (topic, p), code in codes.items():
-        by_topic.setdefault(topic, []).append({"partition_index": p, "partition_error_code": code})
-    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+    """AddPartitionsToTxn's per-topic answers from {(topic, partition): error code}."""
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic(
+        codes.items(), lambda p, c: {"partition_index": p, "partition_error_code": c}).items()]
