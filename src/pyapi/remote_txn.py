@@ -34,9 +34,7 @@ class RemoteTxnCoordinator(RemoteCoordinator):
         """InitProducerId at the transactional id's coordinator (see TransactionCoordinator.init_producer_id)."""
         body = {"transactional_id": transactional_id, "transaction_timeout_ms": timeout_ms,
                 "producer_id": producer_id, "producer_epoch": producer_epoch}
-        r = self.request(transactional_id, ApiKey.INIT_PRODUCER_ID, body, lambda r: r["error_code"])
-        if r["error_code"]:
-            raise _error(r["error_code"], f"InitProducerId of {transactional_id!r}")
+        r = self._call(transactional_id, ApiKey.INIT_PRODUCER_ID, body, f"InitProducerId of {transactional_id!r}")
         return r["producer_id"], r["producer_epoch"]
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -89,18 +87,23 @@ class RemoteTxnCoordinator(RemoteCoordinator):
                 for t in results(r) for p in t["results_by_partition"]}
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
-        r = self.request(transactional_id, ApiKey.ADD_OFFSETS_TO_TXN,
-                         {"transactional_id": transactional_id, "producer_id": producer_id,
-                          "producer_epoch": producer_epoch, "group_id": group_id}, lambda r: r["error_code"])
-        if r["error_code"]:
-            raise _error(r["error_code"], f"AddOffsetsToTxn of {transactional_id!r}")
+        self._call(transactional_id, ApiKey.ADD_OFFSETS_TO_TXN,
+                   {"transactional_id": transactional_id, "producer_id": producer_id,
+                    "producer_epoch": producer_epoch, "group_id": group_id}, f"AddOffsetsToTxn of {transactional_id!r}")
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        r = self.request(transactional_id, ApiKey.END_TXN,
-                         {"transactional_id": transactional_id, "producer_id": producer_id,
-                          "producer_epoch": producer_epoch, "committed": commit}, lambda r: r["error_code"])
+        self._call(transactional_id, ApiKey.END_TXN,
+                   {"transactional_id": transactional_id, "producer_id": producer_id,
+                    "producer_epoch": producer_epoch, "committed": commit},
+                   f"EndTxn ({'commit' if commit else 'abort'}) of {transactional_id!r}")
+
+    def _call(self, transactional_id: str, api: ApiKey, body: dict, what: str) -> dict:
+        """A request at the id's coordinator whose answer carries one top-level error_code: the answer, or that
+        error raised (naming ``what``)."""
+        r = self.request(transactional_id, api, body, lambda r: r["error_code"])
         if r["error_code"]:
-            raise _error(r["error_code"], f"EndTxn ({'commit' if commit else 'abort'}) of {transactional_id!r}")
+            raise _error(r["error_code"], what)
+        return r
 
     def describe(self, transactional_ids: Iterable[str]) -> list[TransactionDescription | SeglogError]:
         """DescribeTransactions at each id's coordinator (``coordinator_id`` says which broker answered)."""

@@ -40,8 +40,7 @@ class AdminHandlers:
             n = self.config.num_partitions if t["num_partitions"] == -1 else t["num_partitions"]
             records += 1 + max(n, 0)
         if records > MAX_RECORDS_PER_USER_OP:
-            return {"topics": [{"name": t["name"], "error_code": errors.PolicyViolationError.code,
-                                "error_message": EXCESSIVE_BATCH} for t in body["topics"]]}
+            return {"topics": _excessive(body["topics"])}
         results = []
         strict = header.api_version >= 6           # controller_mutation_rate: refused (v6+) or throttled after
         for t in body["topics"]:
@@ -120,8 +119,7 @@ class AdminHandlers:
             except SeglogError:
                 pass                                     # answered per topic below
         if records > MAX_RECORDS_PER_USER_OP:
-            return {"results": [{"name": t["name"], "error_code": errors.PolicyViolationError.code,
-                                 "error_message": EXCESSIVE_BATCH} for t in body["topics"]]}
+            return {"results": _excessive(body["topics"])}
         out = []
         strict = header.api_version >= 3           # controller_mutation_rate: refused (v3+) or throttled after
         for t in body["topics"]:
@@ -376,6 +374,12 @@ class AdminHandlers:
                         "config_type": config_type(key), "documentation": None})
         return out
 
+
+
+def _excessive(topics: list[dict]) -> list[dict]:
+    """The answer to an admin request over MAX_RECORDS_PER_USER_OP: POLICY_VIOLATION for every topic."""
+    return [{"name": t["name"], "error_code": errors.PolicyViolationError.code, "error_message": EXCESSIVE_BATCH}
+            for t in topics]
 
 def _reassignment_results(results: dict) -> list[dict]:
     """AlterPartitionReassignments' per-topic answers from {(topic, partition): None or the error}."""

@@ -123,29 +123,27 @@ class Metrics:
             lines.append(f"# TYPE {name} {kind}")
             lines.extend(samples)
 
-        metric("seglog_uptime_seconds", "gauge", "Seconds since the broker started.",
-               [f"seglog_uptime_seconds {s['uptime_s']:.3f}"])
+        def single(name: str, kind: str, doc: str, key: str, fmt: str = "") -> None:
+            """A metric of one unlabelled sample: the snapshot's ``key``."""
+            metric(name, kind, doc, [f"{name} {s[key]:{fmt}}"])
+
+        single("seglog_uptime_seconds", "gauge", "Seconds since the broker started.", "uptime_s", ".3f")
         metric("seglog_requests_total", "counter", "Requests answered, per API.",
                [f'seglog_requests_total{{api="{api}"}} {n}' for api, n in sorted(s["requests"].items())])
-        metric("seglog_requests_per_second", "gauge", f"Requests per second over the last {RATE_WINDOW_S} s.",
-               [f"seglog_requests_per_second {s['requests_per_s']:.3f}"])
-        metric("seglog_bytes_in_total", "counter", "Request bytes received.",
-               [f"seglog_bytes_in_total {s['bytes_in']}"])
-        metric("seglog_bytes_out_total", "counter", "Response bytes sent.",
-               [f"seglog_bytes_out_total {s['bytes_out']}"])
-        metric("seglog_bytes_in_per_second", "gauge", f"Request bytes per second over the last {RATE_WINDOW_S} s.",
-               [f"seglog_bytes_in_per_second {s['bytes_in_per_s']:.3f}"])
-        metric("seglog_bytes_out_per_second", "gauge", f"Response bytes per second over the last {RATE_WINDOW_S} s.",
-               [f"seglog_bytes_out_per_second {s['bytes_out_per_s']:.3f}"])
-        metric("seglog_connections_open", "gauge", "Client connections open now.",
-               [f"seglog_connections_open {s['connections_open']}"])
-        metric("seglog_connections_total", "counter", "Client connections accepted.",
-               [f"seglog_connections_total {s['connections_total']}"])
-        metric("seglog_connection_errors_total", "counter", "Connections closed or lost because of an error.",
-               [f"seglog_connection_errors_total {s['connection_errors']}"])
-        metric("seglog_connections_rejected_total", "counter", "Connections closed at once because their IP "
-               "address had max.connections.per.ip open.",
-               [f"seglog_connections_rejected_total {s['connections_rejected']}"])
+        single("seglog_requests_per_second", "gauge", f"Requests per second over the last {RATE_WINDOW_S} s.",
+               "requests_per_s", ".3f")
+        single("seglog_bytes_in_total", "counter", "Request bytes received.", "bytes_in")
+        single("seglog_bytes_out_total", "counter", "Response bytes sent.", "bytes_out")
+        single("seglog_bytes_in_per_second", "gauge", f"Request bytes per second over the last {RATE_WINDOW_S} s.",
+               "bytes_in_per_s", ".3f")
+        single("seglog_bytes_out_per_second", "gauge", f"Response bytes per second over the last {RATE_WINDOW_S} s.",
+               "bytes_out_per_s", ".3f")
+        single("seglog_connections_open", "gauge", "Client connections open now.", "connections_open")
+        single("seglog_connections_total", "counter", "Client connections accepted.", "connections_total")
+        single("seglog_connection_errors_total", "counter", "Connections closed or lost because of an error.",
+               "connection_errors")
+        single("seglog_connections_rejected_total", "counter", "Connections closed at once because their IP "
+               "address had max.connections.per.ip open.", "connections_rejected")
         metric("seglog_corrupt_batches_total", "counter", "Fetches that met a stored batch failing its checks "
                "(answered CORRUPT_MESSAGE), per partition.",
                [f'seglog_corrupt_batches_total{{partition="{tp}"}} {n}' for tp, n in sorted(s["corrupt_batches"].items())])

@@ -107,6 +107,15 @@ def _missing(name: str) -> CliError:
     return CliError(f"Topic '{name}' does not exist.")
 
 
+def _exists(admin, args) -> bool:
+    """Whether --topic exists; --alter and --delete of a missing topic fail unless --if-exists is given."""
+    if args.topic in admin.list_topics():
+        return True
+    if args.if_exists:
+        return False
+    raise _missing(args.topic)
+
+
 def _create(admin, args) -> int:
     config = key_values(args.config, "--config")
     try:
@@ -184,10 +193,8 @@ def _describe(admin, args) -> int:
 
 
 def _alter(admin, args) -> int:
-    if args.topic not in admin.list_topics():
-        if args.if_exists:
-            return 0
-        raise _missing(args.topic)
+    if not _exists(admin, args):
+        return 0
     set_ = key_values(args.config, "--config")
     for chunk in args.add_config or ():
         set_.update(key_values(split_config_list(chunk), "--add-config"))
@@ -208,9 +215,7 @@ def _alter(admin, args) -> int:
 
 
 def _delete(admin, args) -> int:
-    if args.topic not in admin.list_topics():
-        if args.if_exists:
-            return 0
-        raise _missing(args.topic)
+    if not _exists(admin, args):
+        return 0
     admin.delete_topic(args.topic)
     return 0
