@@ -99,6 +99,18 @@ class _Source:
         yield
         self.depth -= 1
 
+    @contextmanager
+    def unless_null(self, nullable: bool, null_test: str, on_null: str):
+        """The code of a value that may be null: ``if <null_test>: <on_null>``, then the body under ``else:``;
+        a value that is never null gets the body alone."""
+        if not nullable:
+            yield
+            return
+        with self.block(f"if {null_test}:"):
+            self.emit(on_null)
+        with self.block("else:"):
+            yield
+
     def build(self, signature: str, filename: str) -> Callable:
         text = f"def {signature}:\n" + "\n".join(self.lines) + "\n"
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
@@ -225,10 +237,7 @@ class _Decoder:
         out = src.var("_v")
         convert = {"string": "str(buf[pos:pos + {n}], 'utf-8')", "bytes": "bytes(buf[pos:pos + {n}])",
                    "records": "buf[pos:pos + {n}]"}[t].format(n=n)
-        if nullable:
-            with src.block(f"if {n} < 0:"):
-                src.emit(f"{out} = None")
-        with src.block("else:") if nullable else _nothing():
+        with src.unless_null(nullable, f"{n} < 0", f"{out} = None"):
             src.emit(f"{out} = {convert}")
             src.emit(f"pos += {n}")
         return out
@@ -239,10 +248,7 @@ class _Decoder:
         n = self.length("i", nullable, min_size(f, self.version, self.flexible), n)
         out = src.var("_a")
         el = f.element
-        if nullable:
-            with src.block(f"if {n} < 0:"):
-                src.emit(f"{out} = None")
-        with src.block("else:") if nullable else _nothing():
+        with src.unless_null(nullable, f"{n} < 0", f"{out} = None"):
             if el in FIXED_FORMATS and el != "uuid":
                 code = FIXED_FORMATS[el]
                 src.emit(f"{out} = list(unpack_from('>%d{code}' % {n}, buf, pos))")
@@ -338,10 +344,7 @@ class _Encoder:
                             lambda: src.emit(f"{out}.append({v})"))
         if f.type == "records":
             n, part, external = src.var("_n"), src.var("_p"), src.var("_x")
-            if nullable:
-                with src.block(f"if {v} is None:"):
-                    src.emit(f"{n} = -1")
-            with src.block("else:") if nullable else _nothing():
+            with src.unless_null(nullable, f"{v} is None", f"{n} = -1"):
                 src.emit(f"{n}, {part}, {external} = records_part({v})")
                 src.emit(f"ext = ext or {external}")
             return _Payload(src, n, guard, lambda: src.emit(f"{out}.append({part})"))
