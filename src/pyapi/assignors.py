@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from .errors import InvalidArgumentError, InvalidRequestError
-from .offsets_format import Reader, TopicPartition, Writer
+from .offsets_format import Reader, TopicPartition, Writer, partitions_by_topic
 
 __all__ = ["Subscription", "Assignment", "Assignor", "RangeAssignor", "RoundRobinAssignor",
            "CooperativeStickyAssignor", "ASSIGNORS", "assignor_for", "CONSUMER_PROTOCOL_TYPE"]
@@ -34,16 +34,8 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 _MAX_VERSION = 3
 
 
-def _group_by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
-    """{topic: [partition, ...]} in first-appearance order of topics, partitions in given order."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    return by_topic
-
-
 def _write_topic_partitions(w: Writer, partitions: Iterable[tuple[str, int]]) -> None:
-    by_topic = _group_by_topic(partitions)
+    by_topic = partitions_by_topic(partitions)
     w.int32(len(by_topic))
     for topic, parts in by_topic.items():
         w.string(topic).int32(len(parts))

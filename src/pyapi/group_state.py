@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from .errors import FencedInstanceIdError, InvalidGroupIdError, UnknownMemberIdError
@@ -25,23 +26,22 @@ __all__ = ["Member", "Group", "JoinArgs", "Done", "ok", "fail", "complete", "Sto
 log = logging.getLogger("seglog.group")
 
 
+@dataclass(eq=False)
 class Member:
     """A member's state; every field is guarded by the coordinator lock."""
 
-    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-                 session_timeout_ms: int, rebalance_timeout_ms: int, protocols: list[tuple[str, bytes]]):
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.protocols = protocols                    # [(name, metadata)] in the member's preference order
-        self.assignment = b""
-        self.join_future: Future | None = None        # set while its JoinGroup waits
-        self.sync_future: Future | None = None        # set while its SyncGroup waits
-        self.session_deadline = 0.0
-        self.timer_armed = False                      # a "session" heap entry exists for this member
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: list[tuple[str, bytes]]            # [(name, metadata)] in the member's preference order
+    assignment: bytes = b""
+    join_future: Future | None = None             # set while its JoinGroup waits
+    sync_future: Future | None = None             # set while its SyncGroup waits
+    session_deadline: float = 0.0
+    timer_armed: bool = False                     # a "session" heap entry exists for this member
 
     def metadata_for(self, protocol: str | None) -> bytes:
         return next((meta for name, meta in self.protocols if name == protocol), b"")

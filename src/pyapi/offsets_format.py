@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from .errors import InvalidRequestError, UnsupportedVersionError
 
@@ -46,6 +46,15 @@ class TopicPartition(NamedTuple):
 
     topic: str
     partition: int
+
+
+def partitions_by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    """{topic: [partition, ...]} in first-appearance order of topics, partitions in given order (the nesting of
+    Kafka's requests and records)."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    return by_topic
 
 
 @dataclass(frozen=True)

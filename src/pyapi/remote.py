@@ -61,6 +61,7 @@ from .errors import (InvalidConfigError, InvalidRequiredAcksError, InvalidTopicE
                      UnknownTopicOrPartitionError, for_code)
 from .log import TimestampOffset
 from .node import FetchResult, internal_topic_config
+from .offsets_format import partitions_by_topic
 from .protocol import ApiKey
 from .security.client import ClientSecurity
 from .remote_group import RemoteGroupCoordinator
@@ -282,10 +283,7 @@ class RemoteNode:
         self._check_open()
         asked = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for topic, p in partitions:
-                by_topic.setdefault(topic, []).append(p)
-            asked = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+            asked = [{"topic": t, "partitions": ps} for t, ps in partitions_by_topic(partitions).items()]
         body = {"election_type": 1 if unclean else 0, "topic_partitions": asked,
                 "timeout_ms": self.request_timeout_ms}
 

@@ -12,6 +12,7 @@ from typing import Iterable
 
 from .client import error_for
 from .errors import SeglogError, UnknownTopicOrPartitionError, for_code
+from .offsets_format import partitions_by_topic
 from .protocol import ApiKey
 from .remote_group import RemoteCoordinator
 from .txn.coordinator import TransactionDescription, TransactionListing
@@ -59,10 +60,7 @@ class RemoteTxnCoordinator(RemoteCoordinator):
                 for tp, c in codes.items()}
 
     def _add(self, tid: str, pid: int, epoch: int, partitions, verify_only: bool) -> dict[tuple[str, int], int]:
-        by_topic: dict[str, list[int]] = {}
-        for t, p in partitions:
-            by_topic.setdefault(t, []).append(p)
-        topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        topics = [{"name": t, "partitions": ps} for t, ps in partitions_by_topic(partitions).items()]
         if verify_only:
             body = {"transactions": [{"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
                                       "verify_only": True, "topics": topics}]}

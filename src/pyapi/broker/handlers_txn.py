@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .. import errors
 from ..errors import SeglogError
-from ..offsets_format import OffsetAndMetadata, TopicPartition
+from ..offsets_format import OffsetAndMetadata, TopicPartition, partitions_by_topic
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
 from ..txn.log_format import TRANSACTION_STATE_TOPIC
@@ -197,10 +197,8 @@ class TxnHandlers:
                             "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
                             "producer_epoch": -1, "topics": []})
                 continue
-            by_topic: dict[str, list] = {}
-            for topic, p in d.partitions:
-                if self.broker.allowed(Op.DESCRIBE, Res.TOPIC, topic):
-                    by_topic.setdefault(topic, []).append(p)
+            by_topic = partitions_by_topic((t, p) for t, p in d.partitions
+                                           if self.broker.allowed(Op.DESCRIBE, Res.TOPIC, t))
             out.append({"error_code": 0, "transactional_id": tid, "transaction_state": d.state,
                         "transaction_timeout_ms": d.timeout_ms, "transaction_start_time_ms": d.start_ms,
                         "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,

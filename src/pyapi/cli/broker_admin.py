@@ -33,7 +33,7 @@ from .admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescripti
 from ..client import EARLIEST, LATEST, error_for
 from ..cluster.metastore import ReplicaAssignment
 from ..errors import SeglogError
-from ..offsets_format import TopicPartition
+from ..offsets_format import TopicPartition, partitions_by_topic
 from ..protocol import ApiKey
 from ..quotas.entities import QuotaEntity, entity_from_wire, entity_to_wire
 from ..remote import RemoteNode
@@ -179,10 +179,7 @@ class BrokerAdmin(Admin):
         being reassigned, with their full replica set and the replicas being added and removed."""
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for topic, p in partitions:
-                by_topic.setdefault(topic, []).append(p)
-            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in partitions_by_topic(partitions).items()]
         r = self.cluster.any().request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {
             "timeout_ms": int(self.retry_timeout * 1000), "topics": topics})
         if r["error_code"]:

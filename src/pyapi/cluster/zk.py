@@ -520,28 +520,41 @@ class ZooKeeperMetadataStore(MetadataStore):
         """As Kafka's AclAuthorizer: a conditional write of the pattern's node (created, set or deleted) and, in
         the same transaction, a sequential change notification every broker's watch sees; notifications older
         than 15 minutes are purged afterwards."""
-        path = layout.acl_path(key)
         notice_dir, notice = layout.acl_change(key)
+
+        def new_data(data: bytes | None) -> bytes | None:
+            entries = list(change([] if data is None else layout.decode_acls(data)))
+            return layout.encode_acls(entries) if entries else None       # no entries left: no node
+        self._update_announced(layout.acl_path(key), new_data, f"{notice_dir}/{layout.ACL_CHANGE_PREFIX}", notice,
+                               f"ACLs of {key}")
+
+    def _update_announced(self, path: str, new_data: Callable[[bytes | None], bytes | None], notice_path: str,
+                          notice: bytes, what: str) -> None:
+        """Kafka's way of changing a node that brokers watch through notifications: read the node, compute its
+        new data (``new_data(data or None)``, None for no node), and write it conditionally on the version read
+        (create, set or delete) together with a sequential notification ``notice_path``NNN in one transaction;
+        retried from the read when another writer got there first. Notifications older than 15 minutes in the
+        notification directory are purged afterwards."""
         while True:
             node = self._get_or_none(path)
-            entries = list(change([] if node is None else layout.decode_acls(node[0])))
+            data = new_data(None if node is None else node[0])
             transaction = self._client.transaction()
             if node is None:
-                if not entries:
+                if data is None:
                     return
                 self._do(self._client.ensure_path_async, path.rsplit("/", 1)[0])
-                transaction.create(path, layout.encode_acls(entries))
-            elif entries:
-                transaction.set_data(path, layout.encode_acls(entries), node[1].version)
+                transaction.create(path, data)
+            elif data is not None:
+                transaction.set_data(path, data, node[1].version)
             else:
                 transaction.delete(path, node[1].version)
-            transaction.create(f"{notice_dir}/{layout.ACL_CHANGE_PREFIX}", notice, sequence=True)
+            transaction.create(notice_path, notice, sequence=True)
             failed = self._commit(transaction)
             if failed is None:
                 break
             if not isinstance(failed[1], (BadVersionError, NodeExistsError, NoNodeError)):
-                raise _conflict(failed[1], f"ACLs of {key}")
-        self._purge_notifications(notice_dir)
+                raise _conflict(failed[1], what)
+        self._purge_notifications(notice_path.rsplit("/", 1)[0])
 
     def _purge_notifications(self, notice_dir: str) -> None:
         oldest = time.time() * 1000 - layout.NOTIFICATION_RETENTION_MS
@@ -589,26 +602,12 @@ class ZooKeeperMetadataStore(MetadataStore):
         """As Kafka's AdminZkClient.changeConfigs: a conditional write of the entity's node and, in the same
         transaction, a sequential /config/changes notification every broker's watch sees (purged after 15
         minutes). A node left without configs stays (it may hold a user's clients)."""
-        path = f"{layout.CONFIG}/{entity_path}"
-        while True:
-            node = self._get_or_none(path)
-            config = dict(change(layout.decode_entity_config(node[0]) if node is not None else {}))
-            transaction = self._client.transaction()
-            if node is None:
-                if not config:
-                    return
-                self._do(self._client.ensure_path_async, path.rsplit("/", 1)[0])
-                transaction.create(path, layout.encode_entity_config(config))
-            else:
-                transaction.set_data(path, layout.encode_entity_config(config), node[1].version)
-            transaction.create(f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
-                               layout.config_change(entity_path), sequence=True)
-            failed = self._commit(transaction)
-            if failed is None:
-                break
-            if not isinstance(failed[1], (BadVersionError, NodeExistsError, NoNodeError)):
-                raise _conflict(failed[1], f"configs of {entity_path}")
-        self._purge_notifications(layout.CONFIG_CHANGES)
+        def new_data(data: bytes | None) -> bytes | None:
+            config = dict(change(layout.decode_entity_config(data) if data is not None else {}))
+            return layout.encode_entity_config(config) if config or data is not None else None
+        self._update_announced(f"{layout.CONFIG}/{entity_path}", new_data,
+                               f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
+                               layout.config_change(entity_path), f"configs of {entity_path}")
 
     def watch_client_quotas(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
         return self._watch(ChildrenWatch, layout.CONFIG_CHANGES, self.get_client_quotas, callback)

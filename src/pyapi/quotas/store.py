@@ -19,6 +19,7 @@ import os
 import threading
 from typing import Callable, Mapping
 
+from ..checkpoints import replace_file
 from .entities import QUOTA_KEYS, QuotaEntity, entity_path, parse_entity_path
 
 __all__ = ["FileQuotaStore", "MetadataQuotaStore"]
@@ -70,12 +71,7 @@ class FileQuotaStore:
                 raw[path] = config
             else:
                 raw.pop(path, None)
-            tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump({p: {"version": 1, "config": c} for p, c in sorted(raw.items())}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            replace_file(self.path, json.dumps({p: {"version": 1, "config": c} for p, c in sorted(raw.items())}).encode(), "cannot write client quotas")
 
     def watch(self, callback: Callable[[], None]):
         """Nothing else writes a lone broker's file: the broker reloads after its own updates."""

@@ -23,6 +23,7 @@ import os
 import threading
 from typing import Callable, Iterable, Mapping
 
+from ..checkpoints import replace_file
 from ..errors import InvalidConfigError, SeglogError
 from .acls import (CLUSTER_NAME, IMPLIED_BY, WILDCARD, WILDCARD_PRINCIPAL, AccessControlEntry, AclBinding,
                    AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourcePattern, ResourceType,
@@ -94,12 +95,7 @@ class FileAclStore:
             acls = self.load()
             for pattern, change in changes.items():
                 acls[pattern] = frozenset(change(acls.get(pattern, frozenset())))
-            tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(_encode(acls), f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            replace_file(self.path, json.dumps(_encode(acls)).encode(), "cannot write ACLs")
 
     def watch(self, callback: Callable[[], None]):
         """Nothing else writes a lone broker's file: the authorizer reloads after its own updates."""

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from ..config import SECURITY_PROTOCOLS
 from ..errors import InvalidConfigError
+from .listeners import SecurityProtocol
 from .sasl import client_credentials, parse_jaas
 from .scram import HASHES
 
@@ -60,7 +61,7 @@ def is_security_setting(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
+class ClientSecurity(SecurityProtocol):
     """A connection's security: ``protocol`` and, as it needs them, ``ssl_context`` and SASL ``mechanism``,
     ``username``, ``password``. Immutable; share one among all the connections of a client."""
 
@@ -69,14 +70,6 @@ class ClientSecurity:
     mechanism: str | None = None
     username: str | None = None
     password: str | None = field(default=None, repr=False)
-
-    @property
-    def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     @classmethod
     def of(cls, security: "ClientSecurity | Mapping[str, object] | None") -> "ClientSecurity":

@@ -20,16 +20,11 @@ from ..errors import InvalidConfigError
 SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-@dataclass(frozen=True)
-class Listener:
-    """One configured listener: its name, security protocol, bind address and advertised address."""
+class SecurityProtocol:
+    """What a security ``protocol`` (one of config.SECURITY_PROTOCOLS) asks of a connection: TLS (SSL,
+    SASL_SSL), SASL authentication (SASL_PLAINTEXT, SASL_SSL). Shared by a listener and a client's settings."""
 
-    name: str
     protocol: str
-    host: str
-    port: int
-    advertised_host: str
-    advertised_port: int          # 0 until bound when the port is 0 (then the bound port is advertised)
 
     @property
     def tls(self) -> bool:
@@ -38,6 +33,18 @@ class Listener:
     @property
     def sasl(self) -> bool:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True)
+class Listener(SecurityProtocol):
+    """One configured listener: its name, security protocol, bind address and advertised address."""
+
+    name: str
+    protocol: str
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int          # 0 until bound when the port is 0 (then the bound port is advertised)
 
 
 def protocol_map(config) -> dict[str, str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UnsupportedVersionError
-from ..offsets_format import Reader, Writer
+from ..offsets_format import Reader, Writer, partitions_by_topic
 from ..offsets_store import partition_for_group
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TxnLogValue", "encode_key", "decode_key", "encode_value", "decode_value",
@@ -64,9 +64,7 @@ def encode_value(v: TxnLogValue, *, empty_state: bool) -> bytes:
     if empty_state:
         w.int32(-1)
     else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in sorted(v.partitions):
-            by_topic.setdefault(topic, []).append(p)
+        by_topic = partitions_by_topic(sorted(v.partitions))
         w.int32(len(by_topic))
         for topic, ps in by_topic.items():
             w.string(topic).int32(len(ps))
