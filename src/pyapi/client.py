@@ -21,9 +21,9 @@ import threading
 import time
 from typing import Callable, Iterable, Mapping, Sequence
 
-from .errors import (InvalidConfigError, LeaderNotAvailableError, NetworkError, NotControllerError,
-                     SaslAuthenticationError, SeglogError, SslAuthenticationError, UnknownTopicOrPartitionError,
-                     UnsupportedSaslMechanismError, UnsupportedVersionError, for_code)
+from .errors import (IllegalSaslStateError, InvalidConfigError, LeaderNotAvailableError, NetworkError,
+                     NotControllerError, SaslAuthenticationError, SeglogError, SslAuthenticationError,
+                     UnknownTopicOrPartitionError, UnsupportedSaslMechanismError, UnsupportedVersionError, for_code)
 from .log import TimestampOffset
 from .offsets_format import TopicPartition
 from .protocol import SUPPORTED_VERSIONS, ApiKey, RequestHeader, decode_response, encode_request, frame_size
@@ -145,9 +145,12 @@ class BrokerConnection:
             raise UnsupportedSaslMechanismError(f"{where} does not serve SaslHandshake v1 and SaslAuthenticate: "
                                                 f"is it a SASL listener (security.protocol={sec.protocol})?")
         r = self._roundtrip(sock, ApiKey.SASL_HANDSHAKE, handshake, {"mechanism": sec.mechanism})
+        if r["error_code"] == IllegalSaslStateError.code and not r["mechanisms"]:
+            raise IllegalSaslStateError(f"{where} is not a SASL listener (security.protocol={sec.protocol} here: "
+                                        f"it may serve PLAINTEXT or SSL)")
         if r["error_code"]:
             raise error_for(r["error_code"], f"{where} does not enable SASL mechanism {sec.mechanism} (enabled: "
-                                             f"{', '.join(r['mechanisms']) or 'none'})")
+                                             f"{', '.join(r['mechanisms'])})")
         exchange = client_exchange(sec.mechanism, sec.username, sec.password)
         token = next(exchange)
         while True:

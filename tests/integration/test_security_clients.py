@@ -13,7 +13,7 @@ import pytest
 from test_cli import fails, ok
 
 import seglog
-from seglog.errors import NetworkError, SaslAuthenticationError, SslAuthenticationError
+from seglog.errors import IllegalSaslStateError, NetworkError, SaslAuthenticationError, SslAuthenticationError
 from seglog.security.acls import AclBinding
 from seglog.security.sasl import FailedLogins
 
@@ -234,6 +234,8 @@ def test_seglog_connect_refusals(brokers, certs):
         seglog.connect(sasl_ssl, security=settings("SASL_SSL", "SCRAM-SHA-512", certs.self_signed.cert)).topics()
     with pytest.raises(NetworkError):
         seglog.connect(sasl_ssl).topics()
+    with pytest.raises(IllegalSaslStateError, match="is not a SASL listener"):
+        seglog.connect(f"localhost:{brokers['SSL'].port}", security=settings("SASL_SSL", "PLAIN", certs.ca)).topics()
 
 
 def test_host_name_check_and_opting_out(tmp_path, certs):
