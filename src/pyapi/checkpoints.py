@@ -30,12 +30,12 @@ def write_checkpoint(path: str, entries: list[tuple], version: int = VERSION) ->
     replace_file(path, ("\n".join(lines) + "\n").encode(), "cannot write checkpoint")
 
 
-def replace_file(path: str, data, what: str) -> None:
-    """Atomically replace ``path`` with ``data``: written to ``<path>.tmp``, fsynced, renamed over ``path``,
-    directory fsynced. Raises StorageError("<what>: <reason>")."""
+def replace_file(path: str, data, what: str, mode: int = 0o644) -> None:
+    """Atomically replace ``path`` with ``data``: written to ``<path>.tmp`` (created with ``mode``), fsynced,
+    renamed over ``path``, directory fsynced. Raises StorageError("<what>: <reason>")."""
     tmp = path + ".tmp"
     with storage_errors(what, path):
-        fd = _engine.file_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = _engine.file_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             _engine.file_write_all(fd, data, tmp)
             _engine.file_fsync(fd, tmp)

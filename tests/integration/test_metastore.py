@@ -680,22 +680,22 @@ def test_a_write_right_after_a_pause_past_the_session_timeout_lands_on_the_new_s
 def test_client_quotas_are_stored_per_entity_and_watched(namespace):
     a, b = namespace.store(), namespace.store()
     seen = Recorder()
-    b.watch_client_quotas(seen)
+    b.watch_entity_configs(seen)
     seen.wait_latest(lambda v: v == {})
-    a.update_client_quotas("users/alice", lambda c: {**c, "producer_byte_rate": "1024"})
-    a.update_client_quotas("users/alice/clients/c%2F1", lambda c: {**c, "consumer_byte_rate": "2048"})
-    a.update_client_quotas("clients/<default>", lambda c: {**c, "request_percentage": "50.0"})
+    a.update_entity_configs("users/alice", lambda c: {**c, "producer_byte_rate": "1024"})
+    a.update_entity_configs("users/alice/clients/c%2F1", lambda c: {**c, "consumer_byte_rate": "2048"})
+    a.update_entity_configs("clients/<default>", lambda c: {**c, "request_percentage": "50.0"})
     expected = {"users/alice": {"producer_byte_rate": "1024"},
                 "users/alice/clients/c%2F1": {"consumer_byte_rate": "2048"},
                 "clients/<default>": {"request_percentage": "50.0"}}
-    assert b.get_client_quotas() == expected
+    assert b.get_entity_configs() == expected
     seen.wait_latest(lambda v: v == expected)
     # a change keeps what else the node holds; an entity left without configs is no longer listed
-    a.update_client_quotas("users/alice", lambda c: {**c, "SCRAM-SHA-256": "salt=x"})
-    a.update_client_quotas("users/alice", lambda c: {k: v for k, v in c.items() if k != "producer_byte_rate"})
-    a.update_client_quotas("clients/<default>", lambda c: {})
+    a.update_entity_configs("users/alice", lambda c: {**c, "SCRAM-SHA-256": "salt=x"})
+    a.update_entity_configs("users/alice", lambda c: {k: v for k, v in c.items() if k != "producer_byte_rate"})
+    a.update_entity_configs("clients/<default>", lambda c: {})
     expected = {"users/alice": {"SCRAM-SHA-256": "salt=x"}, "users/alice/clients/c%2F1": {"consumer_byte_rate": "2048"}}
-    assert a.get_client_quotas() == expected
+    assert a.get_entity_configs() == expected
     seen.wait_latest(lambda v: v == expected)
     if namespace.connect is not None:                 # Kafka's znodes and change notifications
         from kazoo.client import KazooClient

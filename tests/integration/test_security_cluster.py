@@ -12,8 +12,7 @@ import pytest
 from cluster_harness import Cluster, wait_until
 
 import seglog
-from seglog.security.credentials import FileCredentialStore
-from seglog.security.scram import new_credential
+from seglog.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
@@ -41,10 +40,9 @@ def cluster(zookeeper_server, tmp_path, certs):
     client = {"security.protocol": "SSL", "ssl.truststore.location": str(certs.ca)}
     c = Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3, overrides,
                 chroot=f"/sasl-ssl-{int(time.time() * 1000) % 10**8}", security=client)
-    for b in c.brokers.values():                 # SCRAM users are in each broker's data dir
-        b.data_dir.mkdir(parents=True)
-        FileCredentialStore(b.data_dir).alter([(u, MECHANISM, new_credential(MECHANISM, pw))
-                                               for u, pw in USERS.items()], [])
+    for user, password in USERS.items():         # the cluster's SCRAM users are in ZooKeeper before it starts
+        assert main(["configs", "--zookeeper", c.zk_base + c.chroot, "--alter", "--add-config",
+                     f"{MECHANISM}=[password={password}]", "--entity-type", "users", "--entity-name", user]) == 0
     c.start()
     c.client = client
     yield c

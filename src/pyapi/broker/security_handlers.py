@@ -115,7 +115,11 @@ async def handle_alter_user_scram_credentials(handlers, header, body):
             errors[u["name"]] = (e.code, str(e))
     upserts = [x for x in upserts if x[0] not in errors]
     deletions = [x for x in deletions if x[0] not in errors]
-    await handlers.broker.on_disk(handlers.broker.credentials.alter, upserts, deletions)
+    try:
+        await handlers.broker.on_disk(handlers.broker.credentials.alter, upserts, deletions)
+    except SeglogError as e:                         # the metadata store unreachable: nothing said is known done
+        for name, *_ in (*upserts, *deletions):
+            errors[name] = (e.code, str(e))
     names = list(dict.fromkeys([d["name"] for d in body["deletions"]] + [u["name"] for u in body["upsertions"]]))
     return {"throttle_time_ms": 0, "results": [
         {"user": n, "error_code": errors.get(n, (0, None))[0], "error_message": errors.get(n, (0, None))[1]}

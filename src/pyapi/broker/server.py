@@ -62,7 +62,7 @@ from ..quotas.store import FileQuotaStore, MetadataQuotaStore
 from ..security import tls
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import Authorizer, FileAclStore, MetadataAclStore
-from ..security.credentials import FileCredentialStore
+from ..security.credentials import FileCredentialStore, MetadataCredentialStore
 from ..security.listeners import Listener, broker_listeners, mechanisms
 from ..security.sasl import FailedLogins, SaslState, plain_users
 from .handlers import HANDLERS, CloseConnection, Handlers
@@ -159,7 +159,8 @@ class Broker:
         self._ssl_context = ssl_context
         self._principal_rules = tls.parse_mapping_rules(config.ssl_principal_mapping_rules)
         self._sasl_users = dict(sasl_users or {})
-        self.credentials = FileCredentialStore(node.path)
+        self.credentials = FileCredentialStore(node.path) if metadata_store is None \
+            else MetadataCredentialStore(metadata_store)
         if self._sasl_users:
             from ..security.scram import HASHES, new_credential
             self.credentials.alter([(u, m, new_credential(m, pw)) for u, pw in self._sasl_users.items()
@@ -282,6 +283,7 @@ class Broker:
         if self.authorizer is not None:
             self.authorizer.close()
         self.quotas.close()
+        self.credentials.close()
         self._disk.shutdown(wait=True)
         self.node.close()
         log.info("broker %d stopped", self.config.broker_id)

@@ -40,6 +40,7 @@ from ..remote import RemoteNode
 from ..security.acls import AclBinding, AclBindingFilter
 from ..security.acls_wire import binding_from_wire, binding_to_wire, filter_to_wire
 from ..security.client import ClientSecurity
+from ..security.scram import MECHANISM_IDS
 from ..txn.coordinator import TransactionDescription, TransactionListing
 
 __all__ = ["BrokerAdmin"]
@@ -266,6 +267,33 @@ class BrokerAdmin(Admin):
             {"entity": entity_to_wire(entity), "ops": [{"key": k, "value": 0.0 if v is None else v,
                                                         "remove": v is None} for k, v in changes.items()]}]})
         for result in r["entries"]:
+            if result["error_code"]:
+                raise error_for(result["error_code"], result["error_message"])
+
+    # -- SCRAM credentials ----------------------------------------------------------------------------------
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None = None
+                                        ) -> dict[str, dict[str, int] | SeglogError]:
+        """DescribeUserScramCredentials of ``users`` (None: every user with credentials): per user its
+        {mechanism: iterations}, or the error the broker gave for it (ResourceNotFoundError: none)."""
+        r = self.cluster.any().request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                                       {"users": None if users is None else [{"name": u} for u in users]})
+        if r["error_code"]:
+            raise error_for(r["error_code"], r["error_message"])
+        names = {v: k for k, v in MECHANISM_IDS.items()}
+        return {u["user"]: error_for(u["error_code"], u["error_message"]) if u["error_code"] else
+                {names.get(c["mechanism"], str(c["mechanism"])): c["iterations"] for c in u["credential_infos"]}
+                for u in r["results"]}
+
+    def alter_user_scram_credentials(self, upserts: Sequence[tuple[str, str, int, bytes, bytes]],
+                                     deletions: Sequence[tuple[str, str]]) -> None:
+        """AlterUserScramCredentials: upserts (user, mechanism, iterations, salt, salted password) and deletions
+        (user, mechanism); the first user's error is raised."""
+        r = self.cluster.any().request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {
+            "deletions": [{"name": u, "mechanism": MECHANISM_IDS[m]} for u, m in deletions],
+            "upsertions": [{"name": u, "mechanism": MECHANISM_IDS[m], "iterations": i, "salt": salt,
+                            "salted_password": salted} for u, m, i, salt, salted in upserts]})
+        for result in r["results"]:
             if result["error_code"]:
                 raise error_for(result["error_code"], result["error_message"])
 

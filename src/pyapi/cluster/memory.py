@@ -330,19 +330,19 @@ class MemoryMetadataStore(MetadataStore):
     def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
         return self._watch(lambda: {k: [dict(e) for e in v] for k, v in self._cluster.acls.items()}, callback)
 
-    def get_client_quotas(self) -> dict[str, dict[str, str]]:
+    def get_entity_configs(self) -> dict[str, dict[str, str]]:
         with self._cluster.lock:
             self._check_open()
             return {p: dict(c) for p, c in self._cluster.entity_configs.items() if c}
 
-    def update_client_quotas(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+    def update_entity_configs(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
         with self._cluster.lock:
             self._check_open()
             self._cluster.entity_configs[entity_path] = dict(change(dict(self._cluster.entity_configs.get(
                 entity_path, {}))))
             self._cluster.changed()
 
-    def watch_client_quotas(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
+    def watch_entity_configs(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
         return self._watch(lambda: {p: dict(c) for p, c in self._cluster.entity_configs.items() if c}, callback)
 
     def allocate_producer_ids(self, broker_id: int, count: int) -> int:

@@ -513,22 +513,22 @@ class MetadataStore(ABC):
     def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
         """``callback(get_acls())`` now and after every change of any pattern's entries."""
 
-    # --- client quotas (Kafka's /config/users and /config/clients) -------------------------------------------
+    # --- entity configs: client quotas and SCRAM credentials (Kafka's /config/users and /config/clients) ----
 
     @abstractmethod
-    def get_client_quotas(self) -> dict[str, dict[str, str]]:
+    def get_entity_configs(self) -> dict[str, dict[str, str]]:
         """Every user's and client id's configs by entity path ("users/alice", "users/alice/clients/c1",
-        "clients/<default>": names sanitized as Kafka's), values as Kafka's strings. Entities without configs
-        are left out."""
+        "clients/<default>": names sanitized as Kafka's), values as Kafka's strings: quotas, and a user's SCRAM
+        credentials ("SCRAM-SHA-512": "salt=..."). Entities without configs are left out."""
 
     @abstractmethod
-    def update_client_quotas(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+    def update_entity_configs(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
         """Replace one entity's configs with ``change(current configs)``, atomically: a concurrent writer makes
-        it re-read and apply ``change`` again. Every store's ``watch_client_quotas`` hears of it."""
+        it re-read and apply ``change`` again. Every store's ``watch_entity_configs`` hears of it."""
 
     @abstractmethod
-    def watch_client_quotas(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
-        """``callback(get_client_quotas())`` now and after every change of any entity's configs."""
+    def watch_entity_configs(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
+        """``callback(get_entity_configs())`` now and after every change of any entity's configs."""
 
     def __enter__(self) -> "MetadataStore":
         return self

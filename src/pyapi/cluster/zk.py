@@ -573,9 +573,9 @@ class ZooKeeperMetadataStore(MetadataStore):
     def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
         return self._watch(ChildrenWatch, layout.ACL_CHANGE_DIRS, self.get_acls, callback)
 
-    # --- client quotas -------------------------------------------------------------------------------------
+    # --- entity configs (client quotas, SCRAM credentials) ------------------------------------------------
 
-    def get_client_quotas(self) -> dict[str, dict[str, str]]:
+    def get_entity_configs(self) -> dict[str, dict[str, str]]:
         paths = []
         for kind in ("users", "clients"):
             try:
@@ -598,7 +598,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         configs = {p: layout.decode_entity_config(node[0]) for p, node in zip(paths, nodes) if node is not None}
         return {p: c for p, c in configs.items() if c}
 
-    def update_client_quotas(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+    def update_entity_configs(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
         """As Kafka's AdminZkClient.changeConfigs: a conditional write of the entity's node and, in the same
         transaction, a sequential /config/changes notification every broker's watch sees (purged after 15
         minutes). A node left without configs stays (it may hold a user's clients)."""
@@ -609,8 +609,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                                f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
                                layout.config_change(entity_path), f"configs of {entity_path}")
 
-    def watch_client_quotas(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
-        return self._watch(ChildrenWatch, layout.CONFIG_CHANGES, self.get_client_quotas, callback)
+    def watch_entity_configs(self, callback: Callable[[dict[str, dict[str, str]]], None]) -> Subscription:
+        return self._watch(ChildrenWatch, layout.CONFIG_CHANGES, self.get_entity_configs, callback)
 
     def allocate_producer_ids(self, broker_id: int, count: int) -> int:
         if count < 1:

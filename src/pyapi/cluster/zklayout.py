@@ -15,6 +15,8 @@
 /latest_producer_id_block                  persistent {"version":1,"broker","block_start","block_end"}
 /cluster/id                                persistent {"version":"1","id":"<cluster id>"}, created by the first broker
 /config/users/<user>[/clients/<client-id>] persistent {"version":1,"config":{"producer_byte_rate":"1024",...}}
+                                           (a user's node also holds its SCRAM credentials: "SCRAM-SHA-512":
+                                           "salt=...,stored_key=...,server_key=...,iterations=4096")
 /config/clients/<client-id>                persistent the same: client quotas (names sanitized, <default>)
 /config/changes/config_change_<n>          persistent sequential {"version":2,"entity_path":"users/alice"}
 ```
@@ -159,7 +161,8 @@ def decode_config(data: bytes) -> dict[str, str]:
 
 
 def encode_entity_config(config: Mapping[str, str]) -> bytes:
-    """A user's or client id's configs (client quotas), as Kafka's /config/users and /config/clients nodes."""
+    """A user's or client id's configs (client quotas, a user's SCRAM credentials), as Kafka's /config/users and
+    /config/clients nodes."""
     return _json({"version": 1, "config": dict(config)})
 
 

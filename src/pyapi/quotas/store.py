@@ -85,10 +85,10 @@ class MetadataQuotaStore:
         self.store = metadata_store
 
     def load(self) -> dict[QuotaEntity, dict[str, float]]:
-        return _quotas(self.store.get_client_quotas())
+        return _quotas(self.store.get_entity_configs())
 
     def update(self, entity: QuotaEntity, change: Change) -> None:
-        self.store.update_client_quotas(entity_path(entity), change)
+        self.store.update_entity_configs(entity_path(entity), change)
 
     def watch(self, callback: Callable[[], None]):
-        return self.store.watch_client_quotas(lambda _configs: callback())
+        return self.store.watch_entity_configs(lambda _configs: callback())
