@@ -2,6 +2,7 @@
 pyproject.toml."""
 
 import faulthandler
+import gc
 import os
 import socket
 import sys
@@ -433,3 +434,20 @@ def certs(tmp_path_factory):
     ca = CertificateAuthority(tmp_path_factory.mktemp("ca"))
     return SimpleNamespace(authority=ca, ca=ca.cert, server=ca.issue("localhost"), client=ca.issue("alice", ou="eng"),
                            expired=ca.issue("expired", expired=True), self_signed=ca.issue("rogue", self_signed=True))
+
+
+# -- clients left for the garbage collector -------------------------------------------------------------------
+# A confluent-kafka client that a test drops while a traceback still holds its frame (pytest.raises keeps one)
+# lives on until a garbage collection, and librdkafka's threads keep writing to the process's stderr: "Connect
+# to ... failed" once its broker is gone. A test reading stderr with capfd would read those lines as its own.
+# So the garbage is collected when a module ends, and before any test that reads the process's stderr.
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_dropped_clients():
+    yield
+    gc.collect()
+
+
+def pytest_runtest_setup(item):
+    if "capfd" in getattr(item, "fixturenames", ()):
+        gc.collect()
