@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import InvalidConfigError, UnknownConfigError
+from .security.authorizer import check_authorizer_class, parse_super_users
+from .security.listeners import broker_listeners
+from .security.protocols import SECURITY_PROTOCOLS
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 log = logging.getLogger("seglog.config")
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 """Codec names in batch attribute order: the index is the codec id stored in bits 0-2 of the attributes."""
@@ -320,7 +322,7 @@ class BrokerConfig:
     super_users: str = _k("super.users", "string", "")
     allow_everyone_if_no_acl_found: bool = _k("allow.everyone.if.no.acl.found", "bool", False)
     #: ``listener.name.<listener>.<config>`` settings (Kafka's per-listener overrides), as sorted (name, value)
-    #: pairs; see seglog.security.listeners.listener_setting.
+    #: pairs; see seglog.security.protocols.listener_setting.
     listener_overrides: tuple = field(default=(), repr=False)
 
     def connection_limit_overrides(self) -> dict[str, int]:
@@ -360,9 +362,7 @@ class BrokerConfig:
         if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
             raise InvalidConfigError("max.connections.per.ip can be set to zero only if "
                                      "max.connections.per.ip.overrides property is set.")
-        from .security.listeners import broker_listeners
         broker_listeners(self)                     # every listener, protocol map and inter-broker name checked
-        from .security.authorizer import check_authorizer_class, parse_super_users
         check_authorizer_class(self.authorizer_class_name)
         parse_super_users(self.super_users)
         if self.zookeeper_connect:
@@ -433,42 +433,6 @@ class BrokerConfig:
 
 _BROKER_KAFKA_TO_ATTR: dict[str, str] = {f.metadata["key"].kafka: f.name for f in dataclasses.fields(BrokerConfig)
                                          if "key" in f.metadata}
-
-
-def parse_listeners(text: str, name: str = "listeners", *, advertised: bool = False,
-                    protocol_map: Mapping[str, str] | None = None) -> list[tuple[str, str, int]]:
-    """[(listener name, host, port), ...] of a Kafka listeners value ``NAME://host:port,...`` (``host:port``
-    alone is taken as PLAINTEXT; an empty host binds every interface; port 0 picks a free one). Each name must
-    be in `protocol_map` (listener.security.protocol.map; Kafka's default maps the four protocol names to
-    themselves). InvalidConfigError for a name given twice, an unknown name, a port outside 0..65535."""
-    entries = [e.strip() for e in text.split(",") if e.strip()]
-    protocol_map = protocol_map if protocol_map is not None else {p: p for p in SECURITY_PROTOCOLS}
-
-    def bad(why: str) -> InvalidConfigError:
-        return InvalidConfigError(f"Invalid value {text!r} for configuration {name}: {why}")
-
-    if not entries:
-        raise bad("no listener given (expected PLAINTEXT://host:port)")
-    out = []
-    for entry in entries:
-        listener, sep, address = entry.partition("://")
-        if not sep:
-            listener, address = "PLAINTEXT", entry
-        listener = listener.upper()
-        if listener not in protocol_map:
-            raise bad(f"unknown listener name {listener} (not in listener.security.protocol.map)")
-        host, colon, port = address.rpartition(":")
-        if not colon or not port.isdigit():
-            raise bad(f"{entry!r} is not {listener}://host:port")
-        if host.startswith("[") != host.endswith("]") or ("/" in host) or (":" in host and not host.startswith("[")):
-            raise bad(f"{entry!r}: bad host {host!r} (IPv6 addresses go in brackets: [::1])")
-        low = 1 if advertised else 0
-        if not low <= int(port) <= 65535:
-            raise bad(f"port {port} is not in {low}..65535")
-        if any(listener == seen for seen, _, _ in out):
-            raise bad(f"listener name {listener} is given twice (each listener needs its own name)")
-        out.append((listener, host.strip("[]"), int(port)))
-    return out
 
 
 def parse_zookeeper_connect(text: str) -> tuple[list[tuple[str, int]], str]:

@@ -89,6 +89,8 @@ class LogReplica:
             self._truncate_locked(offset)
 
     def _truncate_locked(self, offset: int, keep_writer: bool = False) -> None:
+        """truncate_to with the lock held and the buffered records written. keep_writer: _seal_pending
+        taking back a failed write, whose records stay buffered in append()'s writer."""
         if offset >= self._local.active.next_offset:
             return
         if offset < self._start_offset:
@@ -108,12 +110,16 @@ class LogReplica:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (lock held); the epoch cache starts over."""
         self._local.truncate_fully(offset)
         self._start_offset = offset
         self._epochs.clear()
         self._after_truncation()
 
     def _after_truncation(self, keep_writer: bool = False) -> None:
+        """After the segments were cut (lock held): cached batches dropped, start offset, recovery point and high
+        watermark kept at or below the new end, the epoch cache cut there, producer state rebuilt for it, and the
+        checkpoint rewritten."""
         self._points.clear()
         end = self._local.active.next_offset
         if end < self._start_offset:         # the batch holding the start offset went whole: start = end

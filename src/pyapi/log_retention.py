@@ -62,6 +62,8 @@ class LogRetention:
             return self._retention_locked(int(time.time() * 1000) if now_ms is None else now_ms)
 
     def _retention_locked(self, now_ms: int) -> int:
+        """enforce_retention with the lock held and the buffered records written (the caller checks the
+        delete policy); `now_ms` is the time retention.ms is measured from."""
         cfg = self.config
         hw = self.high_watermark
         excess = self._local.size_bytes() - cfg.retention_bytes if cfg.retention_bytes >= 0 else -1
@@ -114,6 +116,7 @@ class LogRetention:
             _cleaner.maybe_clean(self, now_ms)
 
     def _maintain_quietly(self) -> None:
+        """The scheduler's periodic call: maintain(), a log closed meanwhile being no error."""
         try:
             self.maintain()
         except LogClosedError:

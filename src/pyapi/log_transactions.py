@@ -68,6 +68,7 @@ class LogTransactions:
             return self._last_stable_offset_locked()
 
     def _last_stable_offset_locked(self) -> int:
+        """last_stable_offset with the lock held."""
         hw = self.high_watermark
         producers = self._readonly_producers() if self.readonly else self._producers
         first = producers.first_unstable_offset(hw)

@@ -12,6 +12,8 @@ import logging
 
 from ..config import BrokerConfig, read_properties
 from ..errors import InvalidConfigError
+from ..security.listeners import protocol_map
+from ..security.protocols import parse_listeners
 from .common import CliError
 
 
@@ -56,8 +58,7 @@ def broker_config(args) -> BrokerConfig:
     if args.zookeeper is not None:
         flags["zookeeper.connect"] = args.zookeeper
     if args.host is not None or args.port is not None:
-        from ..config import parse_listeners           # --host/--port replace the first listener's address
-        from ..security.listeners import protocol_map
+        # --host/--port replace the first listener's address
         (name, host, port), *others = parse_listeners(config.listeners, protocol_map=protocol_map(config))
         host = args.host if args.host is not None else host
         if ":" in host and not host.startswith("["):

@@ -29,9 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from ..config import SECURITY_PROTOCOLS
 from ..errors import InvalidConfigError
-from .listeners import SecurityProtocol
+from .protocols import SECURITY_PROTOCOLS, SecurityProtocol
 from .sasl import client_credentials, parse_jaas
 from .scram import HASHES
 

@@ -14,25 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import SECURITY_PROTOCOLS, parse_listeners
 from ..errors import InvalidConfigError
+from .protocols import SECURITY_PROTOCOLS, SecurityProtocol, listener_setting, parse_listeners
+from .sasl import client_credentials
 
 SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-class SecurityProtocol:
-    """What a security ``protocol`` (one of config.SECURITY_PROTOCOLS) asks of a connection: TLS (SSL,
-    SASL_SSL), SASL authentication (SASL_PLAINTEXT, SASL_SSL). Shared by a listener and a client's settings."""
-
-    protocol: str
-
-    @property
-    def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -61,16 +47,6 @@ def protocol_map(config) -> dict[str, str]:
                                      f"PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
         out[name] = protocol
     return out
-
-
-def listener_setting(config, listener: str, kafka_name: str) -> str:
-    """`kafka_name`'s value for one listener: ``listener.name.<listener>.<kafka_name>`` if set, else the
-    broker-wide setting."""
-    key = f"listener.name.{listener.lower()}.{kafka_name}"
-    for name, value in config.listener_overrides:
-        if name == key:
-            return value
-    return getattr(config, kafka_name.replace(".", "_"))
 
 
 def mechanisms(config, listener: str) -> tuple[str, ...]:
@@ -110,7 +86,6 @@ def broker_listeners(config) -> list[Listener]:
     if config.zookeeper_connect:
         inter = inter_broker_listener(config, out)
         if inter.sasl:
-            from .sasl import client_credentials
             client_credentials(config, inter.name)      # the broker's own user and password are there, or an error now
     from .tls import parse_mapping_rules
     parse_mapping_rules(config.ssl_principal_mapping_rules)

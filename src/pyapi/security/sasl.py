@@ -25,7 +25,6 @@ import threading
 import time
 
 from ..errors import IllegalSaslStateError, InvalidConfigError, SaslAuthenticationError
-from .listeners import listener_setting
 from .scram import HASHES, ScramClient, ScramServer
 
 log = logging.getLogger("seglog.security")

@@ -21,7 +21,7 @@ import tempfile
 from typing import Callable
 
 from ..errors import InvalidConfigError
-from .listeners import listener_setting
+from .protocols import listener_setting
 
 _DN_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
                 "organizationName": "O", "organizationalUnitName": "OU", "streetAddress": "STREET",
