@@ -25,9 +25,10 @@ import time
 
 from bench import machine, report, suite
 
-# in running order; broker (issue 4), cluster (issue 5) and spark_source (issue 6) need their optional dependencies
-SECTIONS = ["limits", "storage", "stores", "point_reads", "append_calls", "messaging", "broker", "cluster",
-            "spark_source", "scale_record_size", "scale_partitions", "scale_log_size", "micro"]
+# in running order; broker (issue 4), security (issue 16), cluster (issue 5) and spark_source (issue 6) need their
+# optional dependencies
+SECTIONS = ["limits", "storage", "stores", "point_reads", "append_calls", "messaging", "broker", "security",
+            "cluster", "spark_source", "scale_record_size", "scale_partitions", "scale_log_size", "micro"]
 SECTION_TIMEOUT_S = 1800
 
 

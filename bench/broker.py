@@ -90,6 +90,7 @@ class Server:
             line = self.proc.stdout.readline()
             m = re.search(r"listening on (\S+)", line)
             if m:
+                self.banner = line
                 self.bootstrap = m.group(1).rstrip(",")
                 metrics = re.search(r"metrics on :(\d+)", line)
                 self.metrics_port = int(metrics.group(1)) if metrics else None
@@ -182,15 +183,17 @@ def _wait_for_topic(bootstrap: str, topic: str, partitions: int) -> None:
     raise RuntimeError(f"topic {topic} never showed {partitions} partitions")
 
 
-def produce_rate(server: Server, topic: str, partitions: int, acks: str, n: int) -> tuple[float, float]:
-    """(msg/s, server CPU cores) of n 100-byte records, from the first produce() to flush() returning."""
+def produce_rate(server: Server, topic: str, partitions: int, acks: str, n: int,
+                 conf: dict | None = None) -> tuple[float, float]:
+    """(msg/s, server CPU cores) of n 100-byte records, from the first produce() to flush() returning. `conf`:
+    client settings that replace the defaults (another listener's bootstrap.servers, security.protocol ...)."""
     from confluent_kafka import Producer
     server.create_topic(topic, partitions)
     _wait_for_topic(server.bootstrap, topic, partitions)
     p = Producer({"bootstrap.servers": server.bootstrap, "acks": acks, "linger.ms": 5,
                   "batch.num.messages": 10_000, "batch.size": 1_000_000, "compression.type": "none",
                   "queue.buffering.max.messages": max(n + 10, 100_000), "queue.buffering.max.kbytes": 2_000_000,
-                  "enable.idempotence": False})
+                  "enable.idempotence": False, **(conf or {})})
     p.produce(topic, VALUE)                    # connections and metadata before the clock starts
     p.flush(30)
     produce, poll, value = p.produce, p.poll, VALUE
@@ -242,14 +245,15 @@ def fill(server: Server, topic: str, partitions: int, per_partition: int) -> Non
         raise RuntimeError("fill: messages not delivered")
 
 
-def consume_rate(server: Server, topic: str, partitions: int, per_partition: int, total: int) -> tuple[float, float]:
+def consume_rate(server: Server, topic: str, partitions: int, per_partition: int, total: int,
+                 conf: dict | None = None) -> tuple[float, float]:
     """(msg/s, server CPU cores) reading the topic again and again from the beginning. Each pass is timed from
     its first consume() that returns messages to its last one, so the assign()/ListOffsets round trips of a
-    pass start (a cost of re-reading, not of consuming) stay out of the figure."""
+    pass start (a cost of re-reading, not of consuming) stay out of the figure. `conf` as for produce_rate."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "bench", "enable.auto.commit": False,
                   "fetch.queue.backoff.ms": 1, "queued.min.messages": 1_000_000, "fetch.wait.max.ms": 100,
-                  "enable.partition.eof": False})
+                  "enable.partition.eof": False, **(conf or {})})
     start = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
     per_pass = partitions * per_partition
     c.assign(start)                            # warm-up pass: connections, page cache
@@ -323,38 +327,48 @@ class RawClient:
         self.sock.close()
 
 
-def raw_fetch_rate(server: Server, topic: str, partitions: int, per_partition: int, total: int) -> tuple[float, float]:
-    """(msg/s, server CPU cores) of Fetch v11 requests of 1 MiB per partition (librdkafka's default) sent one
-    after the other from offset 0 to the end, again and again, counting records from the batch headers only."""
-    from seglog.protocol import ApiKey
-    c = RawClient(server.bootstrap)
+def fetch_loop(fetch, server: Server, topic: str, partitions: int, per_partition: int,
+               total: int) -> tuple[float, float, float]:
+    """(msg/s, bytes/s of record batches, server CPU cores) of Fetch v11 requests of 1 MiB per partition
+    (librdkafka's default) sent one after the other from offset 0 to the end, again and again, counting records
+    from the batch headers only. `fetch(body)` sends one Fetch v11 request and returns its decoded response."""
 
-    def one_pass() -> int:
+    def one_pass() -> tuple[int, int]:
         offsets = dict.fromkeys(range(partitions), 0)
-        n = 0
+        n = nbytes = 0
         while offsets:
-            h = c.send(ApiKey.FETCH, 11, {
+            response = fetch({
                 "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
                 "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": topic, "partitions": [{"partition": p, "fetch_offset": o,
                                                             "partition_max_bytes": 1 << 20}
                                                            for p, o in offsets.items()]}]})
-            for t in c.recv(h)["responses"]:
+            for t in response["responses"]:
                 for part in t["partitions"]:
                     recs = part["records"] or b""
                     k = _count_records(recs)
                     n += k
+                    nbytes += len(recs)
                     offsets[part["partition_index"]] += k
                     if offsets[part["partition_index"]] >= per_partition:
                         del offsets[part["partition_index"]]
-        return n
+        return n, nbytes
+    one_pass()                                     # warm-up
+    passes = max(1, total // (partitions * per_partition))
+    cpu0, t = server.cpu(), time.perf_counter()
+    done = [one_pass() for _ in range(passes)]
+    dt = time.perf_counter() - t
+    return sum(d[0] for d in done) / dt, sum(d[1] for d in done) / dt, (server.cpu() - cpu0) / dt
+
+
+def raw_fetch_rate(server: Server, topic: str, partitions: int, per_partition: int, total: int) -> tuple[float, float]:
+    """(msg/s, server CPU cores) of fetch_loop over one RawClient connection."""
+    from seglog.protocol import ApiKey
+    c = RawClient(server.bootstrap)
     try:
-        one_pass()                                 # warm-up
-        passes = max(1, total // (partitions * per_partition))
-        cpu0, t = server.cpu(), time.perf_counter()
-        n = sum(one_pass() for _ in range(passes))
-        dt = time.perf_counter() - t
-        return n / dt, (server.cpu() - cpu0) / dt
+        rate, _bytes, cpu = fetch_loop(lambda body: c.recv(c.send(ApiKey.FETCH, 11, body)), server, topic,
+                                       partitions, per_partition, total)
+        return rate, cpu
     finally:
         c.close()
 
