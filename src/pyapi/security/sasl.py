@@ -160,7 +160,7 @@ class SaslState:
             raise IllegalSaslStateError("SaslHandshake during an exchange")
         if mechanism not in self.mechanisms:
             from ..errors import UnsupportedSaslMechanismError
-            raise UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism}")
+            raise UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism!r}")
         if self.authenticated and mechanism != self.mechanism:
             raise IllegalSaslStateError("re-authentication must use the mechanism of the session")
         self.mechanism = mechanism
