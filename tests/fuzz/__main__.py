@@ -11,7 +11,7 @@ import sys
 import tempfile
 import types
 
-TARGET_NAMES = ("batch", "records", "codecs", "frame")
+TARGET_NAMES = ("batch", "records", "codecs", "frame", "sasl")
 
 
 def _peak_rss_mib() -> float:
@@ -136,7 +136,7 @@ def traced_engine_env() -> dict | None:
 def run_child(name: str, args) -> int:
     """Run one target in a child process (libFuzzer ends its process) and print its summary line."""
     env = None
-    if not args.plain and not args.no_trace_cmp and name != "frame":
+    if not args.plain and not args.no_trace_cmp and name not in ("frame", "sasl"):
         env = traced_engine_env()
     cmd = [sys.executable, "-m", "tests.fuzz", name, "--runs", str(args.runs), "--max-len", str(args.max_len),
            "--rss-limit-mb", str(args.rss_limit_mb), "--seed", str(args.seed), "--artifacts", args.artifacts,

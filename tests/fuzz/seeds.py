@@ -60,4 +60,18 @@ def frame() -> list[bytes]:
             for i, (k, v) in enumerate(ALL_VERSIONS)]
 
 
-SEEDS = {"batch": batch, "records": records, "codecs": codecs, "frame": frame}
+def sasl() -> list[bytes]:
+    """Per mode (see targets.sasl): PLAIN messages, SCRAM client-first and client-final messages, both hashes."""
+    plain = [b"\0alice\0alice-secret", b"alice\0alice\0alice-secret", b"\0alice\0wrong", b"\0bob\0pw",
+             b"\0\0", "\0\u00e9l\u00e8ve\0p\u00e4ss".encode()]
+    first = [b"n,,n=alice,r=abc", b"y,,n=alice,r=abc", b"n,a=alice,n=alice,r=abc", b"n,,n=a=2Cb=3Dc,r=abc",
+             b"n,,n=alice,r=abc,e=ext", b"p=tls-unique,,n=alice,r=abc"]
+    final = [b"c=biws,r=@N,p=" + b"A" * 44, b"c=biws,r=@N,p=" + b"A" * 88, b"c=biws,r=xyz@N,p=AAAA",
+             b"c=eSws,r=@N,p=" + b"A" * 44]
+    without_proof = [b"c=biws,r=@N", b"c=biws,r=client@N", b"c=biws,r=@N,x=extension"]
+    return ([bytes([0]) + t for t in plain] +
+            [bytes([mode | sha]) + t for sha in (0, 4)
+             for mode, tokens in ((1, first), (2, final), (3, without_proof)) for t in tokens])
+
+
+SEEDS = {"batch": batch, "records": records, "codecs": codecs, "frame": frame, "sasl": sasl}

@@ -10,15 +10,26 @@ codecs   the decompressors as the engine uses them (gzip, snappy raw and xerial-
          input is the compressed records section of a valid batch of the codec the mode byte names.
 frame    the protocol frame decoder: decode_request (and decode_response for the header the input implies);
          what decodes must re-encode to the same request.
+sasl     the broker's SASL exchanges (mode byte, then a token): PLAIN's one message, a SCRAM client-first, or a
+         SCRAM client-final after a valid client-first (``@N`` in it becomes the server's nonce; with mode 3 the
+         input is the client-final without its proof, and the right proof is appended). Only
+         SaslAuthenticationError may escape, an exchange may succeed only with the right password, and an
+         accepted client-first's user must be the RFC 5802 decoding of its n= attribute.
 """
 
+import base64
+import hashlib
+import hmac
 import struct
 
 from seglog import _engine, errors
+from seglog.security.sasl import PlainServer
+from seglog.security.scram import HASHES, ScramServer, credential_from_salted, salted_password
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")        # the 61-byte v2 batch header, CRC over bytes 21..
 ENGINE_ERRORS = (errors.SeglogError,)            # bad input must raise one of seglog's errors, nothing else
 FRAME_ERRORS = (errors.InvalidRequestError, errors.UnsupportedVersionError)
+SASL_ERRORS = (errors.SaslAuthenticationError,)  # a failed exchange is an authentication failure, nothing else
 
 
 def fix_batch(batch: bytearray) -> bytearray:
@@ -89,4 +100,60 @@ def frame(data: bytes) -> None:
         raise AssertionError(f"re-encoded header differs: {again[0]} != {header}")
 
 
-TARGETS = {"batch": batch, "records": records, "codecs": codecs, "frame": frame}
+SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
+SASL_CLIENT_FIRST = b"n,,n=alice,r=fuzznonce"
+_SALT = b"fuzz-salt"
+_SALTED = {m: salted_password(m, SASL_PASSWORD.encode(), _SALT, 4096) for m in HASHES}    # once: PBKDF2 is slow
+_CREDENTIALS = {m: credential_from_salted(m, _SALTED[m], _SALT, 4096) for m in HASHES}
+
+
+def _scram_proof(mechanism: str, server_first: bytes, without_proof: bytes) -> bytes:
+    """The client proof of alice for this exchange (RFC 5802: ClientKey XOR HMAC(StoredKey, AuthMessage))."""
+    h = HASHES[mechanism]
+    auth_message = SASL_CLIENT_FIRST[3:] + b"," + server_first + b"," + without_proof
+    client_key = hmac.digest(_SALTED[mechanism], b"Client Key", h)
+    signature = hmac.digest(hashlib.new(h, client_key).digest(), auth_message, h)
+    return base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature)))
+
+
+def sasl(data: bytes) -> None:
+    if not data:
+        return
+    mode, token = data[0] & 3, data[1:]
+    if mode == 0:
+        server = PlainServer({SASL_USER: SASL_PASSWORD})
+        try:
+            server.step(token)
+        except SASL_ERRORS:
+            return
+        if server.user != SASL_USER or token.split(b"\0")[2] != SASL_PASSWORD.encode() \
+                or server.known_user != SASL_USER:
+            raise AssertionError(f"PLAIN accepted {token!r}")
+        return
+    mechanism = "SCRAM-SHA-512" if data[0] & 4 else "SCRAM-SHA-256"
+    looked_up = []
+
+    def lookup(user: str):
+        looked_up.append(user)
+        return _CREDENTIALS[mechanism] if user == SASL_USER else None
+
+    server = ScramServer(mechanism, lookup)
+    try:
+        if mode == 1:
+            server.step(token)
+            escaped = looked_up[0].replace("=", "=3D").replace(",", "=2C")     # saslname decoding undone
+            if f"n={escaped}" not in token.decode() or server.known_user not in (None, SASL_USER):
+                raise AssertionError(f"SCRAM user {looked_up[0]!r} is not the decoded name of {token!r}")
+            return
+        server_first = server.step(SASL_CLIENT_FIRST)
+        token = token.replace(b"@N", server_first.split(b",")[0][2:])
+        if mode == 3:
+            token += b",p=" + _scram_proof(mechanism, server_first, token)
+        server_final = server.step(token)
+    except SASL_ERRORS:
+        return
+    if mode == 2 or not server.complete or server.user != SASL_USER or not server_final.startswith(b"v="):
+        raise AssertionError(f"SCRAM (mode {mode}) accepted {token!r} without the password's proof")
+
+
+TARGETS = {"batch": batch, "records": records, "codecs": codecs, "frame": frame, "sasl": sasl}

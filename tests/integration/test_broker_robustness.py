@@ -974,12 +974,10 @@ def _valid_frames():
 VALID_FRAMES = None
 
 
-@st.composite
-def mutated_frames(draw):
-    global VALID_FRAMES
-    if VALID_FRAMES is None:
-        VALID_FRAMES = _valid_frames()
-    frame = bytearray(draw(st.sampled_from(VALID_FRAMES)))
+def mutate_frame(draw, frame: bytes) -> bytes:
+    """`frame` (size prefix included) after 1-4 drawn bit flips, byte sets, truncations, insertions and
+    deletions; the size prefix made consistent again or not, as drawn."""
+    frame = bytearray(frame)
     for _ in range(draw(st.integers(1, 4))):
         op = draw(st.sampled_from(["flip", "set", "truncate", "insert", "delete"]))
         if op == "flip" and len(frame) > 4:
@@ -999,6 +997,14 @@ def mutated_frames(draw):
     if draw(st.booleans()) and len(frame) >= 4:           # keep the size prefix consistent (body-level fuzz)
         frame[0:4] = struct.pack(">i", len(frame) - 4)
     return bytes(frame)
+
+
+@st.composite
+def mutated_frames(draw):
+    global VALID_FRAMES
+    if VALID_FRAMES is None:
+        VALID_FRAMES = _valid_frames()
+    return mutate_frame(draw, draw(st.sampled_from(VALID_FRAMES)))
 
 
 @pytest.fixture(scope="module")

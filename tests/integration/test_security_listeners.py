@@ -185,9 +185,16 @@ def test_sasl_refusals(sasl_broker):
                                     "include_cluster_authorized_operations": False,
                                     "include_topic_authorized_operations": False})
         assert c.closed_by_peer()
-    with RawConnection(address) as c:                 # an unknown mechanism lists the enabled ones
+    with RawConnection(address) as c:                 # an unknown mechanism lists the enabled ones, then closes
         r = c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
         assert (r["error_code"], r["mechanisms"]) == (33, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+        assert c.closed_by_peer()
+    with RawConnection(address) as c:                 # a second handshake during the exchange: refused, closed
+        c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"})
+        assert c.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": ScramClient("SCRAM-SHA-256", "alice", "x")
+                                                       .first()})["error_code"] == 0
+        assert c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 34
+        assert c.closed_by_peer()
     with RawConnection(address) as c:                 # authenticate before a handshake
         r = c.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0alice\0alice-secret"})
         assert r["error_code"] == 34

@@ -15,7 +15,7 @@ from tests.cluster_harness import seglog_env
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.mark.parametrize("target", ["batch", "records", "codecs", "frame"])
+@pytest.mark.parametrize("target", ["batch", "records", "codecs", "frame", "sasl"])
 def test_fuzz_target_short_run(target, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tests.fuzz", target, "--runs", "3000", "--no-trace-cmp",
                            "--rss-limit-mb", "512", "--artifacts", str(tmp_path)],

@@ -10,7 +10,7 @@ import pytest
 
 from seglog.errors import InvalidConfigError, SaslAuthenticationError, UnacceptableCredentialError
 from seglog.security.credentials import FileCredentialStore
-from seglog.security.sasl import PlainServer, client_exchange, parse_jaas
+from seglog.security.sasl import PlainServer, SaslState, client_exchange, parse_jaas
 from seglog.security.scram import ScramClient, ScramCredential, ScramServer, new_credential
 from seglog.security.tls import parse_mapping_rules, principal_name, subject_dn
 
@@ -61,7 +61,8 @@ def test_scram_unknown_user_fails_like_a_wrong_password():
 
 
 @pytest.mark.parametrize("token", [b"", b"garbage", b"p=tls-unique,,n=a,r=x", b"n,,r=x", b"n,,n=a", b"\xff\xfe",
-                                   b"n,,n=a=b,r=x", b"n,a=bob,n=alice,r=x", b"n,," + b"x" * 5000])
+                                   b"n,,n=a=b,r=x", b"n,,n==3=2CD,r=x", b"n,,n=a=3=2CD,r=x", b"n,,n=a=,r=x",
+                                   b"n,a=bob,n=alice,r=x", b"n,," + b"x" * 5000])
 def test_scram_malformed_client_first(token):
     with pytest.raises(SaslAuthenticationError):
         ScramServer("SCRAM-SHA-512", lambda u: new_credential("SCRAM-SHA-512", "pw")).step(token)
@@ -102,6 +103,22 @@ def test_plain(token, why):
     else:
         with pytest.raises(SaslAuthenticationError, match=why):
             server.step(token)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_failed_login_names_only_a_known_user(mechanism, tmp_path):
+    """A user name the listener does not know is never logged: it may be a password in the wrong field."""
+    store = FileCredentialStore(tmp_path)
+    store.alter([("alice", "SCRAM-SHA-256", new_credential("SCRAM-SHA-256", "pw"))], [])
+    for user, password, logged in (("alice", "wrong", "alice"), ("pw", "x", None)):
+        state = SaslState(["PLAIN", "SCRAM-SHA-256"], store, {"alice": "pw"}, 0)
+        state.handshake(mechanism, 1)
+        with pytest.raises(SaslAuthenticationError):
+            exchange = client_exchange(mechanism, user, password)
+            token = next(exchange)
+            while True:
+                token = exchange.send(state.authenticate(token)[0])
+        assert state.claimed_user() == logged
 
 
 def test_plain_client_exchange():

@@ -25,27 +25,37 @@ SASL_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_A
 _MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
 
 
+async def _failed(broker, conn, mechanism: str, e: SeglogError) -> None:
+    """A failed login: logged (rate-limited), the exchange dropped, answered after the failed-login delay."""
+    broker.failed_logins.failed(conn.address, mechanism, conn.sasl.claimed_user(), str(e))
+    conn.sasl.server = None
+    await asyncio.sleep(FAILED_LOGIN_DELAY)
+
+
 async def sasl_step(broker, conn, token: bytes) -> tuple[bytes, int | str]:
     """One token of a connection's exchange -> (response token, session lifetime ms), or (b"", error message)
     once the exchange failed (logged; the caller closes the connection)."""
     try:
         response, lifetime = conn.sasl.authenticate(token)
     except (SaslAuthenticationError, IllegalSaslStateError) as e:
-        broker.failed_logins.failed(conn.address, conn.sasl.mechanism or "-", conn.sasl.claimed_user(), str(e))
-        conn.sasl.server = None
-        await asyncio.sleep(FAILED_LOGIN_DELAY)
+        await _failed(broker, conn, conn.sasl.mechanism or "-", e)
         return b"", str(e)
     conn.principal = f"User:{conn.sasl.user}"
     return response, lifetime
 
 
 async def handle_sasl_handshake(handlers, header, body):
+    """A mechanism the listener does not enable, a handshake during an exchange or a re-authentication with
+    another mechanism fails the login as Kafka's does: answered with the error (and the enabled mechanisms),
+    logged, and the connection closed."""
     conn = handlers.broker.connection()
     if conn.sasl is None:
         return {"error_code": IllegalSaslStateError.code, "mechanisms": []}
     try:
         conn.sasl.handshake(body["mechanism"], header.api_version)
     except (UnsupportedSaslMechanismError, IllegalSaslStateError) as e:
+        await _failed(handlers.broker, conn, conn.sasl.mechanism or "-", e)
+        conn.close_after = f"authentication failed: {e}"
         return {"error_code": e.code, "mechanisms": list(conn.sasl.mechanisms)}
     return {"error_code": 0, "mechanisms": list(conn.sasl.mechanisms)}
 

@@ -440,10 +440,11 @@ class Broker:
                     if e.partial:
                         raise InvalidRequestError(f"connection closed inside a frame size ({len(e.partial)} bytes)")
                     return
-                limit = self.config.socket_request_max_bytes
-                if conn.sasl is not None and not conn.sasl.authenticated:
-                    limit = min(limit, self.config.sasl_server_max_receive_size)
-                size = frame_size(prefix, limit)
+                limit, setting = self.config.socket_request_max_bytes, "socket.request.max.bytes"
+                if conn.sasl is not None and not conn.sasl.authenticated \
+                        and self.config.sasl_server_max_receive_size < limit:
+                    limit, setting = self.config.sasl_server_max_receive_size, "sasl.server.max.receive.size"
+                size = frame_size(prefix, limit, setting)
                 try:
                     frame = await reader.readexactly(size)
                 except asyncio.IncompleteReadError as e:

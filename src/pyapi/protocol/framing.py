@@ -51,8 +51,9 @@ class RequestHeader(NamedTuple):
     client_id: str | None = None
 
 
-def frame_size(prefix, max_bytes: int = MAX_REQUEST_BYTES) -> int:
-    """The size announced by a frame's 4-byte prefix; InvalidRequestError if negative or above ``max_bytes``.
+def frame_size(prefix, max_bytes: int = MAX_REQUEST_BYTES, setting: str = "socket.request.max.bytes") -> int:
+    """The size announced by a frame's 4-byte prefix; InvalidRequestError if negative or above ``max_bytes``
+    (the error names ``setting``, the configuration ``max_bytes`` comes from).
 
     Call it before reading (allocating) the frame itself.
     """
@@ -60,7 +61,7 @@ def frame_size(prefix, max_bytes: int = MAX_REQUEST_BYTES) -> int:
         raise _error(InvalidRequestError, f"a frame size prefix is 4 bytes, not {len(prefix)}", None)
     size = _i32(prefix)[0]
     if size < 0 or size > max_bytes:
-        raise _error(InvalidRequestError, f"frame size {size} is outside 0..{max_bytes} (socket.request.max.bytes)",
+        raise _error(InvalidRequestError, f"frame size {size} is outside 0..{max_bytes} ({setting})",
                      None)
     return size
 

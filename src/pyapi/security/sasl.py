@@ -10,8 +10,9 @@ JAAS (Kafka's ``sasl.jaas.config``, per listener and mechanism as
 ``username``/``password`` are the broker's own credentials on the inter-broker listener; ``user_<name>`` are the
 PLAIN users the listener accepts. SCRAM users come from the credential store (seglog.security.credentials).
 
-Passwords are compared in constant time; no password, token or salted key is ever logged. Failed logins are
-logged with the client's address, at most ``FAILED_LOGIN_LOG_BURST`` lines per minute (the rest are counted and
+Passwords are compared in constant time; no password, token or salted key is ever logged, nor a user name the
+listener does not know (it may be a password typed into the wrong field). Failed logins are logged with the
+client's address, at most ``FAILED_LOGIN_LOG_BURST`` lines per minute (the rest are counted and
 reported in the next line); each failure is answered after ``FAILED_LOGIN_DELAY`` seconds (Kafka's
 connection.failed.authentication.delay.ms, 100 ms), which slows password guessing on one connection.
 """
@@ -93,17 +94,20 @@ class FailedLogins:
 
 
 class PlainServer:
-    """The server side of PLAIN (RFC 4616): one message ``authzid NUL user NUL password``."""
+    """The server side of PLAIN (RFC 4616): one message ``authzid NUL user NUL password``. ``known_user`` is
+    the message's user once it is read, if that user exists (for the log line of a failure)."""
 
     def __init__(self, users: dict[str, str]):
         self._users = users
         self.user: str | None = None
         self.complete = False
-        self.claimed_user: str | None = None
+        self.known_user: str | None = None
+        self._stepped = False
 
     def step(self, token: bytes) -> bytes:
-        if self.complete or self.claimed_user is not None:
+        if self._stepped:
             raise SaslAuthenticationError("Authentication failed: unexpected PLAIN message after the exchange")
+        self._stepped = True
         if len(token) > MAX_PLAIN_BYTES:
             raise SaslAuthenticationError("Authentication failed: PLAIN message too long")
         parts = token.split(b"\0")
@@ -113,7 +117,7 @@ class PlainServer:
             authzid, user, password = (p.decode("utf-8") for p in parts)
         except UnicodeDecodeError:
             raise SaslAuthenticationError("Invalid SASL/PLAIN response: not UTF-8") from None
-        self.claimed_user = user
+        self.known_user = user if user in self._users else None
         if not user or not password:
             raise SaslAuthenticationError("Authentication failed: username or password not specified")
         expected = self._users.get(user)
@@ -156,7 +160,7 @@ class SaslState:
             raise IllegalSaslStateError("SaslHandshake during an exchange")
         if mechanism not in self.mechanisms:
             from ..errors import UnsupportedSaslMechanismError
-            raise UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism}")
+            raise UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism!r}")
         if self.authenticated and mechanism != self.mechanism:
             raise IllegalSaslStateError("re-authentication must use the mechanism of the session")
         self.mechanism = mechanism
@@ -182,9 +186,8 @@ class SaslState:
         return response, self._reauth_ms
 
     def claimed_user(self) -> str | None:
-        """The user the failed exchange was for (for the log line), if it got that far."""
-        server = self.server
-        return getattr(server, "claimed_user", None) or getattr(server, "_user", None)
+        """The user the failed exchange was for (for the log line), if it got that far and the user exists."""
+        return self.server.known_user if self.server is not None else None
 
 
 # -- the client side --------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 from dataclasses import dataclass
 
 from ..errors import SaslAuthenticationError, UnacceptableCredentialError
@@ -80,9 +81,12 @@ def _attributes(message: str) -> dict[str, str]:
     return out
 
 
+_SASLNAME = re.compile(r"(?:[^=,]|=2C|=3D)+")
+
+
 def _saslname(name: str) -> str:
-    """RFC 5802 saslname decoding (=2C is ',', =3D is '='); anything else after '=' is malformed."""
-    if "=" in name.replace("=2C", "").replace("=3D", ""):
+    """RFC 5802 saslname decoding (=2C is ',', =3D is '='); any other '=' is malformed."""
+    if _SASLNAME.fullmatch(name) is None:
         raise SaslAuthenticationError("Authentication failed: malformed SCRAM user name")
     return name.replace("=2C", ",").replace("=3D", "=")
 
@@ -91,7 +95,8 @@ class ScramServer:
     """The server side of one SCRAM exchange: ``step(client_first)`` -> server-first, ``step(client_final)`` ->
     server-final; then ``user`` is the authenticated user. ``lookup(user)`` gives the user's ScramCredential or
     None; an unknown user goes through the same steps with a made-up credential and fails at the proof, like a
-    wrong password (no telling which)."""
+    wrong password (no telling which). ``known_user`` is the client-first's user once read, if it exists (for
+    the log line of a failure)."""
 
     def __init__(self, mechanism: str, lookup):
         self.mechanism = mechanism
@@ -99,6 +104,7 @@ class ScramServer:
         self._lookup = lookup
         self._state = "first"
         self.user: str | None = None
+        self.known_user: str | None = None
         self.complete = False
 
     def step(self, token: bytes) -> bytes:
@@ -127,13 +133,12 @@ class ScramServer:
         if authzid and _saslname(authzid[2:]) != user:
             raise SaslAuthenticationError("Authentication failed: Invalid user credentials")
         credential = self._lookup(user)
-        self._known = credential is not None
+        self.known_user = user if credential is not None else None
         if credential is None:
             credential = ScramCredential(hashlib.sha256(b"seglog" + user.encode()).digest(),
                                          os.urandom(hashlib.new(self._hash).digest_size),
                                          os.urandom(hashlib.new(self._hash).digest_size), DEFAULT_ITERATIONS)
         self._credential = credential
-        self._user = user
         self._nonce = attrs["r"] + base64.b64encode(os.urandom(24)).decode()
         self._client_first_bare = bare
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
@@ -162,9 +167,9 @@ class ScramServer:
             raise SaslAuthenticationError("Authentication failed: Invalid user credentials")
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
         if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), self._credential.stored_key) \
-                or not self._known:
+                or self.known_user is None:
             raise SaslAuthenticationError("Authentication failed: Invalid user credentials")
-        self.user = self._user
+        self.user = self.known_user
         self.complete = True
         server_signature = hmac.digest(self._credential.server_key, auth_message, self._hash)
         return f"v={base64.b64encode(server_signature).decode()}".encode()
