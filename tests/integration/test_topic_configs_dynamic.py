@@ -107,7 +107,9 @@ def test_altered_configs_reach_leader_and_followers_at_once(cluster):
     finally:
         follower.resume()
     c.wait_isr(topic, 0, [b.id for b in replicas], timeout=60)
-    assert describe_partitions(c.bootstrap, topic, "--under-replicated-partitions") == []
+    # the brokers' metadata follows ZooKeeper's ISR a moment later: wait for the one the CLI asks
+    wait_until(lambda: describe_partitions(c.bootstrap, topic, "--under-replicated-partitions") == [], 20,
+               "no under-replicated partition once the ISR is full again", details=c.describe)
 
     # max.message.bytes: the leader refuses a larger batch
     alter_with_admin(c.bootstrap, topic, {"min.insync.replicas": "2", "max.message.bytes": "2000"})
