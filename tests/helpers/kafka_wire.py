@@ -108,12 +108,12 @@ class RawConnection:
 
 
 def record_batch(records, *, compression: int = 0, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1) -> bytes:
+                 base_sequence: int = -1, transactional: bool = False) -> bytes:
     """A v2 record batch built by kafka-python's builder. records: (timestamp ms, key, value, headers) tuples
     with headers a list of (str, bytes) pairs."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    builder = DefaultRecordBatchBuilder(2, compression, False, producer_id, producer_epoch, base_sequence,
+    builder = DefaultRecordBatchBuilder(2, compression, transactional, producer_id, producer_epoch, base_sequence,
                                         batch_size=1 << 30)
     for i, (ts, key, value, headers) in enumerate(records):
         builder.append(i, timestamp=ts, key=key, value=value, headers=list(headers))

@@ -162,12 +162,24 @@ def test_find_coordinator_of_a_transactional_id_needs_describe_on_it(broker):
     assert (c["error_code"], c["node_id"]) == (0, 0)
 
 
+def _produce(broker, tid, transactional):
+    records = record_batch([(1, None, b"v", [])], producer_id=5, producer_epoch=0, base_sequence=0,
+                           transactional=transactional)
+    body = {"transactional_id": tid, "acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
+    [p] = call(broker, ApiKey.PRODUCE, 9, body)["responses"][0]["partition_responses"]
+    return p["error_code"]
+
+
 def test_transactional_produce_needs_write_on_the_transactional_id(broker):
     broker.grant(Op.WRITE, Res.TOPIC, "t")
-    body = {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000, "topic_data": [
-        {"name": "t", "partition_data": [{"index": 0, "records": record_batch([(1, None, b"v", [])])}]}]}
-    [p] = call(broker, ApiKey.PRODUCE, 9, body)["responses"][0]["partition_responses"]
-    assert p["error_code"] == TXN_DENIED and broker.node.partition("t", 0).log_end_offset == 0
+    assert _produce(broker, "tx", True) == TXN_DENIED
+    assert _produce(broker, None, True) == TXN_DENIED                  # transactional records without an id
+    assert broker.node.partition("t", 0).log_end_offset == 0
+    # as Kafka: the transactional id is checked only for transactional records (before the topics)
+    assert _produce(broker, "tx", False) == 0
+    broker.granted.clear()
+    assert _produce(broker, "tx", True) == TXN_DENIED
 
 
 def test_describe_and_list_transactions_show_only_what_may_be_described(broker):

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from .. import errors
+from .. import _engine, errors
 from ..errors import SeglogError
 from ..quotas.entities import FETCH, PRODUCE
 from ..security.acls import AclOperation as Op
@@ -36,8 +36,10 @@ class DataHandlers:
             err = errors.UnsupportedVersionError.code
         elif acks not in (-1, 0, 1):
             err = errors.InvalidRequiredAcksError.code
-        elif tid is not None and not self.broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, tid):
-            err = errors.TransactionalIdAuthorizationFailedError.code     # Write on the transactional id, as Kafka
+        elif _has_transactional_records(body) and (tid is None
+                                                   or not self.broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, tid)):
+            # as Kafka: transactional records need Write on the request's transactional id, checked before topics
+            err = errors.TransactionalIdAuthorizationFailedError.code
         else:
             err = 0
         deadline = time.monotonic() + max(body["timeout_ms"], 0) / 1000
@@ -85,7 +87,9 @@ class DataHandlers:
                                                                          "v1) is not supported",
                                     errors.InvalidRequiredAcksError.code: f"acks must be -1, 0 or 1, not {acks}",
                                     errors.TransactionalIdAuthorizationFailedError.code:
-                                        f"Transactional Id authorization failed for {transactional_id}",
+                                        f"Transactional Id authorization failed for {transactional_id}"
+                                        if transactional_id is not None else "Transactional records need a "
+                                                                             "transactional id",
                                     }.get(err)
             return out, None
         part = None
@@ -329,3 +333,16 @@ class DataHandlers:
 
         return {"topics": await answer_partitions(body["topics"], {"error_message": None, "active_producers": []},
                                                   fill, partitions="partition_indexes", messages=True)}
+
+
+def _has_transactional_records(body) -> bool:
+    """Whether any partition of a produce request carries a transactional batch (Kafka's
+    RequestUtils.hasTransactionalRecords). Records that do not parse are left for the append to refuse."""
+    for topic in body["topic_data"]:
+        for pd in topic["partition_data"]:
+            try:
+                if pd["records"] and any(b.is_transactional for b in _engine.batches(memoryview(pd["records"]), False)):
+                    return True
+            except SeglogError:
+                continue
+    return False
