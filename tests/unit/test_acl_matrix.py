@@ -367,3 +367,41 @@ def test_api_is_authorized_as_kafka_authorizes_it(broker, name):
     answer, codes = request(broker, row)
     assert not codes & AUTHORIZATION_FAILED, (name, answer)
     assert row.shown is None or row.shown(answer), (name, answer)
+
+
+def _bits(*operations) -> int:
+    return sum(1 << op for op in operations)
+
+
+def test_authorized_operations_are_reported_when_asked(broker):
+    """KIP-430: Metadata, DescribeGroups and DescribeCluster report, when asked, the operations the principal may
+    do on each resource it may describe (implied ones included: Write grants Describe); the cluster's only with
+    Describe on it (else 0); when not asked, Kafka's "not requested" (INT32 min)."""
+    not_asked = -2147483648
+    metadata = {"topics": [{"name": "t", "topic_id": uuid.UUID(int=0)}, {"name": "u", "topic_id": uuid.UUID(int=0)}],
+                "allow_auto_topic_creation": False, "include_cluster_authorized_operations": True,
+                "include_topic_authorized_operations": True}
+    broker.grant(Op.WRITE, Res.TOPIC, "t")
+    broker.grant(Op.DESCRIBE_CONFIGS, Res.TOPIC, "t")
+    broker.grant(Op.READ, Res.GROUP, "g")
+    r = call(broker, ApiKey.METADATA, 10, metadata)
+    ops = {t["name"]: (t["error_code"], t["topic_authorized_operations"]) for t in r["topics"]}
+    assert ops == {"t": (0, _bits(Op.WRITE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS)), "u": (TOPIC_DENIED, not_asked)}
+    assert r["cluster_authorized_operations"] == 0                      # no Describe on the cluster
+    [g] = call(broker, ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["g"], "include_authorized_operations": True})["groups"]
+    assert (g["error_code"], g["authorized_operations"]) == (0, _bits(Op.READ, Op.DESCRIBE))
+    cluster = {"include_cluster_authorized_operations": True, "endpoint_type": 1}
+    assert call(broker, ApiKey.DESCRIBE_CLUSTER, 1, cluster)["cluster_authorized_operations"] == 0
+    broker.grant(Op.ALTER, Res.CLUSTER)
+    assert call(broker, ApiKey.DESCRIBE_CLUSTER, 1, cluster)["cluster_authorized_operations"] == \
+        _bits(Op.ALTER, Op.DESCRIBE)
+    assert call(broker, ApiKey.METADATA, 10, metadata)["cluster_authorized_operations"] == _bits(Op.ALTER, Op.DESCRIBE)
+    assert call(broker, ApiKey.DESCRIBE_CLUSTER, 1, {**cluster, "include_cluster_authorized_operations": False}
+                )["cluster_authorized_operations"] == not_asked
+    [t, _] = call(broker, ApiKey.METADATA, 12, {**metadata, "include_topic_authorized_operations": False})["topics"]
+    assert t["topic_authorized_operations"] == not_asked
+    broker.principal = SUPER_USER
+    [t, u] = call(broker, ApiKey.METADATA, 12, metadata)["topics"]
+    every_topic_operation = _bits(Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                                  Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
+    assert t["topic_authorized_operations"] == u["topic_authorized_operations"] == every_topic_operation

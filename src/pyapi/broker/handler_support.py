@@ -10,6 +10,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from ..config import LogConfig
 from ..errors import SeglogError, code_of
+from ..security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3          # ListOffsets' special timestamps
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
@@ -41,6 +42,14 @@ def config_type(key) -> int:
 class CloseConnection(Exception):
     """Raised by a handler that answers by closing the connection (a failed acks=0 produce request): the
     server logs the message with the client's address and closes it, sending nothing."""
+
+
+def authorized_operations(broker, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+    """Kafka's authorizedOperations (KIP-430), which Metadata, DescribeGroups and DescribeCluster report when
+    asked: the bit field (1 << operation code) of the operations the request's principal may do on the
+    resource, of those its type supports (every one when authorization is off)."""
+    ops = sorted(SUPPORTED_OPERATIONS[resource_type])
+    return sum(1 << op for op in ops if broker.allowed(AclOperation(op), resource_type, name))
 
 
 def _err(exc: BaseException) -> int:

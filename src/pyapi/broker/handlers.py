@@ -21,7 +21,7 @@ from ..errors import SeglogError
 from ..protocol import SUPPORTED_VERSIONS, ApiKey, api_versions_body
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
-from .handler_support import GROUP_THREADS, CloseConnection, _err, _off_loop
+from .handler_support import GROUP_THREADS, CloseConnection, _err, _off_loop, authorized_operations
 from .handlers_admin import AdminHandlers
 from .handlers_data import DataHandlers
 from .handlers_groups import GroupHandlers
@@ -103,8 +103,17 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
                 continue
             topics.append({"error_code": 0, "name": name, "topic_id": topic_id, "is_internal": internal,
                            "partitions": partitions})
-        return {"brokers": view.brokers(), "cluster_id": self.node.cluster_id, "controller_id": view.controller_id(),
-                "topics": topics}
+        answer = {"brokers": view.brokers(), "cluster_id": self.node.cluster_id,
+                  "controller_id": view.controller_id(), "topics": topics}
+        if header.api_version >= 8:                    # authorized operations (KIP-430), when asked
+            if body.get("include_topic_authorized_operations"):
+                for t in topics:                       # of the topics the principal may describe
+                    if t["error_code"] != errors.TopicAuthorizationFailedError.code:
+                        t["topic_authorized_operations"] = authorized_operations(self.broker, Res.TOPIC, t["name"])
+            if header.api_version <= 10 and body.get("include_cluster_authorized_operations"):
+                answer["cluster_authorized_operations"] = (authorized_operations(self.broker, Res.CLUSTER)
+                                                           if allowed(Op.DESCRIBE, Res.CLUSTER) else 0)
+        return answer
 
 
 HANDLERS = {

@@ -15,8 +15,8 @@ from ..security.acls import ResourceType as Res
 from ..topic_names import validate_topic_name
 from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC, EXCESSIVE_BATCH,
                               LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
-                              RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err, _off_loop, by_topic,
-                              config_type, error_fields)
+                              RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err, _off_loop, authorized_operations,
+                              by_topic, config_type, error_fields)
 
 
 class AdminHandlers:
@@ -199,8 +199,12 @@ class AdminHandlers:
                     "endpoint_type": body["endpoint_type"],
                     "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an "
                                      "endpoint of type CONTROLLER"}
+        operations = -2147483648                      # not asked for (KIP-430); 0 without Describe on the cluster
+        if body.get("include_cluster_authorized_operations"):
+            operations = (authorized_operations(self.broker, Res.CLUSTER)
+                          if self.broker.allowed(Op.DESCRIBE, Res.CLUSTER) else 0)
         return {"error_code": 0, "error_message": None, "cluster_id": self.node.cluster_id or "",
-                "controller_id": view.controller_id(),
+                "controller_id": view.controller_id(), "cluster_authorized_operations": operations,
                 "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                             for b in view.brokers()]}
 

@@ -13,7 +13,7 @@ from ..group import GroupState
 from ..offsets_format import OffsetAndMetadata, TopicPartition
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
-from .handler_support import _err, _off_loop, by_topic
+from .handler_support import _err, _off_loop, authorized_operations, by_topic
 from .throttling import parked
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
@@ -236,6 +236,8 @@ class GroupHandlers:
                                      "client_id": m.client_id, "client_host": m.client_host,
                                      "member_metadata": m.metadata, "member_assignment": m.assignment}
                                     for m in d.members]})
+            if header.api_version >= 3 and body.get("include_authorized_operations"):      # KIP-430
+                out[-1]["authorized_operations"] = authorized_operations(self.broker, Res.GROUP, d.group_id)
         return {"groups": out}
 
     async def handle_list_groups(self, header, body):
