@@ -56,6 +56,7 @@ class Run:
         self.producers: list[RecordingProducer] = []
         self.members: list[GroupMember] = []
         self.txn_writers: list[TxnWriter] = []
+        self.txn_generations: dict[int, int] = {}       # writer index -> generation of its current TxnWriter
         self.txn_readers: list[TxnReader] = []
         self.generation = 0
         self.notes: list[str] = []
@@ -116,8 +117,11 @@ class Run:
                            logger=self.client_log).start()
 
     def _new_txn_writer(self, i: int) -> TxnWriter:
+        """Transactional writer i: transactional id ``tx<i>`` throughout (a replacement fences its predecessor),
+        a new generation each time (its transactions' values never repeat a predecessor's)."""
+        self.txn_generations[i] = generation = self.txn_generations.get(i, -1) + 1
         return TxnWriter(self.history, f"tx{i}", self.cluster.bootstrap, self.txn_topic, self.partitions,
-                         seed=self.rng.randrange(1 << 32), logger=self.client_log).start()
+                         seed=self.rng.randrange(1 << 32), logger=self.client_log, generation=generation).start()
 
     def _start_workload(self) -> None:
         self.producers = [self._new_producer(i) for i in range(self.n_producers)]

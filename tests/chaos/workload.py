@@ -191,7 +191,9 @@ class GroupMember:
 
 class TxnWriter:
     """A confluent-kafka transactional producer (``transactional.id`` = its name) on its own thread: each
-    transaction writes 2-6 values ``<name>-t<k>-<i>`` to random partitions of `topic`, then commits, or aborts
+    transaction writes 2-6 values ``<name>-t<k>-<i>`` (``<name>.<generation>-t<k>-<i>`` for a writer that
+    replaces another with the same transactional id, so no value repeats) to random partitions of `topic`,
+    then commits, or aborts
     about one time in four (seeded). Records ``txn_send`` (txn, partition, value) and ``txn_end`` (txn,
     outcome, error) where outcome is ``committed`` (commit_transaction returned), ``aborted``
     (abort_transaction returned, also after an abortable error) or ``unknown`` (the client gave up between:
@@ -203,10 +205,11 @@ class TxnWriter:
     RETRY_FOR_S = 60.0
 
     def __init__(self, history: History, name: str, bootstrap: str, topic: str, partitions, seed: int,
-                 abort_ratio: float = 0.25, logger=None):
+                 abort_ratio: float = 0.25, logger=None, generation: int = 0):
         import random
 
         self.history, self.name, self.bootstrap, self.topic = history, name, bootstrap, topic
+        self.label = f"{name}.{generation}" if generation else name        # what its transactions are named by
         self.partitions, self.abort_ratio, self.logger = list(partitions), abort_ratio, logger
         self.rng = random.Random(seed)
         self.last_commit = 0.0                    # time.monotonic() of the last committed transaction
@@ -289,7 +292,7 @@ class TxnWriter:
             self.producer = self._new_producer()
             k = 0
             while self.producer is not None and not self._stop.is_set():
-                txn = f"{self.name}-t{k}"
+                txn = f"{self.label}-t{k}"
                 k += 1
                 outcome, error = self._one(txn)
                 self.history.record("txn_end", txn=txn, outcome=outcome, error=error)

@@ -241,3 +241,16 @@ def test_the_command_checks_a_recorded_history(tmp_path):
         assert res.returncode == code, res.stdout + res.stderr
         assert ("[lost] b-1 acknowledged at 1:1" in res.stdout) == (name == "lost")
         assert "kill_fast" in res.stdout
+
+
+def test_a_replacement_transactional_writer_names_its_transactions_apart():
+    """A TxnWriter replacing a failed one keeps the transactional id (to fence it) but not its transaction names:
+    generation 0 writes tx0-t<k>, generation 1 tx0.1-t<k>, so a value never stands for two transactions (the
+    checker saw the same value committed twice when both started counting at t0)."""
+    from chaos.workload import TxnWriter
+
+    h = History()
+    first = TxnWriter(h, "tx0", "127.0.0.1:1", "t", [0], seed=1)
+    second = TxnWriter(h, "tx0", "127.0.0.1:1", "t", [0], seed=1, generation=1)
+    assert (first.name, second.name) == ("tx0", "tx0")
+    assert (first.label, second.label) == ("tx0", "tx0.1")
