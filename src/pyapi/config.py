@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import InvalidConfigError, UnknownConfigError
+from .replication.throttle import parse_throttled_replicas
 from .security.authorizer import check_authorizer_class, parse_super_users
 from .security.listeners import broker_listeners
 from .security.protocols import SECURITY_PROTOCOLS
@@ -150,10 +151,16 @@ class LogConfig:
     preallocate: bool = _k("preallocate", "bool", False)
     # deprecated since Kafka 3.0, where every batch is message format v2: accepted and ignored, as Kafka 3.x does
     message_format_version: str = _k("message.format.version", "string", "3.0-IV1")
+    # the replicas replication throttles apply to ("*" or "partition:broker,..."; seglog.replication.throttle)
+    leader_replication_throttled_replicas: str = _k("leader.replication.throttled.replicas", "string", "")
+    follower_replication_throttled_replicas: str = _k("follower.replication.throttled.replicas", "string", "")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _parse(f.metadata["key"], getattr(self, f.name)))
+        for kind in ("leader", "follower"):
+            parse_throttled_replicas(f"{kind}.replication.throttled.replicas",
+                                     getattr(self, f"{kind}_replication_throttled_replicas"))
 
     # -- conversions ----------------------------------------------------------------------------------------
     @classmethod
@@ -317,6 +324,8 @@ class BrokerConfig:
     # -- client quotas (seglog.quotas) ------------------------------------------------------------------------------
     quota_window_num: int = _k("quota.window.num", "int", 11, low=1)
     quota_window_size_seconds: int = _k("quota.window.size.seconds", "int", 1, low=1)
+    replication_quota_window_num: int = _k("replication.quota.window.num", "int", 11, low=1)
+    replication_quota_window_size_seconds: int = _k("replication.quota.window.size.seconds", "int", 1, low=1)
     # -- authorization (seglog.security.authorizer) -------------------------------------------------------------
     authorizer_class_name: str = _k("authorizer.class.name", "string", "")
     super_users: str = _k("super.users", "string", "")
