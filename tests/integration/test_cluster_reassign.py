@@ -135,9 +135,13 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
             conn.close()
 
         plan = plan_file(tmp_path / "plan.json", "held", [a, stalled])
+        before = c.wait_isr("held", 0, [a, b])
         c.brokers[stalled].pause()                     # registered, but it will not fetch: the move cannot end
         try:
             assert admin.alter_partition_reassignments({tp: [a, stalled]}) == {tp: None}
+            st = c.state("held", 0)                     # Kafka's phase A: a new epoch for the grown replica set
+            assert (st["leader"], st["leader_epoch"], sorted(st["isr"])) == \
+                (before["leader"], before["leader_epoch"] + 1, [a, b])
             assert admin.list_partition_reassignments() == {
                 tp: {"replicas": [a, stalled, b], "adding_replicas": [stalled], "removing_replicas": [b]}}
             assert ok("reassign-partitions", "--bootstrap-server", reachable, "--list").splitlines() == [
@@ -157,6 +161,9 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
             assert ok("reassign-partitions", "--bootstrap-server", reachable, "--cancel",
                       "--reassignment-json-file", plan) == "Successfully cancelled partition reassignment for: held-0\n"
             assert c.assignment("held") == {0: [a, b]}
+            st = c.state("held", 0)                     # the cancel completes at once (phase B): one more epoch
+            assert (st["leader"], st["leader_epoch"], sorted(st["isr"])) == \
+                (before["leader"], before["leader_epoch"] + 2, [a, b])
         finally:
             c.brokers[stalled].resume()
         assert admin.list_partition_reassignments() == {}
@@ -242,6 +249,30 @@ def test_bad_reassignment_files_are_refused_before_any_broker_is_asked(tmp_path)
           nowhere, "--generate", "--topics-to-move-json-file", topics, "--broker-list", "1,2")
     fails(2, "--generate needs", "reassign-partitions", "--bootstrap-server", nowhere, "--generate",
           "--broker-list", "1,2")
+
+
+def test_a_replica_set_change_with_the_leader_kept_takes_kafkas_new_leader_epochs(cluster, tmp_path):
+    """Kafka's controller bumps the leader epoch though the leader stays: once when the reassignment starts
+    (phase A: the leader learns the grown replica set), once when it completes (phase B: the target replica
+    set), and once for each removed replica leaving the ISR. The leader then writes in the last epoch, and
+    every replica holds the same log."""
+    c = cluster
+    create(c, "grown", [0, 1])
+    before = c.wait_isr("grown", 0, [0, 1])
+    assert before["leader"] == 0
+    host, port = c.client_addr[0]
+    assert raw_produce(host, port, "grown", 0, [b"before"])[0] == 0
+    ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute", "--reassignment-json-file",
+       plan_file(tmp_path / "grown.json", "grown", [0, 2]))
+    wait_until(lambda: c.assignment("grown") == {0: [0, 2]}, 60, "the reassignment to complete",
+               details=c.describe)
+    st = c.wait_isr("grown", 0, [0, 2])
+    assert (st["leader"], st["leader_epoch"]) == (0, before["leader_epoch"] + 3), (before, st)
+    wait_until(lambda: raw_produce(host, port, "grown", 0, [b"after"])[0] == 0, 30, "broker 0 to lead epoch "
+               f"{st['leader_epoch']}", details=c.describe)
+    log = c.wait_converged("grown", 0, min_end=2, ids=[0, 2])
+    assert log.batches[0].leader_epoch == before["leader_epoch"] and \
+        log.batches[-1].leader_epoch == st["leader_epoch"], [b.leader_epoch for b in log.batches]
 
 
 def broker_rates(c: Cluster, b: int) -> dict[str, tuple[str, int]]:
