@@ -70,7 +70,8 @@ def _parse(key: _Key, raw: Any) -> Any:
                 raise ValueError
         elif key.kind == "list":
             items = raw.split(",") if isinstance(raw, str) else list(raw)
-            value = tuple(sorted({str(i).strip().lower() for i in items if str(i).strip()}))
+            # in the order given, each item once (Kafka keeps a list config's order: "delete,compact")
+            value = tuple(dict.fromkeys(str(i).strip().lower() for i in items if str(i).strip()))
         else:
             value = str(raw).strip()
     except (TypeError, ValueError):
@@ -84,7 +85,7 @@ def _parse(key: _Key, raw: Any) -> Any:
         raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: value must be no more than {key.high:g}")
     if key.choices is not None:
         bad = [v for v in (value if key.kind == "list" else (value,)) if v not in key.choices]
-        if bad or (key.kind == "list" and not value):
+        if bad:                                 # an empty list is valid (Kafka's ValidList): no cleanup.policy
             raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: "
                                      f"String must be one of: {', '.join(key.choices)}")
     return value

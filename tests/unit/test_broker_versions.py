@@ -305,6 +305,25 @@ def test_broker_configs_on_a_lone_broker_only_the_throttled_rates_are_dynamic_an
                        "follower.replication.throttled.rate": (str((1 << 63) - 1), False, 5)}
 
 
+def test_subtracting_the_last_cleanup_policy_leaves_none_as_kafka(broker):
+    """Kafka's cleanup.policy is a list that may be empty (neither deleted by retention nor compacted):
+    SUBTRACT of its only item is accepted and described as ""."""
+    r = call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "cleanup.policy", "config_operation": 3, "value": "delete"}]}], "validate_only": False})
+    assert r["responses"][0]["error_code"] == 0, r
+    config = broker.node.topic("t").config
+    assert config.cleanup_policy == () and not config.delete and not config.compact
+    r = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+        "resource_type": 2, "resource_name": "t", "configuration_keys": ["cleanup.policy"]}]})
+    [entry] = r["results"][0]["configs"]
+    assert (entry["value"], entry["config_source"]) == ("", 1)
+    r = call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "cleanup.policy", "config_operation": 2, "value": "delete,compact"}]}], "validate_only": False})
+    assert broker.node.topic("t").config.cleanup_policy == ("delete", "compact"), "in the order given, as Kafka"
+
+
 def test_produce_v8_names_the_records_a_compacted_topic_refuses(broker):
     broker.node.create_topic("c", 1, {"cleanup.policy": "compact"})
     batch = record_batch([(1, b"k0", b"v", []), (1, None, b"v", []), (1, b"k2", b"v", []), (1, None, b"v", [])])
