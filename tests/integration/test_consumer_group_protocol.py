@@ -1,0 +1,157 @@
+"""KIP-848's consumer group protocol (``group.protocol=consumer``) against librdkafka (confluent-kafka 2.16):
+server-side assignment with no partition consumed twice or left out, a leaving member's partitions moving, a
+killed member expired after group.consumer.session.timeout.ms, commits resumed after a restart, and the
+AdminClient's describe_consumer_groups (ConsumerGroupDescribe) showing a CONSUMER group."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+ck = pytest.importorskip("confluent_kafka")
+
+from confluent_kafka import Consumer, ConsumerGroupType, Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
+
+# heartbeats every 300 ms, sessions of 4 s: groups settle in about a second, a killed member goes in 4 s
+OVERRIDES = {"group_consumer_heartbeat_interval_ms": 300, "group_consumer_session_timeout_ms": 4000}
+
+
+@pytest.fixture
+def broker(start_broker):
+    return start_broker(**OVERRIDES)
+
+
+def make_topic(broker, name, partitions, records=0):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(30)
+    if records:
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(records):
+            p.produce(name, str(i).encode(), partition=i % partitions)
+        assert p.flush(30) == 0
+
+
+def consumer(broker, group, **conf):
+    return Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **conf})
+
+
+def assignments(consumers):
+    return [{tp.partition for tp in c.assignment()} for c in consumers]
+
+
+def settle(consumers, done, seconds=30, seen=None):
+    """Poll every consumer until ``done(assignments)``; every polled record goes into ``seen`` (partition,
+    offset) and must not come twice. Checks at each round that no partition is assigned to two consumers."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for c in consumers:
+            m = c.poll(0.05)
+            if m is not None:
+                assert m.error() is None, m.error()
+                if seen is not None:
+                    key = (m.partition(), m.offset())
+                    assert key not in seen, f"record {key} consumed twice"
+                    seen.add(key)
+        now = assignments(consumers)
+        flat = [p for a in now for p in a]
+        assert len(flat) == len(set(flat)), f"a partition assigned twice: {now}"
+        if done(now):
+            return now
+    raise AssertionError(f"not settled in {seconds} s: {assignments(consumers)}")
+
+
+def test_three_consumers_split_six_partitions_and_a_leaver_moves_its_partitions(broker):
+    make_topic(broker, "six", 6, records=600)
+    cs = [consumer(broker, "split") for _ in range(3)]
+    seen: set = set()
+    try:
+        for c in cs:
+            c.subscribe(["six"])
+        now = settle(cs, lambda a: sorted(map(len, a)) == [2, 2, 2], seen=seen)
+        assert set().union(*now) == set(range(6))
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        desc = admin.describe_consumer_groups(["split"])["split"].result(30)
+        assert desc.type == ConsumerGroupType.CONSUMER and str(desc.state).endswith("STABLE")
+        assert desc.partition_assignor == "uniform" and len(desc.members) == 3
+        assert sorted(len(m.assignment.topic_partitions) for m in desc.members) == [2, 2, 2]
+        cs[0].close()                                      # leaves with epoch -1: its partitions move at once
+        left = cs.pop(0)
+        now = settle(cs, lambda a: sorted(map(len, a)) == [3, 3], seen=seen)
+        assert set().union(*now) == set(range(6))
+        settle(cs, lambda a: len(seen) >= 600 - 200, seen=seen)    # the survivors read what they were given
+        del left
+    finally:
+        for c in cs:
+            c.close()
+
+
+def test_a_killed_consumer_is_expired_after_the_session_timeout(broker):
+    make_topic(broker, "four", 4)
+    conf = {"bootstrap.servers": broker.bootstrap_servers, "group.id": "killed", "group.protocol": "consumer",
+            "auto.offset.reset": "earliest"}
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import confluent_kafka as ck
+c = ck.Consumer({conf!r})
+c.subscribe(["four"], on_assign=lambda c, ps: print("assigned", len(ps), flush=True))
+while True:
+    c.poll(0.1)
+"""], stdout=subprocess.PIPE, text=True)
+    local = None
+    try:
+        assert child.stdout.readline().startswith("assigned")
+        local = consumer(broker, "killed")
+        local.subscribe(["four"])
+        settle([local], lambda a: len(a[0]) == 2)
+        child.kill()                                       # no leave heartbeat: the session must run out
+        child.wait(10)
+        t = time.monotonic()
+        settle([local], lambda a: len(a[0]) == 4, seconds=30)
+        took = time.monotonic() - t
+        assert took >= 2, f"moved after {took:.1f} s, before the 4 s session could end"
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdout.close()
+        if local is not None:
+            local.close()
+
+
+def test_commits_are_resumed_by_a_restarted_group(broker):
+    make_topic(broker, "resume", 2, records=100)
+    c = consumer(broker, "resume-g")
+    got = []
+    try:
+        c.subscribe(["resume"])
+        deadline = time.monotonic() + 30
+        while len(got) < 60 and time.monotonic() < deadline:
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                got.append((m.partition(), m.offset()))
+                c.commit(message=m, asynchronous=False)       # OffsetCommit with the member's epoch
+        assert len(got) >= 60
+    finally:
+        c.close()
+    c2 = consumer(broker, "resume-g")
+    rest = []
+    try:
+        c2.subscribe(["resume"])
+        deadline = time.monotonic() + 30
+        while len(got) + len(rest) < 100 and time.monotonic() < deadline:
+            m = c2.poll(0.1)
+            if m is not None and m.error() is None:
+                rest.append((m.partition(), m.offset()))
+        committed = c2.committed([ck.TopicPartition("resume", p) for p in (0, 1)], timeout=10)
+    finally:
+        c2.close()
+    assert not set(got) & set(rest), "records consumed again after their offsets were committed"
+    assert len(set(got) | set(rest)) == 100
+    assert sorted(tp.offset for tp in committed) == sorted(
+        max((o for p, o in got if p == part), default=-1) + 1 for part in (0, 1))
