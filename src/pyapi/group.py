@@ -549,8 +549,10 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         wanted = None if states is None else {s.lower() for s in states}
         with self._lock:
             self._check_open()
-            every = list(self._groups.values()) + list(self._consumer_groups.values())
-            return [GroupListing(g.group_id, g.protocol_type, g.state) for g in sorted(every, key=lambda g: g.group_id)
+            every = [(g, "classic") for g in self._groups.values()] + [(g, "consumer")
+                                                                        for g in self._consumer_groups.values()]
+            return [GroupListing(g.group_id, g.protocol_type, g.state, kind)
+                    for g, kind in sorted(every, key=lambda e: e[0].group_id)
                     if wanted is None or g.state.value.lower() in wanted]
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, SeglogError | None]:

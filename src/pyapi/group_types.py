@@ -137,8 +137,10 @@ class GroupDescription:
 
 @dataclass(frozen=True)
 class GroupListing:
-    """ListGroups entry."""
+    """ListGroups entry: ``group_type`` "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848), whose state is
+    a group_consumer_state.ConsumerGroupState."""
 
     group_id: str
     protocol_type: str
-    state: GroupState
+    state: Any
+    group_type: str = "classic"

@@ -1,7 +1,8 @@
 """KIP-848's consumer group protocol (``group.protocol=consumer``) against librdkafka (confluent-kafka 2.16):
 server-side assignment with no partition consumed twice or left out, a leaving member's partitions moving, a
 killed member expired after group.consumer.session.timeout.ms, commits resumed after a restart, and the
-AdminClient's describe_consumer_groups (ConsumerGroupDescribe) showing a CONSUMER group."""
+AdminClient's describe_consumer_groups (ConsumerGroupDescribe) and list_consumer_groups (ListGroups v5) and
+`seglog groups --describe` showing a CONSUMER group."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ ck = pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import Consumer, ConsumerGroupType, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from seglog.cli import main  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
@@ -68,7 +71,14 @@ def settle(consumers, done, seconds=30, seen=None):
     raise AssertionError(f"not settled in {seconds} s: {assignments(consumers)}")
 
 
-def test_three_consumers_split_six_partitions_and_a_leaver_moves_its_partitions(broker):
+def cli(capfd, broker, *args) -> str:
+    """`seglog groups ARGS` against the broker, in this process (kafka-consumer-groups.sh's output)."""
+    capfd.readouterr()
+    assert main(["groups", "--bootstrap-server", broker.bootstrap_servers, *args]) == 0
+    return capfd.readouterr().out
+
+
+def test_three_consumers_split_six_partitions_and_a_leaver_moves_its_partitions(broker, capfd):
     make_topic(broker, "six", 6, records=600)
     cs = [consumer(broker, "split") for _ in range(3)]
     seen: set = set()
@@ -82,6 +92,13 @@ def test_three_consumers_split_six_partitions_and_a_leaver_moves_its_partitions(
         assert desc.type == ConsumerGroupType.CONSUMER and str(desc.state).endswith("STABLE")
         assert desc.partition_assignor == "uniform" and len(desc.members) == 3
         assert sorted(len(m.assignment.topic_partitions) for m in desc.members) == [2, 2, 2]
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30).valid  # ListGroups v5
+        assert [(g.group_id, g.type) for g in listed] == [("split", ConsumerGroupType.CONSUMER)]
+        assert admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30).valid == []
+        state = cli(capfd, broker, "--describe", "--group", "split", "--state").splitlines()[-1].split()
+        assert state[0] == "split" and state[-3:] == ["uniform", "Stable", "3"]
+        rows = [line.split() for line in cli(capfd, broker, "--describe", "--group", "split", "--members").splitlines()[2:]]
+        assert sorted(r[-1] for r in rows) == ["2", "2", "2"]
         cs[0].close()                                      # leaves with epoch -1: its partitions move at once
         left = cs.pop(0)
         now = settle(cs, lambda a: sorted(map(len, a)) == [3, 3], seen=seen)

@@ -263,7 +263,8 @@ def test_classic_and_consumer_groups_of_one_id(env):
     fut = coord.join_group("g", "", "consumer", [("range", b"")], 10_000)
     with pytest.raises(InconsistentGroupProtocolError):
         fut.result(1)
-    assert [(g.group_id, g.protocol_type, g.state.value) for g in coord.list_groups()] == [("g", "consumer", "Stable")]
+    assert [(g.group_id, g.protocol_type, g.state.value, g.group_type) for g in coord.list_groups()] == [
+        ("g", "consumer", "Stable", "consumer")]
     assert coord.describe_groups(["g"])[0].state.value == "Dead"
     assert coord.delete_groups(["g"])["g"].__class__ is NonEmptyGroupError
     coord.join_group("classic", "", "consumer", [("range", b"")], 10_000).result(5)

@@ -256,9 +256,11 @@ class GroupHandlers:
             return {"error_code": _err(e), "groups": []}
         # Describe on the cluster lists every group, else the groups the principal may describe (as Kafka)
         everyone = self.broker.allowed(Op.DESCRIBE, Res.CLUSTER)
+        types = {t.lower() for t in body["types_filter"]}                # v5+: empty means every type
         return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
-                                             "group_state": g.state.value}
+                                             "group_state": g.state.value, "group_type": g.group_type}
                                             for g in listing if g.state is not GroupState.DEAD
+                                            and (not types or g.group_type in types)
                                             and (everyone or self.broker.allowed(Op.DESCRIBE, Res.GROUP, g.group_id))]}
 
     async def handle_delete_groups(self, header, body):

@@ -191,15 +191,18 @@ DESCRIBE_GROUPS = Api(15, "DescribeGroups", (0, 5), flexible=5, request=(
           field("authorized_operations", "int32", "3+", default=-2147483648)),
 ))
 
-LIST_GROUPS = Api(16, "ListGroups", (0, 4), flexible=3, request=(
+# v5 filters by group type (KIP-848): "classic" or "consumer"
+LIST_GROUPS = Api(16, "ListGroups", (0, 5), flexible=3, request=(
     field("states_filter", "[]string", "4+"),
+    field("types_filter", "[]string", "5+"),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
     field("error_code", "int16"),
     array("groups",
           field("group_id", "string"),
           field("protocol_type", "string"),
-          field("group_state", "string", "4+")),
+          field("group_state", "string", "4+"),
+          field("group_type", "string", "5+")),
 ))
 
 DELETE_GROUPS = Api(42, "DeleteGroups", (0, 2), flexible=2, request=(
