@@ -266,6 +266,15 @@ class LeaderNotAvailableError(SeglogError):
     retriable = True
 
 
+class ListenerNotFoundError(SeglogError):
+    """The partition's leader is alive but has no endpoint on the listener the client connected to (a
+    listener configured on some brokers only)."""
+
+    code = 72
+    kafka_name = "LISTENER_NOT_FOUND"
+    retriable = True
+
+
 class NotLeaderOrFollowerError(SeglogError):
     """This broker is not the leader (or a follower, for a replica fetch) of the partition."""
 
@@ -757,10 +766,15 @@ class IllegalSaslStateError(SeglogError):
 
 
 class SaslAuthenticationError(SeglogError):
-    """SASL authentication failed (wrong user or password, a malformed exchange)."""
+    """SASL authentication failed (wrong user or password, a malformed exchange). The message is what the
+    client is told; ``reason`` (None: the message) is what the broker logs when the client is told less."""
 
     code = 58
     kafka_name = "SASL_AUTHENTICATION_FAILED"
+
+    def __init__(self, message: str = "", reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason
 
 
 class SslAuthenticationError(SeglogError):

@@ -211,7 +211,12 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly)
             self._marker_kept = True
         else:
             self._dirty = True               # new or recovered: close() must checkpoint and mark it clean
+        end = self._local.active.next_offset
         self._replay_journal()
+        if self.recovery.journal_records:
+            # a roll during the replay snapshotted a producer state not loaded yet (at the new segment's base,
+            # >= end): such snapshots go (a snapshot is an optimization: the load replays from an older one)
+            self._producers.delete_snapshots(above=end - 1)
         seg = self._local.active             # the replay may have rolled
         self._start_offset = max(self._start_offset, self._local.bases[0])
         if self._start_offset > seg.next_offset:
@@ -454,8 +459,7 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly)
                     bw.clear()
             except BaseException:
                 bw.reset(first)
-                if self._local.active.next_offset > first:        # earlier chunks are on disk: take them back
-                    self._truncate_locked(first)
+                self._take_back(first)                            # earlier chunks are on disk: take them back
                 raise
             self._writer.reset(bw.next_offset)
             return first, bw.next_offset - 1
@@ -464,9 +468,11 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly)
         """Append one v2 record batch as a Kafka client sends it; returns the base offset it got.
 
         A batch from an idempotent producer (producer id set) that repeats one of the producer's last five
-        batches is not written again: its original base offset is returned. Sequence gaps raise
-        OutOfOrderSequenceError, stale epochs InvalidProducerEpochError (see producer_state). `now_ms` is the
-        append time (LogAppendTime topics stamp it; timestamps are checked against it).
+        batches is not written again: its original base offset is returned. A write that fails (StorageError,
+        also from a flush after the segment took the batch) is taken back, so the retry is stored once.
+        Sequence gaps raise OutOfOrderSequenceError, stale epochs InvalidProducerEpochError (see
+        producer_state). `now_ms` is the append time (LogAppendTime topics stamp it; timestamps are checked
+        against it).
 
         Validated as Kafka's broker does (see _engine.validate_client_batch; CreateTime timestamps by
         _engine.check_timestamps: >= 0 or -1 (NO_TIMESTAMP, not checked further), within
@@ -497,7 +503,11 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly)
                     return duplicate.first_offset
             base = self.end_offset
             _engine.stamp_batch(data, base, self._leader_epoch, now if cfg.log_append_time else -1)
-            self._write(data, info.records_count)
+            try:
+                self._write(data, info.records_count)
+            except BaseException:
+                self._take_back(base)
+                raise
             self._writer.reset(base + info.records_count)
             if idempotent:
                 self._producers.update(info.producer_id, info.producer_epoch, info.base_sequence,
@@ -542,6 +552,13 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly)
             if self._journal is not None:
                 self._journal.reset()
 
+    def _take_back(self, first: int) -> None:
+        """After a write from offset `first` raised (lock held): remove whatever part of it reached the segments
+        (a flush after the segment took the bytes may be what failed), so a failed append leaves the log, its
+        end offset and its producer state as they were, and the client's retry is stored once."""
+        if self._local.active.next_offset > first:
+            self._truncate_locked(first)
+
     def _roll_ms(self) -> int:
         """How long after its first batch the active segment rolls: segment.ms less a jitter drawn once per
         segment in [0, min(segment.jitter.ms, segment.ms)), as Kafka's rollJitterMs, so that logs created
@@ -553,8 +570,10 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly)
             self._jitter_for = self._local.active
         return cfg.segment_ms - self._jitter_ms
 
-    def _write(self, buf, records: int) -> None:
-        """Write whole batches (final offsets) to the active segment, rolling as needed; apply flush policy."""
+    def _write(self, buf, records: int, replay: bool = False) -> None:
+        """Write whole batches (final offsets) to the active segment, rolling as needed; apply flush policy.
+        ``replay``: the batches' producer ids and markers go into the producer state as each segment takes
+        them, so the snapshot a roll writes describes the log up to the new segment."""
         cfg = self.config
         n = buf.finished if isinstance(buf, _engine.BatchWriter) else len(buf)
         pos = 0
@@ -565,6 +584,8 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly)
                 self._roll()
                 continue
             seg.append(buf, pos, end)
+            if replay:
+                self._index_aborted(self._producers.replay(buf[pos:end]))
             pos = end
         self._unflushed += records
         if cfg.flush_messages is not None and self._unflushed >= cfg.flush_messages:

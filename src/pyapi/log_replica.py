@@ -53,7 +53,7 @@ class LogReplica:
     def append_as_follower(self, data) -> int:
         """Append whole batches that already carry offsets (a replica copying its leader); returns the new end
         offset. The first batch must start at or after end_offset and offsets must increase. CRCs are checked;
-        leader epochs in the batches extend the epoch cache."""
+        leader epochs in the batches extend the epoch cache. A write that fails is taken back whole."""
         data = _byte_view(data)
         infos = _engine.batches(data)
         if not infos:
@@ -62,16 +62,19 @@ class LogReplica:
         with self._lock:
             self._check_writable()
             self._seal_pending()
-            expect = self.end_offset
+            first = expect = self.end_offset
             for b in infos:
                 if b.base_offset < expect or b.last_offset < b.base_offset:
                     raise InvalidRecordError(f"replicated batch at offset {b.base_offset} does not follow {expect}")
                 expect = b.next_offset
             for b in infos:
                 self._epochs.assign(b.leader_epoch, b.base_offset)
-            self._write(view, sum(b.records_count for b in infos))
+            try:
+                self._write(view, sum(b.records_count for b in infos), replay=True)
+            except BaseException:
+                self._take_back(first)
+                raise
             self._writer.reset(expect)
-            self._index_aborted(self._producers.replay(view))
             return expect
 
     def truncate_to(self, offset: int) -> None:

@@ -39,18 +39,22 @@ class LogTransactions:
                        now_ms: int | None = None) -> int:
         """Append the COMMIT (commit true) or ABORT marker of a producer's transaction (Kafka's
         appendAsLeader with origin Coordinator); returns its offset. The producer's open transaction here
-        ends; an aborted one goes into the .txnindex of the active segment. Raises InvalidProducerEpochError
-        for an epoch older than the producer's, TransactionCoordinatorFencedError for an older coordinator
-        epoch, InvalidArgumentError for a missing producer id or epoch, LogClosedError, ReadOnlyLogError,
-        StorageError."""
+        ends; an aborted one goes into the .txnindex of the active segment. A write that fails is taken back.
+        Raises InvalidProducerEpochError for an epoch older than the producer's, TransactionCoordinatorFencedError
+        for an older coordinator epoch, InvalidArgumentError for a missing producer id or epoch, LogClosedError,
+        ReadOnlyLogError, StorageError."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         with self._lock:
             self._check_writable()
             self._seal_pending()
             self._producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
             offset = self.end_offset
-            self._write(_engine.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now,
-                                              offset, self._leader_epoch), 1)
+            try:
+                self._write(_engine.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now,
+                                                  offset, self._leader_epoch), 1)
+            except BaseException:
+                self._take_back(offset)
+                raise
             self._writer.reset(offset + 1)
             done = self._producers.complete_txn(producer_id, producer_epoch, commit, coordinator_epoch, offset,
                                                 now)

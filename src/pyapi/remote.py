@@ -332,7 +332,7 @@ class RemoteNode:
         entry = self.cluster.topic(name, refresh=True)
         if entry.get("is_internal"):
             raise InvalidTopicError(f"The internal topic {name} cannot be deleted")
-        body = {"topic_names": [name], "timeout_ms": self.request_timeout_ms}
+        body = {"topics": [{"name": name}], "topic_names": [name], "timeout_ms": self.request_timeout_ms}  # v6+, v1-5
         r = self.cluster.controller_request(ApiKey.DELETE_TOPICS, body, lambda r: r["responses"][0]["error_code"])
         [res] = r["responses"]
         if res["error_code"]:

@@ -128,9 +128,36 @@ def test_kafka_python_speaks_flexible_versions(seglog_broker, topic_name, versio
     finally:
         admin.close()
     for api, flexible in {"PRODUCE": 9, "FETCH": 12, "METADATA": 12, "CREATE_TOPICS": 7, "FIND_COORDINATOR": 4,
-                          "SYNC_GROUP": 5, "LEAVE_GROUP": 5, "OFFSET_FETCH": 8, "DELETE_TOPICS": 5,
+                          "SYNC_GROUP": 5, "LEAVE_GROUP": 5, "OFFSET_FETCH": 8, "DELETE_TOPICS": 6,
                           "LIST_GROUPS": 5}.items():
         assert max(versions[api]) == flexible, (api, versions[api])
+
+
+def test_kafka_python_deletes_topics_by_id(seglog_broker, topic_name, versions):
+    """DeleteTopics v6 names topics by id: kafka-python's delete_topics with uuids deletes them; an id no topic
+    has is refused UNKNOWN_TOPIC_ID."""
+    pytest.importorskip("kafka")
+    import uuid
+
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import UnknownTopicIdError
+
+    topic = topic_name()
+    seglog_broker.node.create_topic(topic, 2)
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        [described] = admin.describe_topics([topic])
+        topic_id = uuid.UUID(str(described["topic_id"]))
+        assert topic_id == seglog_broker.node.topic(topic).topic_id
+        with pytest.raises(UnknownTopicIdError):
+            admin.delete_topics([uuid.uuid4()])
+        deleted = admin.delete_topics([topic_id])
+        assert [(t["name"], str(t["topic_id"]), t["error_code"]) for t in deleted["topics"]] == \
+            [(topic, str(topic_id), 0)]
+        assert topic not in seglog_broker.node.topics()
+    finally:
+        admin.close()
+    assert versions["DELETE_TOPICS"] == {6}
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")

@@ -118,6 +118,17 @@ def test_create_topics_with_a_manual_replica_assignment(zookeeper_server, tmp_pa
         with pytest.raises(InvalidReplicationAssignmentError, match="partition 0 has 2 while partitions \\[5\\]"):
             admin.create_partitions({"placed": NewPartitions(6, [[1]])})
         assert len(c.assignment("placed")) == 5
+        # DeleteTopics v6 by topic id, at any broker: the cluster's id of the topic deletes it everywhere
+        import uuid
+
+        from kafka.errors import UnknownTopicIdError
+        [described] = admin.describe_topics(["placed"])
+        topic_id = uuid.UUID(str(described["topic_id"]))
+        with pytest.raises(UnknownTopicIdError):
+            admin.delete_topics([uuid.uuid4()])
+        deleted = admin.delete_topics([topic_id])
+        assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [("placed", 0)]
+        wait_until(lambda: "placed" not in c.topics(), 30, "the topic deleted by id to be gone", details=c.describe)
     finally:
         admin.close()
         c.close()

@@ -19,7 +19,7 @@ from seglog.node import Node
 from seglog.offsets_format import OffsetAndMetadata, TopicPartition
 from seglog.protocol import ApiKey, RequestHeader, decode_request, decode_response, encode_request, encode_response
 
-UNSUPPORTED_VERSION, UNKNOWN_MEMBER_ID, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC = 35, 25, 100, 3
+UNSUPPORTED_VERSION, UNKNOWN_MEMBER_ID, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC, INVALID_REQUEST = 35, 25, 100, 3, 42
 
 
 class Broker(SimpleNamespace):
@@ -254,6 +254,35 @@ def test_create_topics_v7_describes_the_created_topic(broker):
     deleted = call(broker, ApiKey.DELETE_TOPICS, 5, {"topic_names": ["n", "nope"], "timeout_ms": 1000})
     assert [(d["name"], d["error_code"], d["error_message"] is None) for d in deleted["responses"]] == \
         [("n", 0, True), ("nope", UNKNOWN_TOPIC, False)]
+
+
+def test_delete_topics_v6_by_topic_id(broker):
+    """v6 names a topic by id or by name: an unknown id is UNKNOWN_TOPIC_ID, neither is INVALID_REQUEST for that
+    entry, both in one entry fail the whole request INVALID_REQUEST and delete nothing."""
+    broker.node.create_topic("u", 1)
+    t_id, u_id, nil = broker.node.topic("t").topic_id, broker.node.topic("u").topic_id, uuid.UUID(int=0)
+    both = call(broker, ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": u_id},
+                                                             {"name": "t", "topic_id": t_id}], "timeout_ms": 1000})
+    assert [(d["name"], d["topic_id"], d["error_code"]) for d in both["responses"]] == \
+        [(None, u_id, INVALID_REQUEST), ("t", t_id, INVALID_REQUEST)]
+    assert sorted(broker.node.topics()) == ["t", "u"]
+    ghost = uuid.uuid4()
+    r = call(broker, ApiKey.DELETE_TOPICS, 6, {"topics": [
+        {"name": None, "topic_id": u_id}, {"name": None, "topic_id": ghost}, {"name": "t", "topic_id": nil},
+        {"name": None, "topic_id": nil}, {"name": "nope", "topic_id": nil}], "timeout_ms": 1000})
+    assert [(d["name"], d["topic_id"], d["error_code"]) for d in r["responses"]] == [
+        ("u", u_id, 0), (None, ghost, UNKNOWN_TOPIC_ID), ("t", nil, 0), (None, nil, INVALID_REQUEST),
+        ("nope", nil, UNKNOWN_TOPIC)]
+    assert broker.node.topics() == []
+
+
+def test_delete_topics_v6_hides_the_name_of_an_id_not_described(broker, monkeypatch):
+    from seglog.security.acls import AclOperation
+    t_id = broker.node.topic("t").topic_id
+    monkeypatch.setattr(broker, "allowed", lambda op, *a: op != AclOperation.DESCRIBE, raising=False)
+    r = call(broker, ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": t_id}], "timeout_ms": 1000})
+    assert [(d["name"], d["topic_id"], d["error_code"]) for d in r["responses"]] == [(None, t_id, 29)]
+    assert broker.node.topics() == ["t"]
 
 
 def test_produce_v8_names_the_records_a_compacted_topic_refuses(broker):

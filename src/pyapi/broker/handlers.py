@@ -27,7 +27,7 @@ from .handlers_data import DataHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_txn import TxnHandlers
 from .handlers_quotas import QUOTA_HANDLERS
-from .security_handlers import SECURITY_HANDLERS
+from .security_handlers import SECURITY_HANDLERS, sasl_api_versions
 
 
 __all__ = ["Handlers", "HANDLERS", "CloseConnection"]
@@ -50,6 +50,9 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
     # -- ApiVersions, Metadata ---------------------------------------------------------------------------------
 
     async def handle_api_versions(self, header, body):
+        conn = self.broker.connection()
+        if conn is not None and conn.sasl is not None:
+            return await sasl_api_versions(self.broker, conn)
         return api_versions_body()
 
     async def handle_metadata(self, header, body):
@@ -97,6 +100,10 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
                 else:
                     count, internal = view.topic_partitions(name)
                 partitions = [view.partition_metadata(name, p) for p in range(count)]
+                if header.api_version < 6:                 # Kafka: LEADER_NOT_AVAILABLE before v6
+                    for pm in partitions:
+                        if pm["error_code"] == errors.ListenerNotFoundError.code:
+                            pm["error_code"] = errors.LeaderNotAvailableError.code
                 topic_id = view.topic_id(name)
             except SeglogError as e:
                 topics.append({"error_code": _err(e), "name": name, "partitions": []})

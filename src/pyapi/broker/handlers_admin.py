@@ -10,6 +10,7 @@ import shutil
 from .. import errors
 from ..config import KAFKA_NAMES
 from ..errors import SeglogError
+from ..protocol.schema import NIL_UUID
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
 from ..topic_names import validate_topic_name
@@ -89,19 +90,40 @@ class AdminHandlers:
                             for k in KAFKA_NAMES]}
 
     async def handle_delete_topics(self, header, body):
+        """DeleteTopics; v6+ names each topic by name or by topic id (exactly one), as Kafka: both in one entry
+        fail the whole request INVALID_REQUEST, neither fails that entry; an id no topic has is UNKNOWN_TOPIC_ID;
+        an id whose topic the principal may not describe answers TOPIC_AUTHORIZATION_FAILED without its name.
+        v6+ answers carry the id as asked (zero for a topic named)."""
+        if header.api_version < 6:
+            asked = [(name, None) for name in body["topic_names"]]
+        else:
+            asked = [(t["name"], None if t["topic_id"].int == 0 else t["topic_id"]) for t in body["topics"]]
+            if any(name is not None and tid is not None for name, tid in asked):
+                e = errors.InvalidRequestError("Topic name and topic ID can not both be specified.")
+                return {"responses": [{"name": t["name"], "topic_id": t["topic_id"], "error_code": e.code,
+                                       "error_message": str(e)} for t in body["topics"]]}
         out = []
         strict = header.api_version >= 5           # controller_mutation_rate: refused (v5+) or throttled after
-        for name in body["topic_names"]:
+        for name, tid in asked:
+            answer = {"name": name, "topic_id": tid or NIL_UUID, "error_code": 0, "error_message": None}
             try:
+                if tid is not None:
+                    answer["name"] = name = self.broker.view.topic_name(tid)
+                    if not self.broker.allowed(Op.DESCRIBE, Res.TOPIC, name):
+                        answer["name"] = None
+                        raise errors.TopicAuthorizationFailedError("Not authorized to describe the topic of id "
+                                                                   f"{tid}")
+                elif name is None:
+                    raise errors.InvalidRequestError("Neither topic name nor id were specified.")
                 self.check_topic(name, Op.DELETE)
                 partitions = self._partition_count(name)
                 if strict and partitions:
                     self.broker.check_mutations()
                 await _off_loop(self.broker.view.delete_topic, name)
                 self.broker.record_mutations(partitions, strict)
-                out.append({"name": name, "error_code": 0})
             except SeglogError as e:
-                out.append({"name": name, "error_code": _err(e), "error_message": str(e)})
+                answer.update(error_code=_err(e), error_message=str(e))
+            out.append(answer)
         return {"responses": out}
 
     def _partition_count(self, name: str) -> int:

@@ -22,8 +22,8 @@ import uuid
 from typing import Callable, Sequence
 
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
-                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, NotControllerError,
-                      NotCoordinatorError, RequestTimedOutError, SeglogError, TopicAlreadyExistsError,
+                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, ListenerNotFoundError,
+                      NotControllerError, NotCoordinatorError, RequestTimedOutError, SeglogError, TopicAlreadyExistsError,
                       TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
 from ..node import internal_topic_config
 from ..offsets_format import OFFSETS_TOPIC
@@ -422,6 +422,8 @@ class ClusterView:
         offline = [r for r in replicas if r not in live]
         leader = st.leader if st.leader in live else NO_LEADER     # as Kafka: a dead leader is no leader
         code = LeaderNotAvailableError.code if leader == NO_LEADER else 0
+        if leader != NO_LEADER and live[leader].address(self.m.current_listener()) is None:
+            code, leader = ListenerNotFoundError.code, NO_LEADER   # Kafka's MetadataCache: alive, not on it
         return {"error_code": code, "partition_index": p, "leader_id": leader, "leader_epoch": st.leader_epoch,
                 "replica_nodes": replicas, "isr_nodes": list(st.isr), "offline_replicas": offline}
 

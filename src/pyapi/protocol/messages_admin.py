@@ -64,13 +64,18 @@ CREATE_TOPICS = Api(19, "CreateTopics", (2, 7), flexible=5, request=(
                 versions="5+", nullable="5+")),
 ))
 
-DELETE_TOPICS = Api(20, "DeleteTopics", (1, 5), flexible=4, request=(
-    field("topic_names", "[]string"),
+DELETE_TOPICS = Api(20, "DeleteTopics", (1, 6), flexible=4, request=(
+    array("topics",
+          field("name", "string", nullable="6+"),
+          field("topic_id", "uuid"),
+          versions="6+"),
+    field("topic_names", "[]string", "0-5"),
     field("timeout_ms", "int32"),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
     array("responses",
-          field("name", "string"),
+          field("name", "string", nullable="6+"),
+          field("topic_id", "uuid", "6+"),
           field("error_code", "int16"),
           field("error_message", "string", "5+", nullable="5+")),
 ))
