@@ -52,7 +52,8 @@ def assignments(consumers):
 
 def settle(consumers, done, seconds=30, seen=None):
     """Poll every consumer until ``done(assignments)``; every polled record goes into ``seen`` (partition,
-    offset) and must not come twice. Checks at each round that no partition is assigned to two consumers."""
+    offset; nothing is committed here, so a partition that moves is read again from its start by its new
+    owner). Checks at each round that no partition is assigned to two consumers."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for c in consumers:
@@ -60,9 +61,7 @@ def settle(consumers, done, seconds=30, seen=None):
             if m is not None:
                 assert m.error() is None, m.error()
                 if seen is not None:
-                    key = (m.partition(), m.offset())
-                    assert key not in seen, f"record {key} consumed twice"
-                    seen.add(key)
+                    seen.add((m.partition(), m.offset()))
         now = assignments(consumers)
         flat = [p for a in now for p in a]
         assert len(flat) == len(set(flat)), f"a partition assigned twice: {now}"
@@ -103,7 +102,7 @@ def test_three_consumers_split_six_partitions_and_a_leaver_moves_its_partitions(
         left = cs.pop(0)
         now = settle(cs, lambda a: sorted(map(len, a)) == [3, 3], seen=seen)
         assert set().union(*now) == set(range(6))
-        settle(cs, lambda a: len(seen) >= 600 - 200, seen=seen)    # the survivors read what they were given
+        settle(cs, lambda a: len(seen) == 600, seen=seen)         # every record read, none left behind
         del left
     finally:
         for c in cs:
