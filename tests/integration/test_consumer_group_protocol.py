@@ -171,3 +171,63 @@ def test_commits_are_resumed_by_a_restarted_group(broker):
     assert len(set(got) | set(rest)) == 100
     assert sorted(tp.offset for tp in committed) == sorted(
         max((o for p, o in got if p == part), default=-1) + 1 for part in (0, 1))
+
+
+def commit(c) -> None:
+    """A synchronous commit of the consumer's positions; nothing new to commit is fine."""
+    try:
+        c.commit(asynchronous=False)
+    except ck.KafkaException as e:
+        if e.args[0].code() != ck.KafkaError._NO_OFFSET:
+            raise
+
+
+def test_the_group_rejoins_a_new_coordinator_when_its_coordinator_is_killed_on_three_brokers(zookeeper_server,
+                                                                                            tmp_path):
+    """Three brokers; two consumers split four partitions and commit. The group's coordinator (leader of its
+    __consumer_offsets partition) is killed with -9: the members, unknown to the new coordinator (consumer
+    groups are kept in memory only), rejoin it and split the partitions again, resuming from the committed
+    offsets (no record is left unread), and commit there with their new epochs."""
+    from cluster_harness import OFFSETS_TOPIC, Cluster
+
+    from seglog.offsets_store import partition_for_group
+
+    overrides = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+    with Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3, overrides,
+                 chroot=f"/kip848-{int(time.time() * 1000) % 10**8}") as cluster:
+        cluster.create_topic("kc", 4)
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(400):
+            p.produce("kc", str(i).encode(), partition=i % 4)
+        assert p.flush(30) == 0
+        conf = {"bootstrap.servers": cluster.bootstrap, "group.id": "moved", "group.protocol": "consumer",
+                "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        cs = [Consumer(conf) for _ in range(2)]
+        seen: set = set()
+        try:
+            for c in cs:
+                c.subscribe(["kc"])
+            settle(cs, lambda a: len(seen) >= 100 and sorted(map(len, a)) == [2, 2], seconds=60, seen=seen)
+            for c in cs:
+                commit(c)
+            before = len(seen)
+            offsets_p = partition_for_group("moved", cluster.overrides["offsets.topic.num.partitions"])
+            cluster.brokers[cluster.state(OFFSETS_TOPIC, offsets_p)["leader"]].kill()
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+            def rejoined(a):
+                try:
+                    desc = admin.describe_consumer_groups(["moved"])["moved"].result(30)
+                except ck.KafkaException:                  # the coordinator is moving
+                    return False
+                return (len(seen) == 400 and sorted(map(len, a)) == [2, 2] and str(desc.state).endswith("STABLE")
+                        and sorted(len(m.assignment.topic_partitions) for m in desc.members) == [2, 2])
+            settle(cs, rejoined, seconds=90, seen=seen)
+            assert len(seen) >= before
+            for c in cs:
+                commit(c)                                      # accepted by the new coordinator
+            committed = cs[0].committed([ck.TopicPartition("kc", q) for q in range(4)], timeout=30)
+            assert [tp.offset for tp in committed] == [100, 100, 100, 100]
+        finally:
+            for c in cs:
+                c.close()
