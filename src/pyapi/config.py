@@ -380,6 +380,9 @@ class BrokerConfig:
         if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
             raise InvalidConfigError("max.connections.per.ip can be set to zero only if "
                                      "max.connections.per.ip.overrides property is set.")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise InvalidConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                                     "group.consumer.session.timeout.ms")
         broker_listeners(self)                     # every listener, protocol map and inter-broker name checked
         check_authorizer_class(self.authorizer_class_name)
         parse_super_users(self.super_users)
