@@ -17,7 +17,8 @@ first in every round; figures are medians of --runs rounds:
   client connection (seglog.client.BrokerConnection, TLS and SASL included), records counted from the batch
   headers only (bench.broker.fetch_loop): MB/s of record batches and the broker's CPU seconds per GB sent.
   On PLAINTEXT a fetch's record batches of 64 KiB and more leave with sendfile from the segment file; on TLS
-  the broker hands the view of the mapped segment to the TLS transport, which encrypts it in user space.
+  the broker hands the view of the mapped segment to the TLS transport in 256 KiB slices, encrypted in user
+  space (kernel TLS is out of reach: Python 3.11 has no ssl.OP_ENABLE_KTLS).
 
 Rate ratios are medians over the rounds of SASL_SSL / PLAINTEXT measured back to back in that round (higher is
 better); CPU ratios are SASL_SSL / PLAINTEXT of the medians (a cost: lower is better).

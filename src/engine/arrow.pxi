@@ -134,17 +134,25 @@ cdef int validity_reserve(ArrowBuf *bits, Py_ssize_t slots) except -1:
     return 0
 
 
-cdef int validity_mark(ArrowBuf *bits, Py_ssize_t *nulls, Py_ssize_t i, Py_ssize_t cap, bint valid) except -1:
+cdef int validity_start(ArrowBuf *bits, Py_ssize_t i, Py_ssize_t cap) except -1:
+    """Create the bitmap at the first null, entry i: every earlier entry marked valid, i and later ones null
+    until marked."""
+    cdef Py_ssize_t j
+    validity_reserve(bits, cap)
+    memset(bits.data, 0xFF, <size_t>(i >> 3))
+    for j in range(i & ~(<Py_ssize_t>7), i):
+        bit_set(bits.data, j, True)
+    return 0
+
+
+cdef inline int validity_mark(ArrowBuf *bits, Py_ssize_t *nulls, Py_ssize_t i, Py_ssize_t cap,
+                              bint valid) except -1:
     """Record entry i as valid or null. The bitmap is created at the first null, with every earlier entry
     marked valid; while no entry is null there is no bitmap at all (Arrow's null_count 0 case)."""
-    cdef Py_ssize_t j
     if bits.obj == NULL:
         if valid:
             return 0
-        validity_reserve(bits, cap)
-        memset(bits.data, 0xFF, <size_t>(i >> 3))
-        for j in range(i & ~(<Py_ssize_t>7), i):
-            bit_set(bits.data, j, True)
+        validity_start(bits, i, cap)
     if not valid:
         nulls[0] += 1
     bit_set(bits.data, i, valid)
@@ -204,8 +212,8 @@ cdef inline void put_i64(ArrowBuf *b, int64_t v) noexcept:
     b.size += 8
 
 
-cdef int arrow_put_binary(ArrowBinary *col, const unsigned char *p, int64_t n, Py_ssize_t row,
-                          Py_ssize_t cap, BatchHeader *h, object path) except -1:
+cdef inline int arrow_put_binary(ArrowBinary *col, const unsigned char *p, int64_t n, Py_ssize_t row,
+                                 Py_ssize_t cap, BatchHeader *h, object path) except -1:
     """Append one binary value (n < 0: null) as entry `row` of col, whose offsets already hold `row` + 1 entries."""
     if n < 0:
         validity_mark(&col.validity, &col.nulls, row, cap, False)

@@ -266,6 +266,15 @@ class LeaderNotAvailableError(SeglogError):
     retriable = True
 
 
+class ListenerNotFoundError(SeglogError):
+    """The partition's leader is alive but has no endpoint on the listener the client connected to (a
+    listener configured on some brokers only)."""
+
+    code = 72
+    kafka_name = "LISTENER_NOT_FOUND"
+    retriable = True
+
+
 class NotLeaderOrFollowerError(SeglogError):
     """This broker is not the leader (or a follower, for a replica fetch) of the partition."""
 
@@ -652,6 +661,41 @@ class UnstableOffsetCommitError(SeglogError):
     retriable = True
 
 
+class FencedMemberEpochError(SeglogError):
+    """The consumer group member's epoch is not the coordinator's (KIP-848): rejoin with epoch 0."""
+
+    code = 110
+    kafka_name = "FENCED_MEMBER_EPOCH"
+
+
+class UnreleasedInstanceIdError(SeglogError):
+    """The group.instance.id is still used by a member that has not left (KIP-848 static membership)."""
+
+    code = 111
+    kafka_name = "UNRELEASED_INSTANCE_ID"
+
+
+class UnsupportedAssignorError(SeglogError):
+    """The server assignor named is not one of group.consumer.assignors."""
+
+    code = 112
+    kafka_name = "UNSUPPORTED_ASSIGNOR"
+
+
+class StaleMemberEpochError(SeglogError):
+    """The member epoch of an offset commit or fetch is not the member's current epoch."""
+
+    code = 113
+    kafka_name = "STALE_MEMBER_EPOCH"
+
+
+class InvalidRegularExpressionError(SeglogError):
+    """The subscription's regular expression does not compile."""
+
+    code = 128
+    kafka_name = "INVALID_REGULAR_EXPRESSION"
+
+
 
 # --- protocol ------------------------------------------------------------------------------------------------
 class UnsupportedVersionError(SeglogError):
@@ -722,10 +766,15 @@ class IllegalSaslStateError(SeglogError):
 
 
 class SaslAuthenticationError(SeglogError):
-    """SASL authentication failed (wrong user or password, a malformed exchange)."""
+    """SASL authentication failed (wrong user or password, a malformed exchange). The message is what the
+    client is told; ``reason`` (None: the message) is what the broker logs when the client is told less."""
 
     code = 58
     kafka_name = "SASL_AUTHENTICATION_FAILED"
+
+    def __init__(self, message: str = "", reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason
 
 
 class SslAuthenticationError(SeglogError):

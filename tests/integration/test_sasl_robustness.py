@@ -89,6 +89,12 @@ CONVERSATIONS = {
     "token over the receive limit": [handshake("PLAIN"), token_frame(MAX_RECEIVE + 1)],
     "raw token over the receive limit": [handshake("PLAIN", 0), raw(b"y" * (MAX_RECEIVE + 1))],
     "handshake cut short": [handshake("SCRAM-SHA-512")[:9]],
+    "api versions twice": [frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "fuzz",
+                                                          "client_software_version": "1"})] * 2 + [
+        handshake("PLAIN"), auth(f"\0alice\0{SECRET}".encode())],
+    "api versions mid-exchange": [handshake("SCRAM-SHA-256"), auth(SCRAM_FIRST), frame(ApiKey.API_VERSIONS, 0, {})],
+    "scram first of an escaped name and a nonce with a space": [handshake("SCRAM-SHA-256"),
+                                                                auth(b"n,,n=ali=2Cce,r=a nonce")],
 }
 
 
@@ -151,6 +157,31 @@ def check_bad_connection(broker_and_records, data: bytes) -> None:
     assert not [r for r in new if r.levelno >= logging.ERROR or r.exc_info], messages
     lines = [m for r, m in zip(new, messages) if r.levelno >= logging.INFO and f":{port}" in m]
     assert len(lines) <= 1 and not [m for m in lines if "\n" in m], lines
+
+
+API_VERSIONS_V3 = {"client_software_name": "sasl-test", "client_software_version": "1"}
+
+
+def test_api_versions_only_before_the_handshake_as_kafka(sasl_fuzz_broker):
+    """Kafka's SaslServerAuthenticator: one ApiVersions before SaslHandshake is answered, a second closes the
+    connection unanswered; one during the exchange is answered ILLEGAL_SASL_STATE (no versions) and the
+    connection closed; once authenticated ApiVersions is an ordinary request."""
+    address = ("127.0.0.1", sasl_fuzz_broker[0].port)
+    with RawConnection(address, timeout=10) as c:
+        assert c.request(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)["error_code"] == 0
+        c.send(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)
+        assert c.closed_by_peer()
+    with RawConnection(address, timeout=10) as c:
+        assert c.request(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)["error_code"] == 0
+        assert c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})["error_code"] == 0
+        assert c.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": SCRAM_FIRST})["error_code"] == 0
+        refused = c.request(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)
+        assert (refused["error_code"], refused["api_keys"]) == (34, [])
+        assert c.closed_by_peer()
+    with RawConnection(address, timeout=10) as c:
+        assert authenticate(c, "SCRAM-SHA-512", "alice", SECRET)["error_code"] == 0
+        for _ in range(2):
+            assert c.request(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)["api_keys"]
 
 
 @pytest.mark.parametrize("name", CONVERSATIONS)

@@ -242,7 +242,14 @@ def test_transactions_need_write_on_the_transactional_id_and_read_on_the_group(b
     alice.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 20)
     alice.commit_transaction(20)
     consumer.close()
-    assert broker.node.group_coordinator.fetch_offsets(group, None)[_tp(topic)].offset == 1
+    # commit_transaction returns once PrepareCommit is logged (as Kafka's EndTxn); the offset becomes the group's
+    # when the coordinator's marker reaches __consumer_offsets, a moment later (seconds on a loaded machine)
+    committed = {}
+    deadline = time.monotonic() + 20
+    while _tp(topic) not in committed and time.monotonic() < deadline:
+        committed = broker.node.group_coordinator.fetch_offsets(group, None)
+        time.sleep(0.05)
+    assert committed[_tp(topic)].offset == 1
     # a transactional id alice may use, a topic she may not write: the transaction cannot take the partition
     other = make_topic(broker)
     alice.begin_transaction()

@@ -76,6 +76,28 @@ def test_plaintext_client_on_a_tls_port_gets_no_kafka_answer(tls_broker, certs):
             "error_code"] == 0                      # the broker kept serving
 
 
+def test_large_fetch_over_tls_sends_the_mapped_view_not_the_file(tls_broker, certs):
+    """sendfile cannot encrypt: a fetch of record batches of 64 KiB and more over TLS is the view of the mapped
+    segment written to the TLS transport (in slices), never loop.sendfile (whose TLS fallback reads the file
+    into buffers on the executor), whatever thread read the partition; the bytes are the log's."""
+    from seglog.producer import Producer
+    from tests.helpers.kafka_wire import fetch_body
+    tls_broker.node.create_topic("big", 1)
+    p = Producer(tls_broker.node)
+    for i in range(400):
+        p.send("big", bytes([i % 251]) * 2000, partition=0)
+    p.close()
+    stored = bytes(tls_broker.node.partition("big", 0).log.read(0, 8 << 20))
+    assert len(stored) > 600_000
+    sent_from_files = []
+    original = tls_broker.broker._sendfile
+    tls_broker.broker._sendfile = lambda writer, chunk: sent_from_files.append(chunk) or original(writer, chunk)
+    with RawConnection(("127.0.0.1", tls_broker.port), ssl_context=client_context(certs.ca)) as c:
+        r = c.request(ApiKey.FETCH, 11, fetch_body("big", 0, 0))
+    assert r["responses"][0]["partitions"][0]["records"] == stored
+    assert sent_from_files == []
+
+
 def test_tls_client_on_a_plaintext_port_fails_the_handshake(tmp_path, certs):
     with seglog.serve(tmp_path) as b:
         with pytest.raises((ssl.SSLError, ConnectionError)):

@@ -8,6 +8,7 @@ The table must name every API in HANDLERS: a new API without a row fails here.""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Callable, NamedTuple
 
@@ -20,7 +21,7 @@ from seglog.broker.metrics import Metrics
 from seglog.broker.server import Broker as ServerBroker
 from seglog.broker.server import Connection
 from seglog.node import Node
-from seglog.protocol import ApiKey
+from seglog.protocol import ApiKey, RequestHeader, decode_request, encode_request
 from seglog.quotas.manager import ClientQuotas
 from seglog.quotas.store import FileQuotaStore
 from seglog.security.acls import (CLUSTER_NAME, AccessControlEntry, AclBinding, AclOperation, AclPermissionType,
@@ -216,11 +217,13 @@ ROWS = {
     "OffsetDelete": Row(ApiKey.OFFSET_DELETE, 0, lambda b: {"group_id": "g", "topics": [
         {"name": "t", "partitions": [{"partition_index": 0}]}]},
         needs=((Op.DELETE, Res.GROUP, "g"), (Op.READ, Res.TOPIC, "t")), denied=GROUP_DENIED),
-    # Kafka answers UNSUPPORTED_VERSION before authorizing while the consumer group protocol is off, as here
     "ConsumerGroupHeartbeat": Row(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, lambda b: {
         "group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None, "rack_id": None,
         "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
-        "server_assignor": None, "topic_partitions": []}),
+        "server_assignor": None, "topic_partitions": []}, needs=((Op.READ, Res.GROUP, "g"),), denied=GROUP_DENIED),
+    "ConsumerGroupDescribe": Row(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, lambda b: {
+        "group_ids": ["g"], "include_authorized_operations": False},
+        needs=((Op.DESCRIBE, Res.GROUP, "g"),), denied=GROUP_DENIED),
     "InitProducerId transactional": Row(
         ApiKey.INIT_PRODUCER_ID, 4, lambda b: {"transactional_id": "tx", "transaction_timeout_ms": 60000,
                                                "producer_id": -1, "producer_epoch": -1},
@@ -405,3 +408,48 @@ def test_authorized_operations_are_reported_when_asked(broker):
     every_topic_operation = _bits(Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
                                   Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
     assert t["topic_authorized_operations"] == u["topic_authorized_operations"] == every_topic_operation
+
+
+def _produce_to(topic: str, transactional: bool = False) -> dict:
+    """A keyed record (internal topics are compacted) for partition 0 of `topic`."""
+    records = record_batch([(1, b"k", b"v", [])], transactional=transactional,
+                           **({"producer_id": 5, "producer_epoch": 0, "base_sequence": 0} if transactional else {}))
+    return {"transactional_id": "tx" if transactional else None, "acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "__transaction_state"])
+@pytest.mark.parametrize("transactional", [False, True])
+def test_internal_topics_take_no_records_from_clients(broker, topic, transactional):
+    """Kafka's ReplicaManager: INVALID_TOPIC_EXCEPTION, even for a super user; a principal without Write on the
+    topic (or the transactional id) is refused that first."""
+    broker.node.ensure_topic(topic)
+    [part] = call(broker, ApiKey.PRODUCE, 9, _produce_to(topic, transactional))["responses"][0]["partition_responses"]
+    assert part["error_code"] == (TXN_DENIED if transactional else TOPIC_DENIED)
+    broker.principal = SUPER_USER
+    [part] = call(broker, ApiKey.PRODUCE, 9, _produce_to(topic, transactional))["responses"][0]["partition_responses"]
+    assert (part["error_code"], part["error_message"]) == (17, f"Cannot append to internal topic {topic}")
+    assert broker.node.partition(topic, 0).high_watermark == 0
+
+
+def test_the_admin_client_id_may_append_to_an_internal_topic(broker):
+    """Kafka lets Produce of client id __admin_client append to internal topics (internalTopicsAllowed)."""
+    broker.node.ensure_topic("__consumer_offsets")
+    broker.principal = SUPER_USER
+    header = RequestHeader(ApiKey.PRODUCE, 9, 1, "__admin_client")
+    header, body = decode_request(encode_request(header, _produce_to("__consumer_offsets"))[0][4:])
+    answer = asyncio.run(HANDLERS[ApiKey.PRODUCE](broker.handlers, header, body))
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+
+
+def test_no_transaction_may_hold_an_internal_topic(broker):
+    """Kafka's AddPartitionsToTxn: an internal topic is TOPIC_AUTHORIZATION_FAILED whatever the grants (a super
+    user too), the transaction's other partitions OPERATION_NOT_ATTEMPTED."""
+    broker.principal = SUPER_USER
+    answer = call(broker, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 5, "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "t", "partitions": [0]}, {"name": "__consumer_offsets", "partitions": [0]},
+                                {"name": "__transaction_state", "partitions": [0]}]})
+    codes = {(t["name"], p["partition_index"]): p["partition_error_code"]
+             for t in answer["results_by_topic_v3_and_below"] for p in t["results_by_partition"]}
+    assert codes == {("t", 0): 55, ("__consumer_offsets", 0): TOPIC_DENIED, ("__transaction_state", 0): TOPIC_DENIED}

@@ -10,6 +10,8 @@ from seglog.quotas.entities import (DEFAULT, FETCH, MUTATION, PRODUCE, REQUEST, 
 from seglog.quotas.manager import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT, ClientQuotas
 from seglog.quotas.rate import SampledRate, TokenBucket, throttle_time_ms
 from seglog.quotas.store import FileQuotaStore, MetadataQuotaStore
+from seglog.sanitizer import desanitize, sanitize
+from seglog.security.credentials import user_entity_path
 
 
 # -- rate and throttle arithmetic ---------------------------------------------------------------------------------
@@ -160,12 +162,27 @@ def test_entity_paths_are_kafkas_sanitized_zookeeper_paths():
     cases = {QuotaEntity("alice", None): "users/alice",
              QuotaEntity("CN=a b,O=x*", "c/1"): "users/CN%3Da%20b%2CO%3Dx%2A/clients/c%2F1",
              QuotaEntity(DEFAULT, DEFAULT): "users/<default>/clients/<default>",
-             QuotaEntity(None, "my-client_1.~"): "clients/my-client_1.~"}
+             QuotaEntity(None, "my-client_1.~"): "clients/my-client_1.%7E"}
     for entity, path in cases.items():
         assert entity_path(entity) == path
         assert parse_entity_path(path) == entity
     with pytest.raises(ValueError):
         parse_entity_path("topics/t")
+
+
+@pytest.mark.parametrize("name, node", [("my-client_1.~", "my-client_1.%7E"), ("a b*+c", "a%20b%2A%2Bc"),
+                                        ("\u00e4/\u00df", "%C3%A4%2F%C3%9F"), ("User:CN=x,O=y", "User%3ACN%3Dx%2CO%3Dy"),
+                                        ("<default>", "%3Cdefault%3E"), ("'\"!()", "%27%22%21%28%29")])
+def test_names_are_sanitized_as_kafkas_sanitizer(name, node):
+    """Java's URLEncoder (only letters, digits and .-_ kept; '~' encoded) with '*' as %2A and ' ' as %20;
+    read back with Java's URLDecoder, which also takes '+' for a space."""
+    assert sanitize(name) == node and desanitize(node) == name
+    assert user_entity_path(name) == "users/" + node
+
+
+def test_desanitize_reads_a_plus_as_a_space_as_kafka():
+    assert desanitize("x+y%41") == "x yA"
+    assert parse_entity_path("clients/a+b") == QuotaEntity(None, "a b")
 
 
 def test_wire_entities():

@@ -98,6 +98,31 @@ def test_offsets_topic_not_creatable_yet_is_warned_about_once(caplog):
     assert "1 live brokers, offsets.topic.replication.factor=3" in warnings[0].getMessage()
 
 
+def test_a_leader_without_the_clients_listener_is_listener_not_found():
+    """Kafka's MetadataCache: a live leader with no endpoint on the request's listener gives LISTENER_NOT_FOUND
+    and no leader (the handler answers LEADER_NOT_AVAILABLE below Metadata v6); a dead one LEADER_NOT_AVAILABLE;
+    brokers without the listener are left out of the broker list."""
+    from seglog.cluster.metastore import PartitionState
+    both = (("EXTERNAL", "SSL", "h0", 9093), ("INTERNAL", "PLAINTEXT", "h0", 9092))
+    listener = ["EXTERNAL"]
+    member = SimpleNamespace(
+        assignments={"t": SimpleNamespace(partitions={0: [0, 1], 1: [1, 0], 2: [2, 0]})},
+        states={("t", 0): PartitionState(0, 3, [0, 1]), ("t", 1): PartitionState(1, 4, [1, 0]),
+                ("t", 2): PartitionState(2, 5, [2, 0])},
+        brokers={0: BrokerInfo(0, "h0", 9092, endpoints=both),
+                 1: BrokerInfo(1, "h1", 9092, endpoints=(("INTERNAL", "PLAINTEXT", "h1", 9092),))},
+        broker_id=0, current_listener=lambda: listener[0])
+    view = ClusterView(member)
+    ok, no_listener, dead = (view.partition_metadata("t", p) for p in range(3))
+    assert (ok["error_code"], ok["leader_id"]) == (0, 0)
+    assert (no_listener["error_code"], no_listener["leader_id"], no_listener["leader_epoch"]) == (72, -1, 4)
+    assert no_listener["replica_nodes"] == [1, 0] and no_listener["isr_nodes"] == [1, 0]
+    assert (dead["error_code"], dead["leader_id"], dead["offline_replicas"]) == (5, -1, [2])
+    assert [b["node_id"] for b in view.brokers()] == [0]
+    listener[0] = "INTERNAL"
+    assert view.partition_metadata("t", 1)["error_code"] == 0 and len(view.brokers()) == 2
+
+
 def test_a_new_session_whose_first_store_calls_fail_still_rejoins_the_cluster(tmp_path, members, monkeypatch):
     """After its session expired, a broker registers again, enters the controller election and unfences its
     replicas. A store call failing on the way (a ZooKeeper request timing out on a loaded machine) is retried:

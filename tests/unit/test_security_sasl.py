@@ -47,7 +47,7 @@ def test_scram_exchange_with_our_client(mechanism, password, ok):
         client.verify(server.step(client.final(server_first)))
         assert server.user == "alice"
     else:
-        with pytest.raises(SaslAuthenticationError, match="Invalid user credentials"):
+        with pytest.raises(SaslAuthenticationError, match="Invalid client credentials"):
             server.step(client.final(server_first))
 
 
@@ -56,7 +56,7 @@ def test_scram_unknown_user_fails_like_a_wrong_password():
     client = ScramClient("SCRAM-SHA-256", "mallory", "pw")
     server_first = server.step(client.first())
     assert b"i=4096" in server_first                      # a plausible answer: no telling the user is unknown
-    with pytest.raises(SaslAuthenticationError, match="Invalid user credentials"):
+    with pytest.raises(SaslAuthenticationError, match="Invalid client credentials"):
         server.step(client.final(server_first))
 
 
@@ -66,6 +66,70 @@ def test_scram_unknown_user_fails_like_a_wrong_password():
 def test_scram_malformed_client_first(token):
     with pytest.raises(SaslAuthenticationError):
         ScramServer("SCRAM-SHA-512", lambda u: new_credential("SCRAM-SHA-512", "pw")).step(token)
+
+
+@pytest.mark.parametrize("token", [b"y,,n=alice,r=abc", b"n,,n=alice,r=a b", b"n,,n=alice,r=abc\x7f",
+                                   b"n,,n=alice,r=", b"n,,n=alice,r=abc,1x=2", b"n,,n=alice,r=abc,ext=",
+                                   b"n,,n=alice,r=abc,tokenauth=true", "n,,n=al\u00efce,r=abc".encode(),
+                                   b"n,,n=alice,x=1,r=abc", b"n,a=alice=,n=alice,r=abc"])
+def test_scram_client_first_is_matched_as_kafka_does(token):
+    """Kafka's ScramMessages grammar: only flag 'n', ASCII names, a printable nonce without ',', extensions as
+    ALPHA=VALUE (tokenauth=true asks for a delegation token, which seglog has not); the client learns only that
+    its credentials are invalid, in Kafka's words, and the broker's log says why."""
+    state = SaslState(["SCRAM-SHA-256"], {}, {}, 0)
+    state._credentials = type("Store", (), {"get": staticmethod(lambda u, m: new_credential(m, "pw"))})()
+    state.handshake("SCRAM-SHA-256", 1)
+    with pytest.raises(SaslAuthenticationError) as failed:
+        state.authenticate(token)
+    assert str(failed.value) == ("Authentication failed during authentication due to invalid credentials with SASL "
+                                 "mechanism SCRAM-SHA-256")
+    assert failed.value.reason and "alice" not in failed.value.reason
+
+
+@pytest.mark.parametrize("first, user, nonce", [(b"n,,n=alice,r=abc,ext=1,Other=x=y", "alice", "abc"),
+                                                (b"n,,n=a=2Cb=3Dc,r=a=b", "a,b=c", "a=b"),
+                                                (b"n,a=alice,m=ignored,n=alice,r=!~", "alice", "!~")])
+def test_scram_client_first_extensions_and_escaped_names(first, user, nonce):
+    """Unknown extensions are ignored, =2C/=3D decode to ',' and '=', the nonce is any printable but ','."""
+    server = ScramServer("SCRAM-SHA-256", {user: new_credential("SCRAM-SHA-256", "pw")}.get)
+    assert server.step(first).startswith(f"r={nonce}".encode()) and server.known_user == user
+
+
+def test_scram_authorization_id_of_another_user_is_told_as_kafka_words_it():
+    server = ScramServer("SCRAM-SHA-256", lambda u: new_credential("SCRAM-SHA-256", "pw"))
+    with pytest.raises(SaslAuthenticationError, match="^Authentication failed: Client requested an authorization id "
+                                                      "that is different from username$"):
+        server.step(b"n,a=bob,n=alice,r=abc")
+
+
+def test_scram_final_nonce_must_end_with_the_servers_nonce():
+    cred = new_credential("SCRAM-SHA-256", "pw")
+    server = ScramServer("SCRAM-SHA-256", {"alice": cred}.get)
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw")
+    server_first = server.step(client.first())
+    final = client.final(server_first).replace(b",p=", b"X,p=", 1)
+    with pytest.raises(SaslAuthenticationError, match="Invalid client nonce"):
+        server.step(final)
+
+
+def test_api_versions_on_a_sasl_connection_follow_kafkas_states():
+    """Once before the handshake; a second one closes unanswered; one inside an exchange fails the login;
+    any number once authenticated (outside a re-authentication)."""
+    from seglog.errors import IllegalSaslStateError, InvalidRequestError
+    state = SaslState(["PLAIN"], None, {"alice": "pw"}, 0)
+    state.api_versions()
+    with pytest.raises(InvalidRequestError, match="HANDSHAKE_REQUEST"):
+        state.api_versions()
+    state = SaslState(["PLAIN"], None, {"alice": "pw"}, 0)
+    state.handshake("PLAIN", 1)
+    with pytest.raises(IllegalSaslStateError, match="API_VERSIONS during SASL authentication"):
+        state.api_versions()
+    state.authenticate(b"\0alice\0pw")
+    state.api_versions()
+    state.api_versions()
+    state.handshake("PLAIN", 1)                              # re-authentication
+    with pytest.raises(IllegalSaslStateError):
+        state.api_versions()
 
 
 def test_scram_iterations_are_checked():

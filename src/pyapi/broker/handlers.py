@@ -27,7 +27,7 @@ from .handlers_data import DataHandlers
 from .handlers_groups import GroupHandlers
 from .handlers_txn import TxnHandlers
 from .handlers_quotas import QUOTA_HANDLERS
-from .security_handlers import SECURITY_HANDLERS
+from .security_handlers import SECURITY_HANDLERS, sasl_api_versions
 
 
 __all__ = ["Handlers", "HANDLERS", "CloseConnection"]
@@ -50,6 +50,9 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
     # -- ApiVersions, Metadata ---------------------------------------------------------------------------------
 
     async def handle_api_versions(self, header, body):
+        conn = self.broker.connection()
+        if conn is not None and conn.sasl is not None:
+            return await sasl_api_versions(self.broker, conn)
         return api_versions_body()
 
     async def handle_metadata(self, header, body):
@@ -97,6 +100,10 @@ class Handlers(DataHandlers, GroupHandlers, TxnHandlers, AdminHandlers):
                 else:
                     count, internal = view.topic_partitions(name)
                 partitions = [view.partition_metadata(name, p) for p in range(count)]
+                if header.api_version < 6:                 # Kafka: LEADER_NOT_AVAILABLE before v6
+                    for pm in partitions:
+                        if pm["error_code"] == errors.ListenerNotFoundError.code:
+                            pm["error_code"] = errors.LeaderNotAvailableError.code
                 topic_id = view.topic_id(name)
             except SeglogError as e:
                 topics.append({"error_code": _err(e), "name": name, "partitions": []})
@@ -138,6 +145,7 @@ HANDLERS = {
     ApiKey.DELETE_GROUPS: Handlers.handle_delete_groups,
     ApiKey.OFFSET_DELETE: Handlers.handle_offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Handlers.handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Handlers.handle_consumer_group_describe,
     ApiKey.ADD_PARTITIONS_TO_TXN: Handlers.handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: Handlers.handle_add_offsets_to_txn,
     ApiKey.END_TXN: Handlers.handle_end_txn,

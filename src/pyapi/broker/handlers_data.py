@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import _engine, errors
 from ..errors import SeglogError
+from ..node import INTERNAL_TOPICS
 from ..quotas.entities import FETCH, PRODUCE
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
@@ -17,6 +18,7 @@ from .throttling import parked
 from .throttling import replica_id as fetch_replica_id
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
+ADMIN_CLIENT_ID = "__admin_client"     # Kafka lets Produce requests of this client id append to internal topics
 
 
 class DataHandlers:
@@ -30,7 +32,8 @@ class DataHandlers:
         under one deadline (timeout_ms from now), as Kafka's produce purgatory does: a request for many
         partitions takes about timeout_ms at worst, not that much per partition. An acks=0 request gets no
         answer; if any of its partitions failed, the connection is closed (CloseConnection), which is how
-        Kafka tells such a client to refresh its metadata."""
+        Kafka tells such a client to refresh its metadata. Internal topics take no records from clients
+        (INVALID_TOPIC_EXCEPTION), but from the client id ``__admin_client``, as Kafka's ReplicaManager."""
         acks, tid = body["acks"], body["transactional_id"]
         if header.api_version < 3:              # message format v0/v1: advertised (as Kafka does), never served
             err = errors.UnsupportedVersionError.code
@@ -44,9 +47,12 @@ class DataHandlers:
             err = 0
         deadline = time.monotonic() + max(body["timeout_ms"], 0) / 1000
         responses, appends = [], []
+        internal_allowed = header.client_id == ADMIN_CLIENT_ID
         for topic in body["topic_data"]:
             parts = []
             topic_err = err or (0 if self.broker.allowed(Op.WRITE, Res.TOPIC, topic["name"]) else TOPIC_DENIED)
+            if not topic_err and topic["name"] in INTERNAL_TOPICS and not internal_allowed:
+                topic_err = errors.InvalidTopicError.code          # as Kafka's ReplicaManager, after the ACLs
             for pd in topic["partition_data"]:
                 appends.append(self._append_one(topic["name"], pd["index"], pd["records"], acks, topic_err, tid))
             responses.append({"name": topic["name"], "partition_responses": parts})
@@ -90,6 +96,7 @@ class DataHandlers:
                                         f"Transactional Id authorization failed for {transactional_id}"
                                         if transactional_id is not None else "Transactional records need a "
                                                                              "transactional id",
+                                    errors.InvalidTopicError.code: f"Cannot append to internal topic {topic}",
                                     }.get(err)
             return out, None
         part = None
@@ -193,7 +200,7 @@ class DataHandlers:
         the partitions of `denied` topics are answered TOPIC_AUTHORIZATION_FAILED; runs on a disk thread."""
         by_topic: dict[str, list] = {}
         order: list[str] = []
-        total = 0
+        total = throttled_bytes = 0
         failed = False
         corrupt = []
         for topic, p in wanted:
@@ -214,10 +221,14 @@ class DataHandlers:
                 if p["last_fetched_epoch"] >= 0 and self._diverged(entry, part, p):
                     failed = True                          # answered at once, as any partition error is
                     continue
-                budget = min(p["partition_max_bytes"], max_bytes - total)
+                # a follower out of the ISR of a leader-throttled partition gets no records while the leader's
+                # replication quota is exceeded (seglog.replication.throttle)
+                throttled, hold = (self.broker.view.replication_throttle(topic, p["partition"], replica_id)
+                                   if replica else (False, False))
+                budget = 0 if hold else min(p["partition_max_bytes"], max_bytes - total)
                 # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
-                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0,
-                                 isolation_level=0 if replica else isolation)
+                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica,
+                                 min_one=total == 0 and not hold, isolation_level=0 if replica else isolation)
                 if replica:
                     self.broker.view.follower_fetched(part, replica_id, p["fetch_offset"], p["log_start_offset"])
                     res.high_watermark = part.high_watermark
@@ -228,6 +239,8 @@ class DataHandlers:
                              [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in aborted],
                              records=self.broker.records_chunk(res.records))
                 total += len(res.records)
+                if throttled:
+                    throttled_bytes += len(res.records)
             except errors.OffsetOutOfRangeError as e:
                 entry.update(error_code=e.code, high_watermark=e.end, log_start_offset=e.start)
                 failed = True
@@ -236,6 +249,8 @@ class DataHandlers:
                     corrupt.append((topic, p["partition"]))
                 entry["error_code"] = _err(e)
                 failed = True
+        if throttled_bytes:
+            self.broker.view.record_replication(throttled_bytes)
         return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed, corrupt
 
     @staticmethod

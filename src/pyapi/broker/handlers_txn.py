@@ -5,7 +5,7 @@ WriteTxnMarkers, seglog.txn.markers.write_here at this partition leader.
 
 Authorization is Kafka's (checked on the event loop, where the request's principal is known): a client's
 transaction APIs need Write on the TransactionalId (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), AddPartitionsToTxn
-also Write on each topic, AddOffsetsToTxn and TxnOffsetCommit Read on the group (and TxnOffsetCommit Read on each
+also Write on each topic (an internal topic is TOPIC_AUTHORIZATION_FAILED even for a super user), AddOffsetsToTxn and TxnOffsetCommit Read on the group (and TxnOffsetCommit Read on each
 topic); an idempotent producer's InitProducerId needs IdempotentWrite on the cluster or Write on some topic; the
 brokers' APIs (AddPartitionsToTxn v4, WriteTxnMarkers) ClusterAction on the cluster; DescribeTransactions and
 ListTransactions show only the transactional ids (and topics) the principal may describe."""
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .. import errors
 from ..errors import SeglogError
+from ..node import INTERNAL_TOPICS
 from ..offsets_format import OffsetAndMetadata, TopicPartition, partitions_by_topic
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
@@ -85,7 +86,8 @@ class TxnHandlers:
         if version < 4:                              # a client's: Write on the transactional id and on each topic
             if not self.broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, tid):
                 return dict.fromkeys(wanted, TXN_DENIED)
-            denied = {t for t in {t for t, _ in wanted} if not self.broker.allowed(Op.WRITE, Res.TOPIC, t)}
+            denied = {t for t in {t for t, _ in wanted}      # no client's transaction may hold an internal topic
+                      if t in INTERNAL_TOPICS or not self.broker.allowed(Op.WRITE, Res.TOPIC, t)}
             if denied:                               # nothing added: the others are answered OPERATION_NOT_ATTEMPTED
                 return {tp: TOPIC_DENIED if tp[0] in denied else OPERATION_NOT_ATTEMPTED for tp in wanted}
         try:

@@ -15,6 +15,7 @@ from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, Re
                       SaslAuthenticationError, SecurityDisabledError, SeglogError, UnacceptableCredentialError,
                       UnsupportedSaslMechanismError)
 from ..protocol import ApiKey
+from ..protocol import api_versions_body
 from ..security.acls import AclOperation, ResourcePattern, ResourceType
 from ..security.acls_wire import binding_from_wire, binding_to_wire, filter_from_wire
 from ..security.sasl import FAILED_LOGIN_DELAY
@@ -27,7 +28,7 @@ _MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
 
 async def _failed(broker, conn, mechanism: str, e: SeglogError) -> None:
     """A failed login: logged (rate-limited), the exchange dropped, answered after the failed-login delay."""
-    broker.failed_logins.failed(conn.address, mechanism, conn.sasl.claimed_user(), str(e))
+    broker.failed_logins.failed(conn.address, mechanism, conn.sasl.claimed_user(), getattr(e, "reason", None) or str(e))
     conn.sasl.server = None
     await asyncio.sleep(FAILED_LOGIN_DELAY)
 
@@ -42,6 +43,18 @@ async def sasl_step(broker, conn, token: bytes) -> tuple[bytes, int | str]:
         return b"", str(e)
     conn.principal = f"User:{conn.sasl.user}"
     return response, lifetime
+
+
+async def sasl_api_versions(broker, conn) -> dict:
+    """The ApiVersions answer on a SASL connection (SaslState.api_versions says when it is allowed); during an
+    exchange it is ILLEGAL_SASL_STATE without versions, the login failed and the connection then closed."""
+    try:
+        conn.sasl.api_versions()
+    except IllegalSaslStateError as e:
+        await _failed(broker, conn, conn.sasl.mechanism or "-", e)
+        conn.close_after = f"authentication failed: {e}"
+        return {**api_versions_body(e.code), "api_keys": []}
+    return api_versions_body()
 
 
 async def handle_sasl_handshake(handlers, header, body):

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from .admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescription, member_info
+from .admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription, member_info
+from ..broker.handler_support import RESOURCE_BROKER
 from ..client import EARLIEST, LATEST, error_for
 from ..cluster.metastore import ReplicaAssignment
 from ..errors import SeglogError
@@ -154,6 +155,18 @@ class BrokerAdmin(Admin):
                       for d in r["results"]]
         return out
 
+    def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Sequence[str]) -> None:
+        """IncrementalAlterConfigs of one broker's dynamic configs, sent to that broker (as Kafka's clients send
+        a broker resource); the error of a refused change."""
+        configs = ([{"name": k, "config_operation": 0, "value": str(v)} for k, v in set_.items()]
+                   + [{"name": k, "config_operation": 1, "value": None} for k in delete])
+        r = self.cluster.broker(broker_id).request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {
+            "resources": [{"resource_type": RESOURCE_BROKER, "resource_name": str(broker_id), "configs": configs}],
+            "validate_only": False})
+        [res] = r["responses"]
+        if res["error_code"]:
+            raise error_for(res["error_code"], res["error_message"])
+
     # -- partition reassignment ---------------------------------------------------------------------------
 
     def alter_partition_reassignments(self, changes: Mapping[tuple[str, int], Sequence[int] | None]
@@ -209,6 +222,15 @@ class BrokerAdmin(Admin):
         return out
 
     def describe_group(self, group_id: str) -> GroupInfo:
+        """As Kafka 4's tool: ConsumerGroupDescribe first (a KIP-848 consumer group: its assignor in
+        ``protocol``, each member's current assignment), DescribeGroups for any other group."""
+        consumer, (node_id, host, port) = self.node.group_coordinator.describe_consumer_group(group_id)
+        if consumer is not None:
+            members = tuple(MemberInfo(m["member_id"], m["client_id"], m["client_host"], tuple(sorted(
+                TopicPartition(t["topic_name"], p) for t in m["assignment"]["topic_partitions"]
+                for p in t["partitions"]))) for m in consumer["members"])
+            return GroupInfo(group_id, consumer["group_state"], "consumer", consumer["assignor_name"], members,
+                             f"{host}:{port} ({node_id})")
         entry, (node_id, host, port) = self.node.group_coordinator.describe_group(group_id)
         members = tuple(member_info(m["member_id"], m["client_id"], m["client_host"], entry["protocol_type"],
                                     m["member_assignment"]) for m in entry["members"])

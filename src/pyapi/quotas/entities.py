@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
-from urllib.parse import quote, unquote
-
 from ..errors import InvalidRequestError
+from ..sanitizer import desanitize, sanitize
 
 __all__ = ["DEFAULT", "QuotaEntity", "PRODUCE", "FETCH", "REQUEST", "MUTATION", "QUOTA_KEYS", "resolve", "entity_path",
            "parse_entity_path", "check_value", "format_value", "entity_from_wire", "entity_to_wire",
@@ -70,11 +69,11 @@ def resolve(quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str, user: s
 
 
 def _sanitize(name: str) -> str:
-    return name if name == DEFAULT else quote(name, safe="")
+    return name if name == DEFAULT else sanitize(name)
 
 
 def _desanitize(part: str) -> str:
-    return part if part == DEFAULT else unquote(part)
+    return part if part == DEFAULT else desanitize(part)
 
 
 def entity_path(entity: QuotaEntity) -> str:

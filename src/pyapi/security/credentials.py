@@ -25,9 +25,8 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from typing import Mapping
-from urllib.parse import quote, unquote
-
 from ..checkpoints import replace_file
+from ..sanitizer import desanitize, sanitize
 from .scram import HASHES, ScramCredential
 
 __all__ = ["CredentialStore", "FileCredentialStore", "MetadataCredentialStore", "user_entity_path",
@@ -40,7 +39,7 @@ Deletions = list[tuple[str, str]]
 
 def user_entity_path(user: str) -> str:
     """The entity path of a user's configs, its name sanitized as Kafka's (every name, even ``<default>``)."""
-    return "users/" + quote(user, safe="")
+    return "users/" + sanitize(user)
 
 
 def scram_configs(entity_configs: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
@@ -53,7 +52,7 @@ def scram_configs(entity_configs: Mapping[str, Mapping[str, str]]) -> dict[str, 
             continue
         mechs = {k: v for k, v in config.items() if k in HASHES}
         if mechs:
-            out[unquote(name)] = mechs
+            out[desanitize(name)] = mechs
     return out
 
 

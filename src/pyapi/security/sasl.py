@@ -25,8 +25,8 @@ import re
 import threading
 import time
 
-from ..errors import IllegalSaslStateError, InvalidConfigError, SaslAuthenticationError
-from .scram import HASHES, ScramClient, ScramServer
+from ..errors import IllegalSaslStateError, InvalidConfigError, InvalidRequestError, SaslAuthenticationError
+from .scram import HASHES, ScramClient, ScramRejected, ScramServer
 
 log = logging.getLogger("seglog.security")
 
@@ -138,7 +138,10 @@ class SaslState:
 
     ``authenticated`` once an exchange succeeded; ``expires_at`` (monotonic seconds, None: never) is when the
     session ends under connections.max.reauth.ms unless the client re-authenticates (KIP-368): a handshake
-    on an authenticated connection starts a new exchange, which must end with the same user."""
+    on an authenticated connection starts a new exchange, which must end with the same user.
+
+    ApiVersions is answered before the handshake once (Kafka's SaslServerAuthenticator): a second one closes
+    the connection unanswered, one during an exchange fails the login (ILLEGAL_SASL_STATE)."""
 
     def __init__(self, mechanisms, credentials, plain: dict[str, str], reauth_ms: int):
         self.mechanisms, self._credentials, self._plain, self._reauth_ms = mechanisms, credentials, plain, reauth_ms
@@ -147,6 +150,7 @@ class SaslState:
         self.raw_tokens = False              # after a v0 handshake: tokens travel without Kafka framing
         self.user: str | None = None
         self.expires_at: float | None = None
+        self._versions_answered = False
 
     @property
     def authenticated(self) -> bool:
@@ -154,6 +158,18 @@ class SaslState:
 
     def expired(self) -> bool:
         return self.expires_at is not None and time.monotonic() >= self.expires_at
+
+    def api_versions(self) -> None:
+        """Whether ApiVersions may be answered now: IllegalSaslStateError during an exchange (the login fails),
+        InvalidRequestError for a second one before the handshake (closed unanswered)."""
+        if self.server is not None:
+            raise IllegalSaslStateError("Unexpected Kafka request of type API_VERSIONS during SASL authentication.")
+        if self.authenticated:
+            return
+        if self._versions_answered:
+            raise InvalidRequestError("Unexpected ApiVersions request received during SASL authentication state "
+                                      "HANDSHAKE_REQUEST")
+        self._versions_answered = True
 
     def handshake(self, mechanism: str, version: int) -> None:
         if self.server is not None:
@@ -175,7 +191,12 @@ class SaslState:
         re-authentication is off). SaslAuthenticationError on failure: the connection is then closed."""
         if self.server is None:
             raise IllegalSaslStateError("SaslAuthenticate before SaslHandshake")
-        response = self.server.step(token)
+        try:
+            response = self.server.step(token)
+        except ScramRejected as e:
+            raise SaslAuthenticationError(
+                f"Authentication failed during {'re-' if self.authenticated else ''}authentication due to invalid "
+                f"credentials with SASL mechanism {self.mechanism}", reason=str(e)) from None
         if not self.server.complete:
             return response, 0
         user = self.server.user

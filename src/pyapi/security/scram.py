@@ -72,6 +72,7 @@ def new_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITER
 
 
 def _attributes(message: str) -> dict[str, str]:
+    """The attributes of a server message (seglog's client side)."""
     out = {}
     for item in message.split(","):
         key, sep, value = item.partition("=")
@@ -81,13 +82,25 @@ def _attributes(message: str) -> dict[str, str]:
     return out
 
 
-_SASLNAME = re.compile(r"(?:[^=,]|=2C|=3D)+")
+# RFC 5802's grammar as Kafka's ScramMessages matches it: ASCII only; a nonce is printable and has no ','
+_VALUE = r"[\x01-\x2b\x2d-\x7f]+"
+_PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"
+_SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
+_BASE64 = r"(?:[a-zA-Z0-9/+]{4})*(?:[a-zA-Z0-9/+]{3}=|[a-zA-Z0-9/+]{2}==)?"
+_EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
+CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?P<bare>(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
+                          rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))")
+CLIENT_FINAL = re.compile(rf"(?P<without_proof>c=(?P<binding>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS}),"
+                          rf"p=(?P<proof>{_BASE64})")
+
+
+class ScramRejected(SaslAuthenticationError):
+    """A SCRAM failure Kafka reports to the client only as invalid credentials (a SaslException in its
+    ScramSaslServer): the message says why, for the broker's log; SaslState tells the client Kafka's words."""
 
 
 def _saslname(name: str) -> str:
-    """RFC 5802 saslname decoding (=2C is ',', =3D is '='); any other '=' is malformed."""
-    if _SASLNAME.fullmatch(name) is None:
-        raise SaslAuthenticationError("Authentication failed: malformed SCRAM user name")
+    """RFC 5802 saslname decoding (=2C is ',', =3D is '='; CLIENT_FIRST admits no other '=')."""
     return name.replace("=2C", ",").replace("=3D", "=")
 
 
@@ -109,29 +122,29 @@ class ScramServer:
 
     def step(self, token: bytes) -> bytes:
         if len(token) > MAX_MESSAGE_BYTES:
-            raise SaslAuthenticationError("Authentication failed: SCRAM message too long")
+            raise ScramRejected("SCRAM message too long")
         try:
             message = token.decode("utf-8")
         except UnicodeDecodeError:
-            raise SaslAuthenticationError("Authentication failed: SCRAM message is not UTF-8") from None
+            raise ScramRejected("SCRAM message is not UTF-8") from None
         if self._state == "first":
             return self._first(message)
         if self._state == "final":
             return self._final(message)
-        raise SaslAuthenticationError("Authentication failed: unexpected SCRAM message after the exchange")
+        raise ScramRejected("unexpected SCRAM message after the exchange")
 
     def _first(self, message: str) -> bytes:
-        gs2, sep, rest = message.partition(",")
-        authzid, sep2, bare = rest.partition(",")
-        if not sep or not sep2 or gs2 not in ("n", "y") or (authzid and not authzid.startswith("a=")):
-            raise SaslAuthenticationError("Authentication failed: malformed SCRAM client-first message "
-                                          "(channel binding is not supported)")
-        attrs = _attributes(bare)
-        if "n" not in attrs or "r" not in attrs or not attrs["n"] or not attrs["r"]:
-            raise SaslAuthenticationError("Authentication failed: SCRAM client-first message without user or nonce")
-        user = _saslname(attrs["n"])
-        if authzid and _saslname(authzid[2:]) != user:
-            raise SaslAuthenticationError("Authentication failed: Invalid user credentials")
+        m = CLIENT_FIRST.fullmatch(message)
+        if m is None:
+            raise ScramRejected("Invalid SCRAM client first message format (only channel binding flag 'n', "
+                                "a printable nonce without ',', names escaped with =2C and =3D)")
+        extensions = dict(item.split("=", 1) for item in m["extensions"][1:].split(",")) if m["extensions"] else {}
+        if extensions.get("tokenauth", "").lower() == "true":
+            raise ScramRejected("Token Authentication failed: seglog has no delegation tokens")
+        user = _saslname(m["saslname"])
+        if m["authzid"] is not None and _saslname(m["authzid"]) != user:
+            raise SaslAuthenticationError("Authentication failed: Client requested an authorization id that is "
+                                          "different from username")
         credential = self._lookup(user)
         self.known_user = user if credential is not None else None
         if credential is None:
@@ -139,36 +152,34 @@ class ScramServer:
                                          os.urandom(hashlib.new(self._hash).digest_size),
                                          os.urandom(hashlib.new(self._hash).digest_size), DEFAULT_ITERATIONS)
         self._credential = credential
-        self._nonce = attrs["r"] + base64.b64encode(os.urandom(24)).decode()
-        self._client_first_bare = bare
+        self._nonce = m["nonce"] + base64.b64encode(os.urandom(24)).decode()
+        self._client_first_bare = m["bare"]
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
                               f"i={credential.iterations}")
-        self._gs2 = message[:len(message) - len(bare)]
+        self._gs2 = message[:m.start("bare")]
         self._state = "final"
         return self._server_first.encode()
 
     def _final(self, message: str) -> bytes:
-        without_proof, sep, proof_text = message.rpartition(",p=")
-        attrs = _attributes(without_proof) if sep else {}
-        if not sep or "c" not in attrs or "r" not in attrs:
-            raise SaslAuthenticationError("Authentication failed: malformed SCRAM client-final message")
         self._state = "done"
-        try:
-            proof = base64.b64decode(proof_text, validate=True)
-            binding = base64.b64decode(attrs["c"], validate=True)
-        except ValueError:
-            raise SaslAuthenticationError("Authentication failed: malformed SCRAM client-final message") from None
-        # Kafka checks that the nonce ends with the server's (librdkafka repeats the client nonce in front)
-        if not attrs["r"].endswith(self._nonce) or binding != self._gs2.encode():
-            raise SaslAuthenticationError("Authentication failed: Invalid nonce or channel binding")
-        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        m = CLIENT_FINAL.fullmatch(message)
+        if m is None:
+            raise ScramRejected("Invalid SCRAM client final message format")
+        # Kafka 3.8.1-3.9 check only that the nonce ends with the server's: librdkafka before 2.6.1 sends the
+        # client nonce twice (Kafka 4 wants the server's exactly and refuses those clients)
+        if not m["nonce"].endswith(self._nonce):
+            raise ScramRejected("Invalid client nonce in the final client message.")
+        if base64.b64decode(m["binding"]) != self._gs2.encode():
+            raise ScramRejected("Invalid channel binding in the final client message (not the gs2 header)")
+        proof = base64.b64decode(m["proof"])
+        auth_message = f"{self._client_first_bare},{self._server_first},{m['without_proof']}".encode()
         signature = hmac.digest(self._credential.stored_key, auth_message, self._hash)
         if len(proof) != len(signature):
-            raise SaslAuthenticationError("Authentication failed: Invalid user credentials")
+            raise ScramRejected("Invalid client credentials")
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
         if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), self._credential.stored_key) \
                 or self.known_user is None:
-            raise SaslAuthenticationError("Authentication failed: Invalid user credentials")
+            raise ScramRejected("Invalid client credentials")
         self.user = self.known_user
         self.complete = True
         server_signature = hmac.digest(self._credential.server_key, auth_message, self._hash)
