@@ -42,6 +42,7 @@ class _Key:
     choices: tuple[str, ...] | None = None
     none_is: int | None = None    # Kafka's spelling of "never" for an optional value
     secret: bool = False          # a password or key: never in repr() or logs
+    ordered: bool = False         # a list whose order matters (kept as given, repeats dropped), else sorted
 
 
 def _parse(key: _Key, raw: Any) -> Any:
@@ -69,7 +70,8 @@ def _parse(key: _Key, raw: Any) -> Any:
                 raise ValueError
         elif key.kind == "list":
             items = raw.split(",") if isinstance(raw, str) else list(raw)
-            value = tuple(sorted({str(i).strip().lower() for i in items if str(i).strip()}))
+            value = tuple(dict.fromkeys(str(i).strip().lower() for i in items if str(i).strip()))
+            value = value if key.ordered else tuple(sorted(value))
         else:
             value = str(raw).strip()
     except (TypeError, ValueError):
@@ -259,6 +261,10 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = _k("group.min.session.timeout.ms", "int", 6000, low=0)
     group_max_session_timeout_ms: int = _k("group.max.session.timeout.ms", "int", 1_800_000, low=0)
     group_max_size: int = _k("group.max.size", "int", INT_MAX, low=1)
+    group_consumer_session_timeout_ms: int = _k("group.consumer.session.timeout.ms", "int", 45000, low=1)
+    group_consumer_heartbeat_interval_ms: int = _k("group.consumer.heartbeat.interval.ms", "int", 5000, low=1)
+    group_consumer_assignors: tuple[str, ...] = _k("group.consumer.assignors", "list", ("uniform", "range"),
+                                                   choices=("uniform", "range"), ordered=True)
     socket_request_max_bytes: int = _k("socket.request.max.bytes", "int", 100 * 1024 * 1024, low=1)
     num_io_threads: int = _k("num.io.threads", "int", 8, low=1)
     max_connections_per_ip: int = _k("max.connections.per.ip", "int", INT_MAX, low=0)

@@ -661,6 +661,41 @@ class UnstableOffsetCommitError(SeglogError):
     retriable = True
 
 
+class FencedMemberEpochError(SeglogError):
+    """The consumer group member's epoch is not the coordinator's (KIP-848): rejoin with epoch 0."""
+
+    code = 110
+    kafka_name = "FENCED_MEMBER_EPOCH"
+
+
+class UnreleasedInstanceIdError(SeglogError):
+    """The group.instance.id is still used by a member that has not left (KIP-848 static membership)."""
+
+    code = 111
+    kafka_name = "UNRELEASED_INSTANCE_ID"
+
+
+class UnsupportedAssignorError(SeglogError):
+    """The server assignor named is not one of group.consumer.assignors."""
+
+    code = 112
+    kafka_name = "UNSUPPORTED_ASSIGNOR"
+
+
+class StaleMemberEpochError(SeglogError):
+    """The member epoch of an offset commit or fetch is not the member's current epoch."""
+
+    code = 113
+    kafka_name = "STALE_MEMBER_EPOCH"
+
+
+class InvalidRegularExpressionError(SeglogError):
+    """The subscription's regular expression does not compile."""
+
+    code = 128
+    kafka_name = "INVALID_REGULAR_EXPRESSION"
+
+
 
 # --- protocol ------------------------------------------------------------------------------------------------
 class UnsupportedVersionError(SeglogError):

@@ -40,6 +40,7 @@ from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupI
                      GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError,
                      InvalidSessionTimeoutError, MemberIdRequiredError, NonEmptyGroupError, NotCoordinatorError,
                      RebalanceInProgressError, SeglogError, UnknownMemberIdError)
+from .group_consumer import ConsumerGroups
 from .group_offsets import GroupOffsets
 from .group_state import Done as _Done, Group as _Group, JoinArgs as _JoinArgs, Member as _Member, StoreWrites
 from .group_state import check_group_id, complete as _complete, fail as _fail, log_store_failure, ok as _ok, wall_ms
@@ -62,14 +63,15 @@ def _default_clock() -> float:
     return time.monotonic() * 1000.0
 
 
-class GroupCoordinator(GroupOffsets):
+class GroupCoordinator(GroupOffsets, ConsumerGroups):
     """Kafka's classic group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
     OffsetFetch, DescribeGroups, ListGroups, DeleteGroups) over an :class:`OffsetStore`.
 
     ``clock`` returns monotonic milliseconds (inject a fake one in tests); ``timer=False`` starts no timer
     thread: deadlines then fire only from :meth:`tick`. Groups and offsets in ``store`` are loaded at start
     (groups with members come back Stable and must heartbeat within their session timeout). After
-    :meth:`close` every call fails with CoordinatorNotAvailableError.
+    :meth:`close` every call fails with CoordinatorNotAvailableError. KIP-848 consumer groups (group_consumer)
+    share the lock and the deadlines; ``topics`` gives the partition count of each topic they may subscribe to.
     """
 
     #: join_group / sync_group return at once (their Futures complete later): a caller needs no thread of its
@@ -77,7 +79,8 @@ class GroupCoordinator(GroupOffsets):
     delayed_operations = True
 
     def __init__(self, store: OffsetStore | None = None, config: GroupConfig | None = None, *,
-                 clock: Callable[[], float] = _default_clock, timer: bool = True) -> None:
+                 clock: Callable[[], float] = _default_clock, timer: bool = True,
+                 topics: Callable[[], Mapping[str, int]] = dict) -> None:
         self.store = store if store is not None else InMemoryOffsetStore()
         self.config = config if config is not None else GroupConfig()
         self._clock = clock
@@ -86,8 +89,12 @@ class GroupCoordinator(GroupOffsets):
         self._deadlines = Deadlines(self._wakeup)
         self._on_deadline = {TimerKind.SESSION: self._on_session, TimerKind.PENDING: self._on_pending,
                              TimerKind.JOIN: self._on_join, TimerKind.SYNC: self._on_sync,
-                             TimerKind.INITIAL: self._on_initial}
+                             TimerKind.INITIAL: self._on_initial,
+                             TimerKind.CONSUMER_SESSION: self._on_consumer_session,
+                             TimerKind.CONSUMER_REVOKE: self._on_consumer_revoke}
         self._groups: dict[str, _Group] = {}
+        self._consumer_groups: dict = {}          # group id -> group_consumer_state.ConsumerGroup
+        self._topics = topics
         self._writes = StoreWrites()
         self._closed = False
         self._load(self.store.load_groups(), self.store.groups())
@@ -136,6 +143,7 @@ class GroupCoordinator(GroupOffsets):
             raise InvalidSessionTimeoutError(
                 f"session timeout {session_ms} ms is outside group.min.session.timeout.ms "
                 f"{cfg.min_session_timeout_ms} .. group.max.session.timeout.ms {cfg.max_session_timeout_ms}")
+        self._classic_may_take(group_id)
         group = self._groups.get(group_id)
         if group is None and member_id:
             raise UnknownMemberIdError(f"member {member_id!r} is not in group {group_id!r} (no such group)")
@@ -530,7 +538,7 @@ class GroupCoordinator(GroupOffsets):
             out = []
             for gid in group_ids:
                 group = self._groups.get(gid)
-                if group is None:
+                if group is None:                 # unknown, or a consumer group (described by ConsumerGroupDescribe)
                     out.append(GroupDescription(gid, _DEAD, "", ""))
                     continue
                 out.append(group.describe())
@@ -541,8 +549,11 @@ class GroupCoordinator(GroupOffsets):
         wanted = None if states is None else {s.lower() for s in states}
         with self._lock:
             self._check_open()
-            return [GroupListing(g.group_id, g.protocol_type, g.state) for g in sorted(
-                self._groups.values(), key=lambda g: g.group_id) if wanted is None or g.state.value.lower() in wanted]
+            every = [(g, "classic") for g in self._groups.values()] + [(g, "consumer")
+                                                                        for g in self._consumer_groups.values()]
+            return [GroupListing(g.group_id, g.protocol_type, g.state, kind)
+                    for g, kind in sorted(every, key=lambda e: e[0].group_id)
+                    if wanted is None or g.state.value.lower() in wanted]
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, SeglogError | None]:
         """Delete groups without members, with their offsets: per group None, GroupIdNotFoundError or
@@ -553,7 +564,15 @@ class GroupCoordinator(GroupOffsets):
             self._check_open()
             for gid in group_ids:
                 group = self._groups.get(gid)
-                if group is None:
+                consumer = self._consumer_groups.get(gid)
+                if consumer is not None:
+                    if consumer.members:
+                        results[gid] = NonEmptyGroupError(f"group {gid!r} has members ({consumer.state.value})")
+                        continue
+                    del self._consumer_groups[gid]
+                    self._writes.queue(lambda gid=gid: self.store.start_delete_group(gid), log_store_failure)
+                    results[gid] = None
+                elif group is None:
                     results[gid] = GroupIdNotFoundError(f"group {gid!r} does not exist")
                 elif group.state is not _EMPTY:
                     results[gid] = NonEmptyGroupError(f"group {gid!r} has members ({group.state.value})")
@@ -580,6 +599,7 @@ class GroupCoordinator(GroupOffsets):
         done: _Done = []
         with self._lock:
             for gid in group_ids:
+                self._consumer_groups.pop(gid, None)      # members rejoin the new coordinator (in memory only)
                 group = self._groups.pop(gid, None)
                 for m in group.members.values() if group is not None else ():
                     for pending in (m.join_future, m.sync_future):
@@ -604,7 +624,8 @@ class GroupCoordinator(GroupOffsets):
                 return done
             now = self._clock() if now is None else now
             for kind, group, payload in self._deadlines.due(now):
-                if self._groups.get(group.group_id) is group:
+                gid = group.group_id
+                if self._groups.get(gid) is group or self._consumer_groups.get(gid) is group:
                     self._on_deadline[kind](group, payload, done, now)
         return done
 

@@ -30,8 +30,8 @@ class GroupOffsets:
     """Committed and pending offsets of a group.GroupCoordinator's groups (see the module docstring)."""
 
     def commit_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata | int],
-                       generation_id: int = -1, member_id: str = "", *,
-                       group_instance_id: str | None = None) -> dict[TopicPartition, SeglogError | None]:
+                       generation_id: int = -1, member_id: str = "", *, group_instance_id: str | None = None,
+                       epoch_version: bool = True) -> dict[TopicPartition, SeglogError | None]:
         """Commit offsets; returns each partition's error or None: UnknownTopicOrPartitionError for a partition
         that does not exist (the store's :meth:`OffsetStore.partition_exists`), OffsetMetadataTooLargeError.
         The other partitions are committed. Offsets are stored as given (Kafka's coordinator takes any
@@ -45,6 +45,10 @@ class GroupOffsets:
         in ``partition_errors`` ({tp: error}; they did not get the group's error), and a commit whose
         partitions are all unknown is answered without looking at the group. A group-managed commit counts
         as a heartbeat. Blocks until the store wrote the offsets.
+
+        For a KIP-848 consumer group ``generation_id`` is the member epoch (group_consumer's checks:
+        UnknownMemberIdError, StaleMemberEpochError, and UnsupportedVersionError when ``epoch_version`` is
+        False, an OffsetCommit older than v9).
         """
         results, known = self._hosted_partitions(offsets)
         with self._lock:
@@ -53,7 +57,11 @@ class GroupOffsets:
             if not known:
                 return results
             try:
-                self._check_commit(group_id, generation_id, member_id, group_instance_id)
+                consumer = self._consumer_groups.get(group_id)
+                if consumer is not None:
+                    self._check_consumer_commit(consumer, generation_id, member_id, epoch_version)
+                else:
+                    self._check_commit(group_id, generation_id, member_id, group_instance_id)
             except SeglogError as e:
                 e.partition_errors = dict(results)
                 raise
@@ -147,11 +155,15 @@ class GroupOffsets:
         with self._lock:
             self._check_open()
             check_group_id(group_id, allow_empty=False)
+            consumer = self._consumer_groups.get(group_id)
             group = self._groups.get(group_id)
-            if group is None:
+            if group is None and consumer is None:
                 group = self._groups[group_id] = _Group(group_id)
             try:
-                self._check_txn_commit(group, generation_id, member_id, group_instance_id)
+                if consumer is not None:
+                    self._check_consumer_txn_commit(consumer, generation_id, member_id)
+                else:
+                    self._check_txn_commit(group, generation_id, member_id, group_instance_id)
             except SeglogError as e:
                 e.partition_errors = {tp: err for tp, err in results.items() if err is not None}
                 raise

@@ -26,6 +26,8 @@ class TimerKind(enum.Enum):
     JOIN = "join"                # payload: the rebalance epoch whose JoinGroup round times out
     SYNC = "sync"                # payload: the generation whose members must have sent SyncGroup
     INITIAL = "initial"          # payload: the rebalance epoch of the initial rebalance delay
+    CONSUMER_SESSION = "consumer-session"   # payload: the ConsumerMember (KIP-848) whose session may expire
+    CONSUMER_REVOKE = "consumer-revoke"     # payload: the ConsumerMember that must have revoked partitions
 
 
 class Deadlines:

@@ -35,14 +35,26 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000         # group.initial.rebalance.delay.ms
     max_size: int = 2**31 - 1                      # group.max.size
     offset_metadata_max_bytes: int = 4096          # offset.metadata.max.bytes
+    consumer_session_timeout_ms: int = 45000       # group.consumer.session.timeout.ms (KIP-848 groups)
+    consumer_heartbeat_interval_ms: int = 5000     # group.consumer.heartbeat.interval.ms
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")   # group.consumer.assignors; the first is the default
 
     _KAFKA = {"group.min.session.timeout.ms": "min_session_timeout_ms",
               "group.max.session.timeout.ms": "max_session_timeout_ms",
               "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
-              "group.max.size": "max_size", "offset.metadata.max.bytes": "offset_metadata_max_bytes"}
+              "group.max.size": "max_size", "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+              "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
+              "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
+              "group.consumer.assignors": "consumer_assignors"}
 
     def __post_init__(self):
+        from .group_assignors import SERVER_ASSIGNORS
+        if not self.consumer_assignors or any(a not in SERVER_ASSIGNORS for a in self.consumer_assignors):
+            raise InvalidConfigError(f"Invalid value {self.consumer_assignors!r} for group.consumer.assignors: "
+                                     f"a non-empty list of {sorted(SERVER_ASSIGNORS)}")
         for f in fields(self):
+            if f.name == "consumer_assignors":
+                continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if f.name == "max_size" else 0):
                 raise InvalidConfigError(f"Invalid value {value!r} for {f.name}: a non-negative int is required")
@@ -56,6 +68,9 @@ class GroupConfig:
         for name, raw in props.items():
             if name not in cls._KAFKA:
                 raise InvalidConfigError(f"Unknown group coordinator configuration {name!r}")
+            if name == "group.consumer.assignors":
+                kw["consumer_assignors"] = tuple(a.strip() for a in (raw.split(",") if isinstance(raw, str) else raw))
+                continue
             try:
                 kw[cls._KAFKA[name]] = int(raw)
             except (TypeError, ValueError):
@@ -122,8 +137,10 @@ class GroupDescription:
 
 @dataclass(frozen=True)
 class GroupListing:
-    """ListGroups entry."""
+    """ListGroups entry: ``group_type`` "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848), whose state is
+    a group_consumer_state.ConsumerGroupState."""
 
     group_id: str
     protocol_type: str
-    state: GroupState
+    state: Any
+    group_type: str = "classic"

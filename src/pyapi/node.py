@@ -656,9 +656,12 @@ class Node:
                 cfg = GroupConfig(min_session_timeout_ms=c.group_min_session_timeout_ms,
                                   max_session_timeout_ms=c.group_max_session_timeout_ms,
                                   initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
-                                  max_size=c.group_max_size)
+                                  max_size=c.group_max_size,
+                                  consumer_session_timeout_ms=c.group_consumer_session_timeout_ms,
+                                  consumer_heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
+                                  consumer_assignors=tuple(c.group_consumer_assignors))
                 led = set(self._offsets_led) if self.cluster_managed else None
-                self._coordinator = GroupCoordinator(LogOffsetStore(self, led), cfg)
+                self._coordinator = GroupCoordinator(LogOffsetStore(self, led), cfg, topics=self._group_topics)
             return self._coordinator
 
     # -- transactions -------------------------------------------------------------------------------------------
@@ -685,6 +688,10 @@ class Node:
                     coord.elected(p, epoch)
                 self._txn_coordinator = coord
             return self._txn_coordinator
+
+    def _group_topics(self) -> dict[str, int]:
+        """Partition count of each topic consumer groups may subscribe to (internal topics left out)."""
+        return {name: info.partitions for name, info in list(self._topics.items()) if not info.internal}
 
     def _partition_exists(self, topic: str, p: int) -> bool:
         """Whether the topic partition exists (in a cluster member: in the cluster, hosted here or not)."""

@@ -11,7 +11,8 @@ from concurrent.futures import Future
 from typing import Callable, Iterable, Mapping, Sequence
 
 from .client import BrokerConnection, ClusterClient, RetryDeadline, error_for
-from .errors import (MemberIdRequiredError, NetworkError, SeglogError, UnknownMemberIdError, for_code)
+from .errors import (GroupIdNotFoundError, MemberIdRequiredError, NetworkError, SeglogError, UnknownMemberIdError,
+                     for_code)
 from .group_types import JoinedMember, JoinResult, SyncResult
 from .offsets_format import OffsetAndMetadata, TopicPartition
 from .protocol import ApiKey
@@ -305,6 +306,20 @@ class RemoteGroupCoordinator(RemoteCoordinator):
         if entry["error_code"]:
             raise error_for(entry["error_code"], f"DescribeGroups of group {group_id!r}: "
                                                  f"{for_code(entry['error_code']).kafka_name}")
+        return entry, self.coordinator(group_id)
+
+    def describe_consumer_group(self, group_id: str) -> tuple[dict | None, tuple[int, str, int]]:
+        """The ConsumerGroupDescribe entry of a KIP-848 consumer group (None: no such consumer group, e.g. a
+        classic one) and the coordinator (id, host, port) that answered."""
+        r = self.request(group_id, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                         {"group_ids": [group_id], "include_authorized_operations": False},
+                         lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
+        [entry] = r["groups"]
+        if entry["error_code"] == GroupIdNotFoundError.code:
+            return None, self.coordinator(group_id)
+        if entry["error_code"]:
+            raise error_for(entry["error_code"], entry["error_message"] or f"ConsumerGroupDescribe of group "
+                                                                          f"{group_id!r}")
         return entry, self.coordinator(group_id)
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, SeglogError | None]:

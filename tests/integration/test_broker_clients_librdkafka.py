@@ -568,37 +568,3 @@ while True:
         child.stdout.close()
         if local is not None:
             local.close()
-
-
-def test_confluent_consumer_group_protocol_is_refused_explicitly(seglog_broker, topic_name):
-    """group.protocol=consumer (KIP-848) is not served: the consumer gets a fatal UNSUPPORTED_VERSION error
-    naming the classic protocol at once, instead of waiting silently; a classic consumer of the same group
-    id still works."""
-    topic = topic_name()
-    p = Producer({"bootstrap.servers": seglog_broker.bootstrap_servers})
-    p.produce(topic, b"v")
-    p.flush(10)
-    c = Consumer({"bootstrap.servers": seglog_broker.bootstrap_servers, "group.id": "kip848", "group.protocol": "consumer"})
-    try:
-        c.subscribe([topic])
-        deadline = time.monotonic() + 10
-        msg = None
-        while msg is None and time.monotonic() < deadline:
-            msg = c.poll(0.5)
-        assert msg is not None and msg.error() is not None, "no answer to group.protocol=consumer"
-        assert msg.error().code() == KafkaError._FATAL and "API version not supported" in msg.error().str(), msg.error()
-    finally:
-        c.close()
-    classic = Consumer({"bootstrap.servers": seglog_broker.bootstrap_servers, "group.id": "kip848",
-                        "auto.offset.reset": "earliest"})
-    try:
-        classic.subscribe([topic])
-        deadline = time.monotonic() + 20
-        got = None
-        while got is None and time.monotonic() < deadline:
-            m = classic.poll(0.5)
-            if m is not None and m.error() is None:
-                got = m.value()
-        assert got == b"v"
-    finally:
-        classic.close()

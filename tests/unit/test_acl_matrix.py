@@ -217,11 +217,13 @@ ROWS = {
     "OffsetDelete": Row(ApiKey.OFFSET_DELETE, 0, lambda b: {"group_id": "g", "topics": [
         {"name": "t", "partitions": [{"partition_index": 0}]}]},
         needs=((Op.DELETE, Res.GROUP, "g"), (Op.READ, Res.TOPIC, "t")), denied=GROUP_DENIED),
-    # Kafka answers UNSUPPORTED_VERSION before authorizing while the consumer group protocol is off, as here
     "ConsumerGroupHeartbeat": Row(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, lambda b: {
         "group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None, "rack_id": None,
         "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
-        "server_assignor": None, "topic_partitions": []}),
+        "server_assignor": None, "topic_partitions": []}, needs=((Op.READ, Res.GROUP, "g"),), denied=GROUP_DENIED),
+    "ConsumerGroupDescribe": Row(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, lambda b: {
+        "group_ids": ["g"], "include_authorized_operations": False},
+        needs=((Op.DESCRIBE, Res.GROUP, "g"),), denied=GROUP_DENIED),
     "InitProducerId transactional": Row(
         ApiKey.INIT_PRODUCER_ID, 4, lambda b: {"transactional_id": "tx", "transaction_timeout_ms": 60000,
                                                "producer_id": -1, "producer_epoch": -1},

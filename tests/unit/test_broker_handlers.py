@@ -103,7 +103,8 @@ def test_offset_commit_keeps_the_errors_of_partitions_refused_before_the_group_c
     """As Kafka: unknown partitions are refused (UNKNOWN_TOPIC_OR_PARTITION) before the group is checked, so
     a commit the group refuses answers its error only for the partitions it looked at."""
     class Coordinator:
-        def commit_offsets(self, group_id, offsets, generation, member_id, group_instance_id=None):
+        def commit_offsets(self, group_id, offsets, generation, member_id, group_instance_id=None,
+                           epoch_version=True):
             e = IllegalGenerationError("generation 8 is not the group's 1")
             e.partition_errors = {("gone", 0): UnknownTopicOrPartitionError("gone-0")}
             raise e
@@ -113,7 +114,7 @@ def test_offset_commit_keeps_the_errors_of_partitions_refused_before_the_group_c
     partition = {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1, "committed_metadata": ""}
     body = {"group_id": "g", "generation_id_or_member_epoch": 8, "member_id": "m", "group_instance_id": None,
             "topics": [{"name": "t", "partitions": [partition]}, {"name": "gone", "partitions": [partition]}]}
-    r = asyncio.run(h.handle_offset_commit(None, body))
+    r = asyncio.run(h.handle_offset_commit(SimpleNamespace(api_version=8), body))
     assert [(t["name"], [p["error_code"] for p in t["partitions"]]) for t in r["topics"]] == \
         [("t", [ILLEGAL_GENERATION]), ("gone", [UNKNOWN_TOPIC_OR_PARTITION])]
 

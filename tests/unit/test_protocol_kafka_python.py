@@ -40,9 +40,9 @@ SHARED = [(k, v) for k, v in ALL_VERSIONS if (k, False) in KP and v <= KP[(k, Fa
 
 
 def test_kafka_python_has_every_api_seglog_speaks():
-    # but KIP-848's ConsumerGroupHeartbeat, which kafka-python does not implement (seglog only refuses it;
-    # tests/integration/test_broker_clients_librdkafka.py checks it against librdkafka)
-    assert sorted(set(ALL_VERSIONS) - set(SHARED)) == [(68, 0), (68, 1)]
+    # but KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe, which kafka-python does not implement
+    # (tests/integration/test_consumer_group_protocol.py checks them against librdkafka)
+    assert sorted(set(ALL_VERSIONS) - set(SHARED)) == [(68, 0), (68, 1), (69, 0), (69, 1)]
 
 
 # kafka-python renames Kafka's *_authorized_operations fields and presents them as sets of bit positions

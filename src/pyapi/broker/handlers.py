@@ -145,6 +145,7 @@ HANDLERS = {
     ApiKey.DELETE_GROUPS: Handlers.handle_delete_groups,
     ApiKey.OFFSET_DELETE: Handlers.handle_offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Handlers.handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Handlers.handle_consumer_group_describe,
     ApiKey.ADD_PARTITIONS_TO_TXN: Handlers.handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: Handlers.handle_add_offsets_to_txn,
     ApiKey.END_TXN: Handlers.handle_end_txn,

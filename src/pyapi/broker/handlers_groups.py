@@ -1,5 +1,6 @@
 """Handlers of the group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, DescribeGroups, ListGroups, DeleteGroups."""
+OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, and KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 
 class GroupHandlers:
     """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
-    ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat (refused): a part of handlers.Handlers (``self.broker``,
+    ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe: a part of handlers.Handlers (``self.broker``,
     ``self.node``, ``self.config``, ``self._group_pool``)."""
 
     # -- groups -----------------------------------------------------------------------------------------------
@@ -164,7 +165,8 @@ class GroupHandlers:
             if offsets:
                 errs = await self._group_call(coord.commit_offsets, body["group_id"], offsets,
                                               body["generation_id_or_member_epoch"], body["member_id"],
-                                              group_instance_id=body["group_instance_id"])
+                                              group_instance_id=body["group_instance_id"],
+                                              epoch_version=header.api_version >= 9)
             codes = {tp: (0 if e is None else _err(e)) for tp, e in errs.items()}
             codes.update(dict.fromkeys(denied, TOPIC_DENIED))
         except SeglogError as e:
@@ -180,18 +182,22 @@ class GroupHandlers:
         stable = body["require_stable"]
         if header.api_version >= 8:
             return {"groups": [{"group_id": g["group_id"],
-                                **await self._offset_fetch(g["group_id"], g["topics"], 8, stable)}
+                                **await self._offset_fetch(g["group_id"], g["topics"], 8, stable,
+                                                           (g["member_id"], g["member_epoch"]))}
                                for g in body["groups"]]}
         return await self._offset_fetch(body["group_id"], body["topics"], header.api_version, stable)
 
-    async def _offset_fetch(self, group: str, topics, version: int, require_stable: bool) -> dict:
+    async def _offset_fetch(self, group: str, topics, version: int, require_stable: bool,
+                            member: tuple[str | None, int] = (None, -1)) -> dict:
         """Describe on the group; of the topics, those the principal may not describe are left out of an
         every-topic answer and answered TOPIC_AUTHORIZATION_FAILED when named (as Kafka). require_stable (v7+,
         read_committed consumers): partitions whose offsets a transaction still has pending answer
-        UNSTABLE_OFFSET_COMMIT (retriable), as Kafka's coordinator does."""
+        UNSTABLE_OFFSET_COMMIT (retriable), as Kafka's coordinator does. ``member`` (v9+: id, epoch) is checked
+        against a consumer group's members (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
         denied: set[TopicPartition] = set()
         try:
             coord = await self._coordinator(group, Op.DESCRIBE)
+            coord.check_offset_fetch_member(group, *member)
             if topics is None:
                 stored = coord.fetch_offsets(group, None)
                 wanted = sorted(tp for tp in stored if self.broker.allowed(Op.DESCRIBE, Res.TOPIC, tp.topic))
@@ -250,9 +256,11 @@ class GroupHandlers:
             return {"error_code": _err(e), "groups": []}
         # Describe on the cluster lists every group, else the groups the principal may describe (as Kafka)
         everyone = self.broker.allowed(Op.DESCRIBE, Res.CLUSTER)
+        types = {t.lower() for t in body["types_filter"]}                # v5+: empty means every type
         return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
-                                             "group_state": g.state.value}
+                                             "group_state": g.state.value, "group_type": g.group_type}
                                             for g in listing if g.state is not GroupState.DEAD
+                                            and (not types or g.group_type in types)
                                             and (everyone or self.broker.allowed(Op.DESCRIBE, Res.GROUP, g.group_id))]}
 
     async def handle_delete_groups(self, header, body):
@@ -302,11 +310,74 @@ class GroupHandlers:
                 for p in t["partitions"]]} for t in body["topics"]]}
 
     async def handle_consumer_group_heartbeat(self, header, body):
-        """ConsumerGroupHeartbeat (KIP-848's consumer group protocol) is not served: every heartbeat is answered
-        UNSUPPORTED_VERSION with a message naming the way out, which clients surface as an error, rather than
-        leaving a ``group.protocol=consumer`` consumer to wait silently for a protocol the broker never
-        advertised. The classic protocol (JoinGroup/SyncGroup, ``group.protocol=classic``) serves the group."""
-        return {"error_code": errors.UnsupportedVersionError.code, "member_id": body["member_id"] or None,
-                "member_epoch": -1, "heartbeat_interval_ms": 0,
-                "error_message": "The consumer group protocol (KIP-848, group.protocol=consumer) is not supported "
-                                 "by this broker; use group.protocol=classic"}
+        """ConsumerGroupHeartbeat (KIP-848): the coordinator's answer, with topics by id on the wire and by
+        name in the coordinator (owned partitions of topics no longer known are left out)."""
+        gid, member_id = body["group_id"], body["member_id"]
+        try:
+            coord = await self._coordinator(gid)
+            owned = None
+            if body["topic_partitions"] is not None:
+                owned = {}
+                for tp in body["topic_partitions"]:
+                    name = self._topic_name(tp["topic_id"])
+                    if name is not None:
+                        owned[name] = frozenset(tp["partitions"])
+            r = coord.consumer_group_heartbeat(
+                gid, member_id, body["member_epoch"], instance_id=body["instance_id"], rack_id=body["rack_id"],
+                rebalance_timeout_ms=body["rebalance_timeout_ms"],
+                subscribed_topic_names=body["subscribed_topic_names"],
+                subscribed_topic_regex=body["subscribed_topic_regex"], server_assignor=body["server_assignor"],
+                owned=owned, client_id=header.client_id or "", client_host=self.broker.current_peer_host())
+        except SeglogError as e:
+            return {"error_code": _err(e), "error_message": str(e), "member_id": member_id or None,
+                    "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+        assignment = None
+        if r.assignment is not None:
+            assignment = {"topic_partitions": [{"topic_id": self._topic_id(t), "partitions": sorted(ps)}
+                                               for t, ps in r.assignment.items() if self._topic_id(t) is not None]}
+        return {"error_code": 0, "error_message": None, "member_id": r.member_id, "member_epoch": r.member_epoch,
+                "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": assignment}
+
+    def _topic_name(self, topic_id):
+        try:
+            return self.broker.view.topic_name(topic_id)
+        except SeglogError:
+            return None
+
+    def _topic_id(self, name):
+        try:
+            return self.broker.view.topic_id(name)
+        except SeglogError:
+            return None
+
+    async def handle_consumer_group_describe(self, header, body):
+        """ConsumerGroupDescribe (KIP-848): per group GROUP_ID_NOT_FOUND for an unknown or classic group,
+        else its epochs, assignor and members with their current and target assignments."""
+        out = []
+        for gid in body["group_ids"]:
+            try:
+                coord = await self._coordinator(gid, Op.DESCRIBE)
+                [d] = coord.describe_consumer_groups([gid])
+                if isinstance(d, SeglogError):
+                    raise d
+            except SeglogError as e:
+                out.append({"error_code": _err(e), "error_message": str(e), "group_id": gid, "group_state": "",
+                            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
+                continue
+            out.append({"error_code": 0, "error_message": None, "group_id": gid, "group_state": d.state.value,
+                        "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
+                        "assignor_name": d.assignor, "members": [
+                            {"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                             "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                             "subscribed_topic_names": list(m.subscribed_topic_names),
+                             "subscribed_topic_regex": m.subscribed_topic_regex,
+                             "assignment": self._described(m.assignment),
+                             "target_assignment": self._described(m.target_assignment), "member_type": 1}
+                            for m in d.members]})
+            if body["include_authorized_operations"]:
+                out[-1]["authorized_operations"] = authorized_operations(self.broker, Res.GROUP, gid)
+        return {"groups": out}
+
+    def _described(self, assignment) -> dict:
+        return {"topic_partitions": [{"topic_id": tid, "topic_name": t, "partitions": sorted(ps)}
+                                     for t, ps in assignment.items() if (tid := self._topic_id(t)) is not None]}

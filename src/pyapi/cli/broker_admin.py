@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from .admin import Admin, GroupInfo, GroupListing, PartitionInfo, TopicDescription, member_info
+from .admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription, member_info
 from ..client import EARLIEST, LATEST, error_for
 from ..cluster.metastore import ReplicaAssignment
 from ..errors import SeglogError
@@ -209,6 +209,15 @@ class BrokerAdmin(Admin):
         return out
 
     def describe_group(self, group_id: str) -> GroupInfo:
+        """As Kafka 4's tool: ConsumerGroupDescribe first (a KIP-848 consumer group: its assignor in
+        ``protocol``, each member's current assignment), DescribeGroups for any other group."""
+        consumer, (node_id, host, port) = self.node.group_coordinator.describe_consumer_group(group_id)
+        if consumer is not None:
+            members = tuple(MemberInfo(m["member_id"], m["client_id"], m["client_host"], tuple(sorted(
+                TopicPartition(t["topic_name"], p) for t in m["assignment"]["topic_partitions"]
+                for p in t["partitions"]))) for m in consumer["members"])
+            return GroupInfo(group_id, consumer["group_state"], "consumer", consumer["assignor_name"], members,
+                             f"{host}:{port} ({node_id})")
         entry, (node_id, host, port) = self.node.group_coordinator.describe_group(group_id)
         members = tuple(member_info(m["member_id"], m["client_id"], m["client_host"], entry["protocol_type"],
                                     m["member_assignment"]) for m in entry["members"])

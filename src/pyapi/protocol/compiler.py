@@ -56,6 +56,8 @@ def min_size(f: Field, version: int, flexible: bool) -> int:
         return struct.calcsize(">" + FIXED_FORMATS[t])
     if t in VARIABLE_TYPES:
         return 1 if flexible else (2 if t == "string" else 4)
+    if t == "{}" and f.nullable is not None:
+        return 1                                             # the null marker
     if t == "{}" or t == "[]":
         size = sum(_wire_size(g, version, flexible) for g in f.fields if g.present(version) and g.tag is None)
         return max(1, size + flexible)
@@ -125,7 +127,7 @@ class _Source:
 
     def default(self, f: Field) -> str:
         """An expression for a fresh default value of ``f``."""
-        if f.type == "{}":
+        if f.type == "{}" and f.nullable is None:
             return "{" + ", ".join(f"{g.name!r}: {self.default(g)}" for g in f.fields) + "}"
         value = f.default_value()
         if isinstance(value, list):
@@ -202,7 +204,12 @@ class _Decoder:
         if f.type in VARIABLE_TYPES:
             return self.variable(f.type, f.nullable_at(self.version), length)
         if f.type == "{}":
-            return self.struct(f.fields)
+            if not f.nullable_at(self.version):
+                return self.struct(f.fields)
+            marker, d = self.unpack(["b"])[0], self.src.var("_s")
+            with self.src.unless_null(True, f"{marker} < 0", f"{d} = None"):
+                self.src.emit(f"{d} = {self.struct(f.fields)}")
+            return d
         return self.array(f, length)
 
     def _uuid(self) -> str:
@@ -363,7 +370,10 @@ class _Encoder:
             arg = f"{v}.bytes" if f.type == "uuid" else v
             src.emit(f"{out}.append({src.packer('>' + FIXED_FORMATS[f.type])}({arg}))")
         elif f.type == "{}":
-            self.struct(f.fields, v, out)
+            with src.unless_null(nullable, f"{v} is None", f"{out}.append(b'\\xff')"):
+                if nullable:
+                    src.emit(f"{out}.append(b'\\x01')")
+                self.struct(f.fields, v, out)
         elif f.type in VARIABLE_TYPES:
             self.compact(f.type, nullable, v, out)
         else:

@@ -1,13 +1,15 @@
 """Schemas of the consumer-group APIs: OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat,
-LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat.
+LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat,
+ConsumerGroupDescribe.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. Member metadata and
 assignments are opaque ``bytes`` (the consumer protocol inside them is the group coordinator's business).
 """
 
-from .schema import NEVER_FLEXIBLE, Api, array, field
+from .schema import NEVER_FLEXIBLE, Api, array, field, struct
 
-OFFSET_COMMIT = Api(8, "OffsetCommit", (2, 8), flexible=8, request=(
+# v9 is v8 for members of KIP-848 consumer groups (their member epoch in generation_id_or_member_epoch)
+OFFSET_COMMIT = Api(8, "OffsetCommit", (2, 9), flexible=8, request=(
     field("group_id", "string"),
     field("generation_id_or_member_epoch", "int32", "1+", default=-1),
     field("member_id", "string", "1+"),
@@ -30,7 +32,8 @@ OFFSET_COMMIT = Api(8, "OffsetCommit", (2, 8), flexible=8, request=(
 ))
 
 # v8 asks for several groups at once: ``groups`` replaces the top-level group_id/topics in both directions
-OFFSET_FETCH = Api(9, "OffsetFetch", (1, 8), flexible=6, request=(
+# v9 names the member (KIP-848 consumer groups check its id and epoch)
+OFFSET_FETCH = Api(9, "OffsetFetch", (1, 9), flexible=6, request=(
     field("group_id", "string", "0-7"),
     array("topics",
           field("name", "string"),
@@ -38,6 +41,8 @@ OFFSET_FETCH = Api(9, "OffsetFetch", (1, 8), flexible=6, request=(
           versions="0-7", nullable="2-7"),
     array("groups",
           field("group_id", "string"),
+          field("member_id", "string", "9+", nullable="9+"),
+          field("member_epoch", "int32", "9+", default=-1),
           array("topics",
                 field("name", "string"),
                 field("partition_indexes", "[]int32"),
@@ -186,15 +191,18 @@ DESCRIBE_GROUPS = Api(15, "DescribeGroups", (0, 5), flexible=5, request=(
           field("authorized_operations", "int32", "3+", default=-2147483648)),
 ))
 
-LIST_GROUPS = Api(16, "ListGroups", (0, 4), flexible=3, request=(
+# v5 filters by group type (KIP-848): "classic" or "consumer"
+LIST_GROUPS = Api(16, "ListGroups", (0, 5), flexible=3, request=(
     field("states_filter", "[]string", "4+"),
+    field("types_filter", "[]string", "5+"),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
     field("error_code", "int16"),
     array("groups",
           field("group_id", "string"),
           field("protocol_type", "string"),
-          field("group_state", "string", "4+")),
+          field("group_state", "string", "4+"),
+          field("group_type", "string", "5+")),
 ))
 
 DELETE_GROUPS = Api(42, "DeleteGroups", (0, 2), flexible=2, request=(
@@ -222,8 +230,9 @@ OFFSET_DELETE = Api(47, "OffsetDelete", (0, 0), flexible=NEVER_FLEXIBLE, request
                 field("error_code", "int16"))),
 ))
 
-# KIP-848's consumer group protocol, decoded so that a client asking for it (group.protocol=consumer) gets an
-# explicit UNSUPPORTED_VERSION answer: librdkafka waits silently when the API is not advertised at all.
+# KIP-848's consumer group protocol (group.protocol=consumer)
+_TOPIC_PARTITIONS = (field("topic_id", "uuid"), field("partitions", "[]int32"))
+
 CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", (0, 1), flexible=0, request=(
     field("group_id", "string"),
     field("member_id", "string"),
@@ -234,10 +243,7 @@ CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", (0, 1), flexible=0,
     field("subscribed_topic_names", "[]string", nullable="0+"),
     field("subscribed_topic_regex", "string", "1+", nullable="1+"),
     field("server_assignor", "string", nullable="0+"),
-    array("topic_partitions",
-          field("topic_id", "uuid"),
-          field("partitions", "[]int32"),
-          nullable="0+"),
+    array("topic_partitions", *_TOPIC_PARTITIONS, nullable="0+"),
 ), response=(
     field("throttle_time_ms", "int32"),
     field("error_code", "int16"),
@@ -245,10 +251,41 @@ CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", (0, 1), flexible=0,
     field("member_id", "string", nullable="0+"),
     field("member_epoch", "int32"),
     field("heartbeat_interval_ms", "int32"),
-    # Kafka's nullable struct Assignment travels as an int8 presence marker (-1: null) before its fields;
-    # seglog answers only errors, whose assignment is always null: the marker alone
-    field("assignment_present", "int8", default=-1),
+    struct("assignment", array("topic_partitions", *_TOPIC_PARTITIONS), nullable="0+"),
+))
+
+_DESCRIBED_ASSIGNMENT = (array("topic_partitions", field("topic_id", "uuid"), field("topic_name", "string"),
+                               field("partitions", "[]int32")),)
+
+# v1 adds the member type (KIP-1099): -1 unknown, 0 classic, 1 consumer
+CONSUMER_GROUP_DESCRIBE = Api(69, "ConsumerGroupDescribe", (0, 1), flexible=0, request=(
+    field("group_ids", "[]string"),
+    field("include_authorized_operations", "bool"),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("groups",
+          field("error_code", "int16"),
+          field("error_message", "string", nullable="0+"),
+          field("group_id", "string"),
+          field("group_state", "string"),
+          field("group_epoch", "int32"),
+          field("assignment_epoch", "int32"),
+          field("assignor_name", "string"),
+          array("members",
+                field("member_id", "string"),
+                field("instance_id", "string", nullable="0+"),
+                field("rack_id", "string", nullable="0+"),
+                field("member_epoch", "int32"),
+                field("client_id", "string"),
+                field("client_host", "string"),
+                field("subscribed_topic_names", "[]string"),
+                field("subscribed_topic_regex", "string", nullable="0+"),
+                struct("assignment", *_DESCRIBED_ASSIGNMENT),
+                struct("target_assignment", *_DESCRIBED_ASSIGNMENT),
+                field("member_type", "int8", "1+", default=-1)),
+          field("authorized_operations", "int32", default=-2147483648)),
 ))
 
 APIS = (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-        DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT)
+        DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE)

@@ -64,7 +64,7 @@ class Field:
 
     def default_value(self):
         """A fresh default (lists and struct dicts are new objects on every call)."""
-        if self.type == "{}":
+        if self.type == "{}" and self.nullable is None:
             return {f.name: f.default_value() for f in self.fields}
         if self.type.startswith("[]") and self.default is not None:
             return []
@@ -75,7 +75,7 @@ def _make(name, type_, versions, nullable, tag, default, fields=()) -> Field:
     element = type_[2:] if type_.startswith("[]") else type_
     if element not in FIXED_FORMATS and element not in VARIABLE_TYPES and type_ not in ("[]", "{}"):
         raise ValueError(f"field {name}: unknown type {type_!r}")
-    if nullable is not None and type_ in ("{}",) + tuple(FIXED_FORMATS):
+    if nullable is not None and type_ in FIXED_FORMATS:
         raise ValueError(f"field {name}: type {type_} cannot be nullable")
     if type_ == "[]records" or (tag is not None and type_ == "records"):
         raise ValueError(f"field {name}: records cannot be tagged or in an array")
@@ -106,9 +106,11 @@ def array(name: str, *fields: Field, versions: str = "0+", nullable: str | None 
     return _make(name, "[]", versions, nullable, tag, _AUTO, fields)
 
 
-def struct(name: str, *fields: Field, versions: str = "0+", tag: int | None = None) -> Field:
-    """A single (non-null) struct with the given fields."""
-    return _make(name, "{}", versions, None, tag, _AUTO, fields)
+def struct(name: str, *fields: Field, versions: str = "0+", nullable: str | None = None,
+           tag: int | None = None) -> Field:
+    """A single struct with the given fields. A nullable one (Kafka's nullable struct) travels as an int8
+    marker, -1 for null or 1 followed by the struct; its default is None."""
+    return _make(name, "{}", versions, nullable, tag, _AUTO, fields)
 
 
 NEVER_FLEXIBLE = 1 << 15

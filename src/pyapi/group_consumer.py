@@ -1,0 +1,403 @@
+"""KIP-848 consumer groups in the group coordinator (part of group.GroupCoordinator): ConsumerGroupHeartbeat,
+ConsumerGroupDescribe, and the member checks of offset commits and fetches.
+
+``ConsumerGroups`` is a base class of ``group.GroupCoordinator`` and works on its state: ``_lock``,
+``_consumer_groups`` (group_consumer_state.ConsumerGroup records), ``_groups`` (classic groups: one id is
+either kind), ``_deadlines``, ``_clock``, ``config`` and ``_topics`` (partition count of each topic members may
+subscribe to). Every call takes the one lock and answers at once; nothing here waits for the store.
+
+Rules (Kafka's GroupMetadataManager): a member joins with epoch 0 (with the member id it generated, or ""
+for one from the coordinator), leaves with -1, and a static member (instance id) leaves for a while with -2,
+keeping its partitions until its session ends or a new member with its instance id takes them over. Other
+epochs must be the member's current one (or its previous one when the partitions it reports are all still
+assigned: a retry after a lost response), else FencedMemberEpochError. The group epoch is bumped when a
+member joins or leaves, a subscription or assignor changes, or the subscribed topics' metadata changes (seen
+on any heartbeat); the target assignment is then recomputed at once. Members are removed when their session
+(``group.consumer.session.timeout.ms`` since their last heartbeat) ends, and when they hold on to partitions
+being revoked longer than their rebalance timeout.
+
+Consumer groups live in memory only (Kafka writes them to __consumer_offsets): when a coordinator restarts or
+the group's offsets partition moves, the group is gone there; its members' heartbeats get UnknownMemberIdError
+and they rejoin with epoch 0, having given up their partitions, while committed offsets stay in the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Mapping
+
+from .errors import (FencedInstanceIdError, FencedMemberEpochError, GroupIdNotFoundError,
+                     GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError, InvalidRegularExpressionError,
+                     InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
+                     UnsupportedAssignorError, UnsupportedVersionError)
+from .group_assignors import MemberSubscription, server_assignor
+from .group_consumer_state import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupState,
+                                   ConsumerMember, MemberState, reconcile)
+from .group_timers import TimerKind
+from .group_types import GroupState
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ConsumerGroups", "HeartbeatResult", "ConsumerMemberDescription", "ConsumerGroupDescription"]
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    """A ConsumerGroupHeartbeat answer: ``assignment`` None when the client's is unchanged."""
+
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Assignment | None = None
+
+
+@dataclass(frozen=True)
+class ConsumerMemberDescription:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: Assignment
+    target_assignment: Assignment
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    group_id: str
+    state: ConsumerGroupState
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ConsumerMemberDescription, ...] = ()
+
+
+def _new_member_id() -> str:
+    """Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 random bytes, unpadded."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ConsumerGroups:
+    """KIP-848 consumer groups of a group.GroupCoordinator (see the module docstring)."""
+
+    def consumer_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int, *,
+                                 instance_id: str | None = None, rack_id: str | None = None,
+                                 rebalance_timeout_ms: int = -1, subscribed_topic_names=None,
+                                 subscribed_topic_regex: str | None = None, server_assignor: str | None = None,
+                                 owned: Mapping[str, frozenset[int]] | None = None, client_id: str = "",
+                                 client_host: str = "") -> HeartbeatResult:
+        """One heartbeat (join, keep alive, report owned partitions, leave). Raises InvalidRequestError,
+        UnsupportedAssignorError, InvalidRegularExpressionError, GroupIdNotFoundError (the id is a classic
+        group with members), UnknownMemberIdError, FencedMemberEpochError, FencedInstanceIdError,
+        UnreleasedInstanceIdError, GroupMaxSizeReachedError, CoordinatorNotAvailableError."""
+        self._check_heartbeat(group_id, member_id, member_epoch, instance_id, rebalance_timeout_ms,
+                              subscribed_topic_names, subscribed_topic_regex, server_assignor)
+        owned = None if owned is None else {t: frozenset(ps) for t, ps in owned.items() if ps}
+        interval = self.config.consumer_heartbeat_interval_ms
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                return self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval)
+            group = self._consumer_group(group_id, create=member_epoch == 0)
+            changed = False
+            if member_epoch == 0:
+                member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
+                                                      rebalance_timeout_ms, client_id, client_host)
+            else:
+                member = self._current_consumer(group, member_id, instance_id)
+                if member_epoch != member.member_epoch and not (
+                        member_epoch == member.previous_epoch and owned is not None
+                        and all(ps <= member.assigned.get(t, frozenset()) for t, ps in owned.items())):
+                    raise FencedMemberEpochError(f"member {member_id!r} of group {group_id!r} sent epoch "
+                                                 f"{member_epoch}, its epoch is {member.member_epoch}")
+            changed |= self._update_subscription(member, subscribed_topic_names, subscribed_topic_regex,
+                                                 server_assignor, rebalance_timeout_ms)
+            self._arm_consumer_session(group, member, now)
+            self._refresh_target(group, changed)
+            reconcile(group, member, owned, now)
+            if member.revoke_deadline is not None:
+                self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
+            send = member.assigned if (member_epoch == 0 or member.last_sent != member.assigned
+                                       or owned is not None and owned != member.assigned) else None
+            member.last_sent = dict(member.assigned)
+            return HeartbeatResult(member.member_id, member.member_epoch, interval, send)
+
+    def _check_heartbeat(self, group_id, member_id, epoch, instance_id, rebalance_ms, names, regex, assignor):
+        """Kafka's request checks, before the group is looked at."""
+        if not group_id:
+            raise InvalidRequestError("GroupId can't be empty.")
+        if epoch > 0 or epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            if not member_id:
+                raise InvalidRequestError("MemberId can't be empty.")
+        elif epoch == 0:
+            if rebalance_ms == -1:
+                raise InvalidRequestError("RebalanceTimeoutMs must be provided in first request.")
+            if names is None and regex is None:
+                raise InvalidRequestError("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        else:
+            raise InvalidRequestError(f"MemberEpoch is invalid: {epoch}")
+        if epoch == STATIC_LEAVE_EPOCH and instance_id is None:
+            raise InvalidRequestError("InstanceId can't be null when MemberEpoch is -2.")
+        if assignor is not None and assignor not in self.config.consumer_assignors:
+            raise UnsupportedAssignorError(f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                                           f"{', '.join(self.config.consumer_assignors)}.")
+        if regex:                                           # "" (as librdkafka sends with names): no regex
+            try:
+                re.compile(regex)
+            except re.error as e:
+                raise InvalidRegularExpressionError(f"SubscribedTopicRegex {regex!r} is not a valid regular "
+                                                    f"expression: {e}") from None
+
+    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+        """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
+        group; a classic group with members is GroupIdNotFoundError ("not a consumer group"), as Kafka
+        answers when it does not convert it."""
+        group = self._consumer_groups.get(group_id)
+        if group is not None:
+            return group
+        classic = self._groups.get(group_id)
+        if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+            raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
+        if not create:
+            raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
+        if classic is not None:
+            del self._groups[group_id]
+        group = self._consumer_groups[group_id] = ConsumerGroup(group_id)
+        return group
+
+    def _consumer_join(self, group, member_id, instance_id, rack_id, rebalance_ms, client_id, client_host
+                       ) -> tuple[ConsumerMember, bool]:
+        """A member joining with epoch 0: a new member, a static member replacing its instance id's departed
+        one (taking over its epoch and partitions), or a known member rejoining after it was fenced (it gave
+        its partitions up: they are released). Returns (member, whether the group epoch must move)."""
+        old = group.members.get(member_id)
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            if holder is not None and holder != member_id:
+                prior = group.members[holder]
+                if prior.member_epoch != STATIC_LEAVE_EPOCH:
+                    raise UnreleasedInstanceIdError(f"Static member {holder} with instance id {instance_id} "
+                                                    f"cannot be replaced because it has not left the group yet.")
+                del group.members[holder]
+                member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, rebalance_ms,
+                                        prior.subscribed_names, prior.subscribed_regex, prior.server_assignor,
+                                        prior.previous_epoch, -1, MemberState.STABLE, prior.assigned, prior.revoking)
+                member.state = prior.state if prior.revoking else MemberState.STABLE
+                group.members[member_id] = member
+                group.static_members[instance_id] = member_id
+                if holder in group.target:
+                    group.target[member_id] = group.target.pop(holder)
+                log.info("group %s: static member %s replaced %s", group.group_id, member_id, holder)
+                return member, False
+        if old is None and len(group.members) >= self.config.max_size:
+            raise GroupMaxSizeReachedError(f"The consumer group has reached its maximum capacity of "
+                                           f"{self.config.max_size} members.")
+        member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, rebalance_ms)
+        if old is not None:
+            member.subscribed_names, member.subscribed_regex = old.subscribed_names, old.subscribed_regex
+            member.server_assignor = old.server_assignor
+        group.members[member_id] = member
+        if instance_id is not None:
+            group.static_members[instance_id] = member_id
+        log.info("group %s: member %s joins", group.group_id, member_id)
+        return member, True
+
+    def _current_consumer(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
+        member = group.members.get(member_id)
+        if member is None:
+            raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
+        if instance_id is not None and group.static_members.get(instance_id) != member_id:
+            raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was fenced.")
+        return member
+
+    @staticmethod
+    def _update_subscription(member, names, regex, assignor, rebalance_ms) -> bool:
+        """Apply the fields a heartbeat carries (None: unchanged); whether the subscription changed."""
+        changed = False
+        if names is not None and tuple(sorted(set(names))) != member.subscribed_names:
+            member.subscribed_names, changed = tuple(sorted(set(names))), True
+        if regex is not None and (regex or None) != member.subscribed_regex:
+            member.subscribed_regex, changed = regex or None, True
+        if assignor is not None and assignor != member.server_assignor:
+            member.server_assignor, changed = assignor, True
+        if rebalance_ms != -1:
+            member.rebalance_timeout_ms = rebalance_ms
+        return changed
+
+    def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval) -> HeartbeatResult:
+        """Epoch -1: the member leaves, its partitions go to the others. Epoch -2 (static): it keeps its
+        partitions until its session ends or its instance id rejoins."""
+        group = self._consumer_groups.get(group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"Group {group_id} not found.")
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            if holder is None:
+                raise UnknownMemberIdError(f"Instance id {instance_id} is unknown in group {group_id}.")
+            if holder != member_id:
+                raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was fenced.")
+        member = self._current_consumer(group, member_id, instance_id)
+        if epoch == STATIC_LEAVE_EPOCH:
+            log.info("group %s: static member %s leaves for a while", group_id, member_id)
+            if member.member_epoch != STATIC_LEAVE_EPOCH:
+                member.previous_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
+        else:
+            log.info("group %s: member %s leaves", group_id, member_id)
+            self._remove_consumer(group, member)
+        return HeartbeatResult(member_id, epoch, interval)
+
+    def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """Drop a member (lock held): its partitions are released, the group epoch moves."""
+        del group.members[member.member_id]
+        group.target.pop(member.member_id, None)
+        if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
+            del group.static_members[member.instance_id]
+        self._refresh_target(group, True)
+
+    def _refresh_target(self, group: ConsumerGroup, changed: bool) -> None:
+        """Bump the group epoch if ``changed`` or the subscribed topics' metadata moved, and recompute the
+        target assignment for a bumped epoch (lock held)."""
+        topics = self._topics()
+        subscribed = {t: topics[t] for t in sorted(set().union(*(self._subscribed(m, topics)
+                                                                  for m in group.members.values())))}
+        if changed or subscribed != group.subscribed_metadata:
+            group.group_epoch += 1
+            group.subscribed_metadata = subscribed
+        if group.group_epoch == group.target_epoch:
+            return
+        names = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        chosen = max(sorted(set(names)), key=names.count) if names else self.config.consumer_assignors[0]
+        specs = {m.member_id: MemberSubscription(frozenset(self._subscribed(m, topics)), m.instance_id)
+                 for m in group.members.values()}
+        group.target = server_assignor(chosen).assign(specs, subscribed, group.target)
+        group.assignor = chosen
+        group.target_epoch = group.group_epoch
+
+    @staticmethod
+    def _subscribed(member: ConsumerMember, topics: Mapping[str, int]) -> set[str]:
+        """The existing topics a member subscribes to, by name or by regex (matching a whole name)."""
+        out = {t for t in member.subscribed_names if t in topics}
+        if member.subscribed_regex:
+            pattern = re.compile(member.subscribed_regex)
+            out.update(t for t in topics if pattern.fullmatch(t))
+        return out
+
+    # --- timers (lock held; called from the coordinator's deadline table) ------------------------------------
+
+    def _arm_consumer_session(self, group: ConsumerGroup, member: ConsumerMember, now: float) -> None:
+        member.session_deadline = now + self.config.consumer_session_timeout_ms
+        if not member.timer_armed:
+            member.timer_armed = True
+            self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
+
+    def _on_consumer_session(self, group, member, done, now) -> None:
+        member.timer_armed = False
+        if group.members.get(member.member_id) is not member:
+            return
+        if member.session_deadline > now:
+            member.timer_armed = True
+            self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
+            return
+        log.info("group %s: member %s session expired", group.group_id, member.member_id)
+        self._remove_consumer(group, member)
+
+    def _on_consumer_revoke(self, group, member, done, now) -> None:
+        if group.members.get(member.member_id) is not member or member.revoke_deadline is None \
+                or member.revoke_deadline > now:
+            return
+        log.info("group %s: member %s did not revoke its partitions within its rebalance timeout",
+                 group.group_id, member.member_id)
+        self._remove_consumer(group, member)
+
+    # --- describe, offsets -----------------------------------------------------------------------------------
+
+    def describe_consumer_groups(self, group_ids) -> list[ConsumerGroupDescription | Exception]:
+        """ConsumerGroupDescribe: per id a description, or GroupIdNotFoundError (no such group, or a classic
+        one)."""
+        out: list[ConsumerGroupDescription | Exception] = []
+        with self._lock:
+            self._check_open()
+            for gid in group_ids:
+                group = self._consumer_groups.get(gid)
+                if group is None:
+                    out.append(GroupIdNotFoundError(f"Group {gid} is not a consumer group." if gid in self._groups
+                                                    else f"Group {gid} not found."))
+                    continue
+                out.append(ConsumerGroupDescription(gid, group.state, group.group_epoch, group.target_epoch,
+                                                    group.assignor, tuple(
+                    ConsumerMemberDescription(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
+                                              m.client_host, m.subscribed_names, m.subscribed_regex,
+                                              dict(m.assigned), dict(group.target.get(m.member_id, {})))
+                    for m in group.members.values())))
+        return out
+
+    def _check_consumer_commit(self, group: ConsumerGroup, member_epoch: int, member_id: str,
+                               epoch_version: bool) -> None:
+        """OffsetCommit to a consumer group (lock held): without a member (epoch < 0) only while the group has
+        no members; else the member must exist and the epoch be its current one. ``epoch_version``: the
+        request carries a member epoch (OffsetCommit v9+), as a consumer group member's must."""
+        if member_epoch < 0 and not member_id:
+            if group.members:
+                raise UnknownMemberIdError(f"Group {group.group_id} has members: a commit must name one.")
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
+        if not epoch_version:
+            raise UnsupportedVersionError("OffsetCommit version 9 or above must be used by members using the "
+                                          "consumer group protocol")
+        if member_epoch != member.member_epoch:
+            raise StaleMemberEpochError(f"The member epoch {member_epoch} of {member_id} is stale "
+                                        f"(current {member.member_epoch}).")
+
+    @staticmethod
+    def _check_consumer_txn_commit(group: ConsumerGroup, member_epoch: int, member_id: str) -> None:
+        """TxnOffsetCommit to a consumer group (lock held): a named member must exist, and a given epoch
+        (v3+) be its current one (IllegalGenerationError, as Kafka answers transactional commits)."""
+        if not member_id:
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
+        if member_epoch >= 0 and member_epoch != member.member_epoch:
+            raise IllegalGenerationError(f"The member epoch {member_epoch} of {member_id} is not its current "
+                                         f"epoch {member.member_epoch}.")
+
+    def check_offset_fetch_member(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """OffsetFetch v9+ naming a member of a consumer group: UnknownMemberIdError, StaleMemberEpochError.
+        No member named (null id), or a classic group: nothing to check."""
+        if member_id is None:
+            return
+        with self._lock:
+            self._check_open()
+            group = self._consumer_groups.get(group_id)
+            if group is None:
+                if group_id in self._groups or member_epoch < 0:
+                    return
+                raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
+            member = group.members.get(member_id)
+            if member is None:
+                raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
+            if member_epoch != member.member_epoch:
+                raise StaleMemberEpochError(f"The member epoch {member_epoch} of {member_id} is stale "
+                                            f"(current {member.member_epoch}).")
+
+    def _classic_may_take(self, group_id: str) -> None:
+        """A classic JoinGroup for ``group_id`` (lock held): an empty consumer group of that id is dropped (its
+        offsets stay); one with members is InconsistentGroupProtocolError."""
+        group = self._consumer_groups.get(group_id)
+        if group is None:
+            return
+        if group.members:
+            raise InconsistentGroupProtocolError(f"Group {group_id} is a consumer group (group.protocol=consumer) "
+                                                 f"with members: classic members cannot join it.")
+        del self._consumer_groups[group_id]
+

@@ -1,0 +1,233 @@
+"""KIP-848's consumer group protocol (``group.protocol=consumer``) against librdkafka (confluent-kafka 2.16):
+server-side assignment with no partition consumed twice or left out, a leaving member's partitions moving, a
+killed member expired after group.consumer.session.timeout.ms, commits resumed after a restart, and the
+AdminClient's describe_consumer_groups (ConsumerGroupDescribe) and list_consumer_groups (ListGroups v5) and
+`seglog groups --describe` showing a CONSUMER group."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+ck = pytest.importorskip("confluent_kafka")
+
+from confluent_kafka import Consumer, ConsumerGroupType, Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from seglog.cli import main  # noqa: E402
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
+
+# heartbeats every 300 ms, sessions of 4 s: groups settle in about a second, a killed member goes in 4 s
+OVERRIDES = {"group_consumer_heartbeat_interval_ms": 300, "group_consumer_session_timeout_ms": 4000}
+
+
+@pytest.fixture
+def broker(start_broker):
+    return start_broker(**OVERRIDES)
+
+
+def make_topic(broker, name, partitions, records=0):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(30)
+    if records:
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(records):
+            p.produce(name, str(i).encode(), partition=i % partitions)
+        assert p.flush(30) == 0
+
+
+def consumer(broker, group, **conf):
+    return Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **conf})
+
+
+def assignments(consumers):
+    return [{tp.partition for tp in c.assignment()} for c in consumers]
+
+
+def settle(consumers, done, seconds=30, seen=None):
+    """Poll every consumer until ``done(assignments)``; every polled record goes into ``seen`` (partition,
+    offset; nothing is committed here, so a partition that moves is read again from its start by its new
+    owner). Checks at each round that no partition is assigned to two consumers."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for c in consumers:
+            m = c.poll(0.05)
+            if m is not None:
+                assert m.error() is None, m.error()
+                if seen is not None:
+                    seen.add((m.partition(), m.offset()))
+        now = assignments(consumers)
+        flat = [p for a in now for p in a]
+        assert len(flat) == len(set(flat)), f"a partition assigned twice: {now}"
+        if done(now):
+            return now
+    raise AssertionError(f"not settled in {seconds} s: {assignments(consumers)}")
+
+
+def cli(capfd, broker, *args) -> str:
+    """`seglog groups ARGS` against the broker, in this process (kafka-consumer-groups.sh's output)."""
+    capfd.readouterr()
+    assert main(["groups", "--bootstrap-server", broker.bootstrap_servers, *args]) == 0
+    return capfd.readouterr().out
+
+
+def test_three_consumers_split_six_partitions_and_a_leaver_moves_its_partitions(broker, capfd):
+    make_topic(broker, "six", 6, records=600)
+    cs = [consumer(broker, "split") for _ in range(3)]
+    seen: set = set()
+    try:
+        for c in cs:
+            c.subscribe(["six"])
+        now = settle(cs, lambda a: sorted(map(len, a)) == [2, 2, 2], seen=seen)
+        assert set().union(*now) == set(range(6))
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        desc = admin.describe_consumer_groups(["split"])["split"].result(30)
+        assert desc.type == ConsumerGroupType.CONSUMER and str(desc.state).endswith("STABLE")
+        assert desc.partition_assignor == "uniform" and len(desc.members) == 3
+        assert sorted(len(m.assignment.topic_partitions) for m in desc.members) == [2, 2, 2]
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30).valid  # ListGroups v5
+        assert [(g.group_id, g.type) for g in listed] == [("split", ConsumerGroupType.CONSUMER)]
+        assert admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30).valid == []
+        state = cli(capfd, broker, "--describe", "--group", "split", "--state").splitlines()[-1].split()
+        assert state[0] == "split" and state[-3:] == ["uniform", "Stable", "3"]
+        rows = [line.split() for line in cli(capfd, broker, "--describe", "--group", "split", "--members").splitlines()[2:]]
+        assert sorted(r[-1] for r in rows) == ["2", "2", "2"]
+        cs[0].close()                                      # leaves with epoch -1: its partitions move at once
+        left = cs.pop(0)
+        now = settle(cs, lambda a: sorted(map(len, a)) == [3, 3], seen=seen)
+        assert set().union(*now) == set(range(6))
+        settle(cs, lambda a: len(seen) == 600, seen=seen)         # every record read, none left behind
+        del left
+    finally:
+        for c in cs:
+            c.close()
+
+
+def test_a_killed_consumer_is_expired_after_the_session_timeout(broker):
+    make_topic(broker, "four", 4)
+    conf = {"bootstrap.servers": broker.bootstrap_servers, "group.id": "killed", "group.protocol": "consumer",
+            "auto.offset.reset": "earliest"}
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import confluent_kafka as ck
+c = ck.Consumer({conf!r})
+c.subscribe(["four"], on_assign=lambda c, ps: print("assigned", len(ps), flush=True))
+while True:
+    c.poll(0.1)
+"""], stdout=subprocess.PIPE, text=True)
+    local = None
+    try:
+        assert child.stdout.readline().startswith("assigned")
+        local = consumer(broker, "killed")
+        local.subscribe(["four"])
+        settle([local], lambda a: len(a[0]) == 2)
+        child.kill()                                       # no leave heartbeat: the session must run out
+        child.wait(10)
+        t = time.monotonic()
+        settle([local], lambda a: len(a[0]) == 4, seconds=30)
+        took = time.monotonic() - t
+        assert took >= 2, f"moved after {took:.1f} s, before the 4 s session could end"
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdout.close()
+        if local is not None:
+            local.close()
+
+
+def test_commits_are_resumed_by_a_restarted_group(broker):
+    make_topic(broker, "resume", 2, records=100)
+    c = consumer(broker, "resume-g")
+    got = []
+    try:
+        c.subscribe(["resume"])
+        deadline = time.monotonic() + 30
+        while len(got) < 60 and time.monotonic() < deadline:
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                got.append((m.partition(), m.offset()))
+                c.commit(message=m, asynchronous=False)       # OffsetCommit with the member's epoch
+        assert len(got) >= 60
+    finally:
+        c.close()
+    c2 = consumer(broker, "resume-g")
+    rest = []
+    try:
+        c2.subscribe(["resume"])
+        deadline = time.monotonic() + 30
+        while len(got) + len(rest) < 100 and time.monotonic() < deadline:
+            m = c2.poll(0.1)
+            if m is not None and m.error() is None:
+                rest.append((m.partition(), m.offset()))
+        committed = c2.committed([ck.TopicPartition("resume", p) for p in (0, 1)], timeout=10)
+    finally:
+        c2.close()
+    assert not set(got) & set(rest), "records consumed again after their offsets were committed"
+    assert len(set(got) | set(rest)) == 100
+    assert sorted(tp.offset for tp in committed) == sorted(
+        max((o for p, o in got if p == part), default=-1) + 1 for part in (0, 1))
+
+
+def commit(c) -> None:
+    """A synchronous commit of the consumer's positions; nothing new to commit is fine."""
+    try:
+        c.commit(asynchronous=False)
+    except ck.KafkaException as e:
+        if e.args[0].code() != ck.KafkaError._NO_OFFSET:
+            raise
+
+
+def test_the_group_rejoins_a_new_coordinator_when_its_coordinator_is_killed_on_three_brokers(zookeeper_server,
+                                                                                            tmp_path):
+    """Three brokers; two consumers split four partitions and commit. The group's coordinator (leader of its
+    __consumer_offsets partition) is killed with -9: the members, unknown to the new coordinator (consumer
+    groups are kept in memory only), rejoin it and split the partitions again, resuming from the committed
+    offsets (no record is left unread), and commit there with their new epochs."""
+    from cluster_harness import OFFSETS_TOPIC, Cluster
+
+    from seglog.offsets_store import partition_for_group
+
+    overrides = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+    with Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3, overrides,
+                 chroot=f"/kip848-{int(time.time() * 1000) % 10**8}") as cluster:
+        cluster.create_topic("kc", 4)
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(400):
+            p.produce("kc", str(i).encode(), partition=i % 4)
+        assert p.flush(30) == 0
+        conf = {"bootstrap.servers": cluster.bootstrap, "group.id": "moved", "group.protocol": "consumer",
+                "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        cs = [Consumer(conf) for _ in range(2)]
+        seen: set = set()
+        try:
+            for c in cs:
+                c.subscribe(["kc"])
+            settle(cs, lambda a: len(seen) >= 100 and sorted(map(len, a)) == [2, 2], seconds=60, seen=seen)
+            for c in cs:
+                commit(c)
+            before = len(seen)
+            offsets_p = partition_for_group("moved", cluster.overrides["offsets.topic.num.partitions"])
+            cluster.brokers[cluster.state(OFFSETS_TOPIC, offsets_p)["leader"]].kill()
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+            def rejoined(a):
+                try:
+                    desc = admin.describe_consumer_groups(["moved"])["moved"].result(30)
+                except ck.KafkaException:                  # the coordinator is moving
+                    return False
+                return (len(seen) == 400 and sorted(map(len, a)) == [2, 2] and str(desc.state).endswith("STABLE")
+                        and sorted(len(m.assignment.topic_partitions) for m in desc.members) == [2, 2])
+            settle(cs, rejoined, seconds=90, seen=seen)
+            assert len(seen) >= before
+            for c in cs:
+                commit(c)                                      # accepted by the new coordinator
+            committed = cs[0].committed([ck.TopicPartition("kc", q) for q in range(4)], timeout=30)
+            assert [tp.offset for tp in committed] == [100, 100, 100, 100]
+        finally:
+            for c in cs:
+                c.close()

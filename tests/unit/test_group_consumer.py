@@ -1,0 +1,300 @@
+"""KIP-848 consumer groups in the group coordinator: the server-side assignors, the heartbeat state machine
+(join, reconcile, revoke before assign, leave, static members, fencing, session and rebalance timeouts),
+cross-protocol rules and the offset checks of consumer-group members."""
+
+import random
+
+import pytest
+
+from seglog.errors import (FencedInstanceIdError, FencedMemberEpochError, GroupIdNotFoundError,
+                           IllegalGenerationError, InconsistentGroupProtocolError, InvalidRegularExpressionError,
+                           InvalidRequestError, NonEmptyGroupError, StaleMemberEpochError, UnknownMemberIdError,
+                           UnreleasedInstanceIdError, UnsupportedAssignorError, UnsupportedVersionError)
+from seglog.group import GroupConfig, GroupCoordinator
+from seglog.group_assignors import MemberSubscription, RangeAssignor, UniformAssignor, server_assignor
+from seglog.group_consumer_state import ConsumerGroupState
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def env():
+    topics = {"a": 6, "b": 3}
+    clock = Clock()
+    coord = GroupCoordinator(config=GroupConfig(consumer_session_timeout_ms=10_000, initial_rebalance_delay_ms=0), clock=clock, timer=False,
+                             topics=lambda: dict(topics))
+    yield coord, clock, topics
+    coord.close()
+
+
+def parts(assignment):
+    return {(t, p) for t, ps in (assignment or {}).items() for p in ps}
+
+
+def join(coord, mid, topics=("a",), **kw):
+    kw.setdefault("rebalance_timeout_ms", 30_000)
+    return coord.consumer_group_heartbeat("g", mid, 0, subscribed_topic_names=list(topics), **kw)
+
+
+def beat(coord, r, owned, **kw):
+    return coord.consumer_group_heartbeat("g", r.member_id, r.member_epoch, owned=owned, **kw)
+
+
+def converge(coord, members, rounds=10):
+    """Heartbeat every member (reporting what it holds) until nothing changes; returns {member: partitions}."""
+    held = {mid: r.assignment or {} for mid, r in members.items()}
+    for _ in range(rounds):
+        for mid in list(members):
+            r = beat(coord, members[mid], held[mid])
+            members[mid] = r
+            if r.assignment is not None:
+                held[mid] = r.assignment
+    return {mid: parts(a) for mid, a in held.items()}
+
+
+# --- assignors ------------------------------------------------------------------------------------------------
+
+def test_uniform_homogeneous_is_balanced_and_complete():
+    members = {f"m{i}": MemberSubscription(frozenset({"a", "b"})) for i in range(4)}
+    out = UniformAssignor().assign(members, {"a": 6, "b": 3}, {})
+    sizes = sorted(len(parts(a)) for a in out.values())
+    assert sizes == [2, 2, 2, 3]
+    every = [tp for a in out.values() for tp in parts(a)]
+    assert sorted(every) == sorted({("a", p) for p in range(6)} | {("b", p) for p in range(3)})
+
+
+def test_uniform_is_sticky_when_a_member_joins():
+    subs = {f"m{i}": MemberSubscription(frozenset({"a"})) for i in range(2)}
+    first = UniformAssignor().assign(subs, {"a": 6}, {})
+    subs["m2"] = MemberSubscription(frozenset({"a"}))
+    second = UniformAssignor().assign(subs, {"a": 6}, first)
+    assert all(len(parts(a)) == 2 for a in second.values())
+    for m in ("m0", "m1"):
+        assert parts(second[m]) <= parts(first[m])          # only moved partitions change hands
+
+
+def test_uniform_heterogeneous_respects_subscriptions():
+    subs = {"x": MemberSubscription(frozenset({"a"})), "y": MemberSubscription(frozenset({"a", "b"})),
+            "z": MemberSubscription(frozenset({"c"}))}
+    out = UniformAssignor().assign(subs, {"a": 4, "b": 4}, {})
+    assert out["z"] == {}
+    assert {t for t, _ in parts(out["x"])} <= {"a"}
+    assert len(parts(out["x"]) | parts(out["y"])) == 8 and not parts(out["x"]) & parts(out["y"])
+    assert abs(len(parts(out["x"])) - len(parts(out["y"]))) <= 1
+
+
+def test_range_gives_consecutive_ranges_per_topic():
+    subs = {m: MemberSubscription(frozenset({"a", "b"})) for m in ("m1", "m2")}
+    out = RangeAssignor().assign(subs, {"a": 5, "b": 2}, {})
+    assert out["m1"] == {"a": frozenset({0, 1, 2}), "b": frozenset({0})}
+    assert out["m2"] == {"a": frozenset({3, 4}), "b": frozenset({1})}
+    with pytest.raises(UnsupportedAssignorError):
+        server_assignor("sticky")
+
+
+# --- the heartbeat state machine ------------------------------------------------------------------------------
+
+def test_three_members_split_six_partitions_revoking_before_assigning(env):
+    coord, _, _ = env
+    members = {m: join(coord, m) for m in ("m1", "m2", "m3")}
+    assert parts(members["m1"].assignment) == {("a", p) for p in range(6)}       # alone at first
+    assert members["m2"].assignment == {} and members["m3"].assignment == {}     # m1 still holds them all
+    final = converge(coord, members)
+    assert sorted(len(p) for p in final.values()) == [2, 2, 2]
+    assert set().union(*final.values()) == {("a", p) for p in range(6)}
+    [d] = coord.describe_consumer_groups(["g"])
+    assert d.state is ConsumerGroupState.STABLE and d.assignor == "uniform"
+    assert {m.member_epoch for m in d.members} == {d.assignment_epoch} == {d.group_epoch}
+
+
+def test_no_partition_is_owned_twice_across_a_random_history(env):
+    """Members join, leave, change subscriptions, drop heartbeats and topics grow; at every step no partition
+    is held (assigned or being revoked) by two members, and what each client holds is what it was told."""
+    coord, clock, topics = env
+    rng = random.Random(848)
+    live: dict[str, object] = {}
+    held: dict[str, dict] = {}
+    n = 0
+    for step in range(400):
+        clock.now += 100
+        action = rng.random()
+        if action < 0.12 or not live:
+            n += 1
+            mid = f"m{n}"
+            live[mid] = join(coord, mid, topics=rng.choice([("a",), ("a", "b"), ("b",)]))
+            held[mid] = live[mid].assignment or {}
+        elif action < 0.18 and len(live) > 1:
+            mid = rng.choice(sorted(live))
+            coord.consumer_group_heartbeat("g", mid, -1)
+            del live[mid], held[mid]
+        elif action < 0.2:
+            topics["a"] += 1
+        else:
+            mid = rng.choice(sorted(live))
+            kw = {"subscribed_topic_names": ["a", "b"]} if action > 0.97 else {}
+            r = beat(coord, live[mid], held[mid], **kw)
+            live[mid] = r
+            if r.assignment is not None:
+                held[mid] = r.assignment
+        group = coord._consumer_groups["g"]
+        seen: dict = {}
+        for m in group.members.values():
+            for tp in parts(m.assigned) | parts(m.revoking):
+                assert tp not in seen, f"step {step}: {tp} held by {seen[tp]} and {m.member_id}"
+                seen[tp] = m.member_id
+        clients: dict = {}
+        for mid, a in held.items():
+            for tp in parts(a):
+                assert tp not in clients, f"step {step}: clients {clients[tp]} and {mid} both consume {tp}"
+                clients[tp] = mid
+    final = converge(coord, live)
+    subscribed = set().union(*(coord._subscribed(m, topics) for m in coord._consumer_groups["g"].members.values()))
+    assert set().union(*final.values()) == {(t, p) for t in subscribed for p in range(topics[t])}
+
+
+def test_epochs_fencing_and_lost_responses(env):
+    coord, _, _ = env
+    r1 = join(coord, "m1")
+    r1 = beat(coord, r1, r1.assignment)
+    with pytest.raises(FencedMemberEpochError):
+        coord.consumer_group_heartbeat("g", "m1", r1.member_epoch + 1)
+    with pytest.raises(UnknownMemberIdError):
+        coord.consumer_group_heartbeat("g", "nobody", 1)
+    join(coord, "m2")
+    r1b = beat(coord, r1, r1.assignment)                    # m1 must revoke: its epoch stays until it does
+    assert r1b.member_epoch == r1.member_epoch and len(parts(r1b.assignment)) == 3
+    r1c = beat(coord, r1b, r1b.assignment)                  # revoked: the new epoch
+    assert r1c.member_epoch > r1.member_epoch
+    # the response to r1c was lost: the previous epoch is still accepted while what it owns is all assigned
+    again = coord.consumer_group_heartbeat("g", "m1", r1b.member_epoch, owned=r1b.assignment)
+    assert again.member_epoch == r1c.member_epoch
+    with pytest.raises(FencedMemberEpochError):
+        coord.consumer_group_heartbeat("g", "m1", r1b.member_epoch, owned={"a": frozenset(range(6))})
+
+
+def test_leave_moves_partitions_and_session_expiry_removes_member(env):
+    coord, clock, _ = env
+    members = {m: join(coord, m) for m in ("m1", "m2", "m3")}
+    converge(coord, members)
+    out = coord.consumer_group_heartbeat("g", "m1", -1)
+    assert out.member_epoch == -1
+    del members["m1"]
+    assert sorted(len(p) for p in converge(coord, members).values()) == [3, 3]
+    clock.now += 5_000
+    beat(coord, members["m2"], None)
+    clock.now += 6_000                                      # m3 silent for 11 s, m2 for 6 s
+    coord.tick()
+    assert set(coord._consumer_groups["g"].members) == {"m2"}
+    assert len(converge(coord, {"m2": members["m2"]})["m2"]) == 6
+
+
+def test_a_member_that_does_not_revoke_is_removed_after_its_rebalance_timeout(env):
+    coord, clock, _ = env
+    r1 = join(coord, "m1", rebalance_timeout_ms=2_000)
+    r2 = join(coord, "m2")
+    beat(coord, r1, r1.assignment)                          # told to revoke three
+    clock.now += 2_001
+    coord.tick()
+    assert set(coord._consumer_groups["g"].members) == {"m2"}
+    assert len(converge(coord, {"m2": r2})["m2"]) == 6
+
+
+def test_static_members(env):
+    coord, _, _ = env
+    s1 = join(coord, "s1", instance_id="i1")
+    first = s1.assignment
+    s1 = beat(coord, s1, first)
+    with pytest.raises(UnreleasedInstanceIdError):
+        join(coord, "s1-new", instance_id="i1")
+    assert coord.consumer_group_heartbeat("g", "s1", -2, instance_id="i1").member_epoch == -2
+    other = join(coord, "m2")
+    assert other.assignment == {}                            # the departed static member keeps its partitions
+    back = join(coord, "s1-new", instance_id="i1")
+    # it takes over the epoch and partitions, and must give up the half that now goes to m2
+    assert back.member_epoch == s1.member_epoch and len(parts(back.assignment)) == 3
+    assert parts(back.assignment) < parts(first)
+    with pytest.raises(UnknownMemberIdError):
+        coord.consumer_group_heartbeat("g", "s1", s1.member_epoch, instance_id="i1")
+    with pytest.raises(FencedInstanceIdError):
+        coord.consumer_group_heartbeat("g", "m2", other.member_epoch, instance_id="i1")
+
+
+def test_request_checks(env):
+    coord, _, _ = env
+    with pytest.raises(InvalidRequestError):
+        coord.consumer_group_heartbeat("", "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"])
+    with pytest.raises(InvalidRequestError):
+        coord.consumer_group_heartbeat("g", "m", 0, subscribed_topic_names=["a"])       # no rebalance timeout
+    with pytest.raises(InvalidRequestError):
+        coord.consumer_group_heartbeat("g", "m", 0, rebalance_timeout_ms=1)             # no subscription
+    with pytest.raises(InvalidRequestError):
+        coord.consumer_group_heartbeat("g", "m", -2)                                     # -2 needs an instance id
+    with pytest.raises(UnsupportedAssignorError):
+        join(coord, "m", server_assignor="sticky")
+    with pytest.raises(InvalidRegularExpressionError):
+        coord.consumer_group_heartbeat("g", "m", 0, rebalance_timeout_ms=1, subscribed_topic_regex="a[")
+    assert join(coord, "m", server_assignor="range").member_id == "m"
+    assert coord.describe_consumer_groups(["g"])[0].assignor == "range"
+    assert coord.consumer_group_heartbeat("g", "", 0, rebalance_timeout_ms=1,
+                                          subscribed_topic_names=["a"]).member_id       # v0: the coordinator names it
+
+
+def test_regex_subscription_picks_up_new_topics_and_partitions(env):
+    coord, _, topics = env
+    r = coord.consumer_group_heartbeat("g", "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=[],
+                                       subscribed_topic_regex="b|c.*")
+    assert parts(r.assignment) == {("b", p) for p in range(3)}
+    topics["cx"] = 2
+    topics["b"] = 4
+    r2 = beat(coord, r, r.assignment)
+    assert r2.member_epoch > r.member_epoch
+    assert parts(r2.assignment) == {("b", p) for p in range(4)} | {("cx", 0), ("cx", 1)}
+
+
+def test_classic_and_consumer_groups_of_one_id(env):
+    coord, _, _ = env
+    join(coord, "m1")
+    fut = coord.join_group("g", "", "consumer", [("range", b"")], 10_000)
+    with pytest.raises(InconsistentGroupProtocolError):
+        fut.result(1)
+    assert [(g.group_id, g.protocol_type, g.state.value, g.group_type) for g in coord.list_groups()] == [
+        ("g", "consumer", "Stable", "consumer")]
+    assert coord.describe_groups(["g"])[0].state.value == "Dead"
+    assert coord.delete_groups(["g"])["g"].__class__ is NonEmptyGroupError
+    coord.join_group("classic", "", "consumer", [("range", b"")], 10_000).result(5)
+    with pytest.raises(GroupIdNotFoundError):
+        coord.consumer_group_heartbeat("classic", "x", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"])
+    [desc] = coord.describe_consumer_groups(["classic"])
+    assert isinstance(desc, GroupIdNotFoundError)
+
+
+def test_offset_commit_and_fetch_check_member_and_epoch(env):
+    coord, _, _ = env
+    coord.store.partition_exists = lambda topic, p: True
+    r = join(coord, "m1")
+    ok = coord.commit_offsets("g", {("a", 0): 5}, r.member_epoch, "m1")
+    assert ok == {("a", 0): None} and coord.fetch_offsets("g", [("a", 0)])[("a", 0)].offset == 5
+    with pytest.raises(StaleMemberEpochError):
+        coord.commit_offsets("g", {("a", 0): 6}, r.member_epoch + 1, "m1")
+    with pytest.raises(UnknownMemberIdError):
+        coord.commit_offsets("g", {("a", 0): 6}, r.member_epoch, "other")
+    with pytest.raises(UnknownMemberIdError):
+        coord.commit_offsets("g", {("a", 0): 6})                  # a group with members needs a member
+    with pytest.raises(UnsupportedVersionError):
+        coord.commit_offsets("g", {("a", 0): 6}, r.member_epoch, "m1", epoch_version=False)
+    coord.check_offset_fetch_member("g", "m1", r.member_epoch)
+    coord.check_offset_fetch_member("g", None, -1)
+    with pytest.raises(StaleMemberEpochError):
+        coord.check_offset_fetch_member("g", "m1", r.member_epoch - 1)
+    with pytest.raises(UnknownMemberIdError):
+        coord.check_offset_fetch_member("g", "other", 1)
+    with pytest.raises(IllegalGenerationError):
+        coord.txn_commit_offsets("g", "tx", 1, 0, {("a", 0): 7}, r.member_epoch + 3, "m1")
+    coord.consumer_group_heartbeat("g", "m1", -1)
+    assert coord.commit_offsets("g", {("a", 0): 9}) == {("a", 0): None}   # empty again: simple commits
