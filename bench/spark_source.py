@@ -599,7 +599,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.records, args.runs = 200_000, 1
     root = args.dir or tempfile.mkdtemp(prefix="seglog-spark-bench-")
-    started = time.time()
+    started, load = time.time(), os.getloadavg()
     try:
         m = measure(root, args.records, args.partitions, args.runs, broker=not args.no_broker,
                     variants=args.variants)
@@ -615,12 +615,12 @@ def main(argv=None) -> int:
         print(f"wrote the section to {README}")
     if args.results:
         command = "python -m bench.spark_source " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_results(m, command.strip(), started, time.time() - started)
+        write_results(m, command.strip(), started, time.time() - started, load)
         print(f"wrote the section to {RESULTS}")
     return 0
 
 
-def write_results(m: dict, command: str, started: float, seconds: float) -> None:
+def write_results(m: dict, command: str, started: float, seconds: float, load: tuple) -> None:
     """Replace the section of bench/RESULTS.md titled TITLE, its line in the Sections list and its rows of the
     Targets table with this run's, rendered as `python -m bench` renders them; everything else is kept."""
     from bench import report
@@ -629,8 +629,9 @@ def write_results(m: dict, command: str, started: float, seconds: float) -> None
         text = f.read()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
     lines = [f"## {TITLE}", "", f"_`bench/spark_source.py`, {seconds:.0f} s_", "",
-             f"This section alone was measured again by `{command}` on {when} (the rest of this file comes from the "
-             "run named at the top).", ""]
+             f"This section alone was measured again by `{command}` on {when}, load average "
+             f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at its start (the rest of this file comes from the run "
+             "named at the top).", ""]
     for note in notes(m):
         lines += [note, ""]
     lines += report.tables(rows)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import InvalidConfigError, UnknownConfigError
+from .replication.throttle import parse_throttled_replicas
 from .security.authorizer import check_authorizer_class, parse_super_users
 from .security.listeners import broker_listeners
 from .security.protocols import SECURITY_PROTOCOLS
@@ -43,6 +44,7 @@ class _Key:
     none_is: int | None = None    # Kafka's spelling of "never" for an optional value
     secret: bool = False          # a password or key: never in repr() or logs
     ordered: bool = False         # a list whose order matters (kept as given, repeats dropped), else sorted
+    empty_ok: bool = False        # an empty list is a value (cleanup.policy: neither deleted nor compacted)
 
 
 def _parse(key: _Key, raw: Any) -> Any:
@@ -85,7 +87,7 @@ def _parse(key: _Key, raw: Any) -> Any:
         raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: value must be no more than {key.high:g}")
     if key.choices is not None:
         bad = [v for v in (value if key.kind == "list" else (value,)) if v not in key.choices]
-        if bad or (key.kind == "list" and not value):
+        if bad or (key.kind == "list" and not value and not key.empty_ok):
             raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: "
                                      f"String must be one of: {', '.join(key.choices)}")
     return value
@@ -141,7 +143,8 @@ class LogConfig:
     message_timestamp_after_max_ms: int = _k("message.timestamp.after.max.ms", "long", LONG_MAX, low=0)
     compression_type: str = _k("compression.type", "string", "producer",
                                choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
-    cleanup_policy: tuple[str, ...] = _k("cleanup.policy", "list", ("delete",), choices=("compact", "delete"))
+    cleanup_policy: tuple[str, ...] = _k("cleanup.policy", "list", ("delete",), choices=("compact", "delete"),
+                                         ordered=True, empty_ok=True)         # Kafka's order: "delete,compact"
     delete_retention_ms: int = _k("delete.retention.ms", "long", 24 * 3600 * 1000, low=0)
     min_compaction_lag_ms: int = _k("min.compaction.lag.ms", "long", 0, low=0)
     max_compaction_lag_ms: int = _k("max.compaction.lag.ms", "long", LONG_MAX, low=1)
@@ -152,10 +155,16 @@ class LogConfig:
     preallocate: bool = _k("preallocate", "bool", False)
     # deprecated since Kafka 3.0, where every batch is message format v2: accepted and ignored, as Kafka 3.x does
     message_format_version: str = _k("message.format.version", "string", "3.0-IV1")
+    # the replicas replication throttles apply to ("*" or "partition:broker,..."; seglog.replication.throttle)
+    leader_replication_throttled_replicas: str = _k("leader.replication.throttled.replicas", "string", "")
+    follower_replication_throttled_replicas: str = _k("follower.replication.throttled.replicas", "string", "")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _parse(f.metadata["key"], getattr(self, f.name)))
+        for kind in ("leader", "follower"):
+            parse_throttled_replicas(f"{kind}.replication.throttled.replicas",
+                                     getattr(self, f"{kind}_replication_throttled_replicas"))
 
     # -- conversions ----------------------------------------------------------------------------------------
     @classmethod
@@ -244,7 +253,8 @@ class BrokerConfig:
     log_index_size_max_bytes: int = _k("log.index.size.max.bytes", "int", 10 * 1024 * 1024, low=4 * 12)
     log_flush_interval_messages: int | None = _k("log.flush.interval.messages", "long", None, low=1, none_is=LONG_MAX)
     log_flush_interval_ms: int | None = _k("log.flush.interval.ms", "long", None, low=0, none_is=LONG_MAX)
-    log_cleanup_policy: tuple[str, ...] = _k("log.cleanup.policy", "list", ("delete",), choices=("compact", "delete"))
+    log_cleanup_policy: tuple[str, ...] = _k("log.cleanup.policy", "list", ("delete",), choices=("compact", "delete"),
+                                             ordered=True, empty_ok=True)
     log_cleaner_enable: bool = _k("log.cleaner.enable", "bool", True)
     log_cleaner_backoff_ms: int = _k("log.cleaner.backoff.ms", "long", 15_000, low=0)
     log_cleaner_delete_retention_ms: int = _k("log.cleaner.delete.retention.ms", "long", 24 * 3600 * 1000, low=0)
@@ -323,6 +333,8 @@ class BrokerConfig:
     # -- client quotas (seglog.quotas) ------------------------------------------------------------------------------
     quota_window_num: int = _k("quota.window.num", "int", 11, low=1)
     quota_window_size_seconds: int = _k("quota.window.size.seconds", "int", 1, low=1)
+    replication_quota_window_num: int = _k("replication.quota.window.num", "int", 11, low=1)
+    replication_quota_window_size_seconds: int = _k("replication.quota.window.size.seconds", "int", 1, low=1)
     # -- authorization (seglog.security.authorizer) -------------------------------------------------------------
     authorizer_class_name: str = _k("authorizer.class.name", "string", "")
     super_users: str = _k("super.users", "string", "")
@@ -368,6 +380,9 @@ class BrokerConfig:
         if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
             raise InvalidConfigError("max.connections.per.ip can be set to zero only if "
                                      "max.connections.per.ip.overrides property is set.")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise InvalidConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                                     "group.consumer.session.timeout.ms")
         broker_listeners(self)                     # every listener, protocol map and inter-broker name checked
         check_authorizer_class(self.authorizer_class_name)
         parse_super_users(self.super_users)

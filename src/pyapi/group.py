@@ -21,7 +21,8 @@ writes this causes but does not wait for their replication); tests pass
 ``timer=False`` and a fake ``clock`` and call ``tick()``.
 
 This module is the state machine, one class because every transition takes the one lock over the same group
-records. Around it: group_offsets (OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete: a base class of
+records. Around it: group_consumer (KIP-848 consumer groups, a base class sharing the lock and the deadlines;
+one group id is either a classic group here or a consumer group there), group_offsets (OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete: a base class of
 GroupCoordinator), group_types (the values it returns, its config), group_state (a group's records, the
 deferred completions and store writes), group_timers (the deadline heap; kinds map to handlers through a
 table) and offsets_store (the OffsetStore interface, the in-memory store and the __consumer_offsets one).
@@ -94,6 +95,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
                              TimerKind.CONSUMER_REVOKE: self._on_consumer_revoke}
         self._groups: dict[str, _Group] = {}
         self._consumer_groups: dict = {}          # group id -> group_consumer_state.ConsumerGroup
+        self._consumer_holds: list = []            # (group id predicate, until): see _hold_consumer_groups
         self._topics = topics
         self._writes = StoreWrites()
         self._closed = False
@@ -586,12 +588,18 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
 
     # --- groups moving between coordinators (cluster mode) ----------------------------------------------------
 
-    def load_groups(self, stored: Mapping[str, GroupMetadata], names: Iterable[str]) -> None:
+    def load_groups(self, stored: Mapping[str, GroupMetadata], names: Iterable[str],
+                    taken_over: Callable[[str], bool] | None = None) -> None:
         """Take over groups whose offsets partition is now led here (Kafka's onElection): each is rebuilt from
-        ``stored`` as at start-up, replacing any copy held before. Other groups are not touched."""
+        ``stored`` as at start-up, replacing any copy held before. Other groups are not touched. ``taken_over``
+        (the partition had a leader before: it moved here) tells the group ids of that partition, whose
+        consumer groups, kept in memory only, hold their partitions back for a session (group_consumer)."""
         names = set(names)
         self.unload_groups(names)
         self._load(dict(stored), names)
+        if taken_over is not None:
+            with self._lock:
+                self._hold_consumer_groups(taken_over, self._clock())
 
     def unload_groups(self, group_ids: Iterable[str]) -> None:
         """Give up groups whose offsets partition moved away (Kafka's onResignation): they are forgotten, and

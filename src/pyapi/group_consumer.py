@@ -19,6 +19,8 @@ being revoked longer than their rebalance timeout.
 Consumer groups live in memory only (Kafka writes them to __consumer_offsets): when a coordinator restarts or
 the group's offsets partition moves, the group is gone there; its members' heartbeats get UnknownMemberIdError
 and they rejoin with epoch 0, having given up their partitions, while committed offsets stay in the store.
+After a takeover (load_groups with ``taken_over``) a group re-formed here assigns nothing for one session
+timeout, so that a member still consuming under the old coordinator never shares a partition with a new one.
 """
 
 from __future__ import annotations
@@ -121,9 +123,10 @@ class ConsumerGroups:
             changed |= self._update_subscription(member, subscribed_topic_names, subscribed_topic_regex,
                                                  server_assignor, rebalance_timeout_ms)
             self._arm_consumer_session(group, member, now)
-            self._refresh_target(group, changed)
+            self._refresh_target(group, changed, now)
+            revoking = member.revoke_deadline
             reconcile(group, member, owned, now)
-            if member.revoke_deadline is not None:
+            if member.revoke_deadline is not None and member.revoke_deadline != revoking:
                 self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
             send = member.assigned if (member_epoch == 0 or member.last_sent != member.assigned
                                        or owned is not None and owned != member.assigned) else None
@@ -171,7 +174,19 @@ class ConsumerGroups:
         if classic is not None:
             del self._groups[group_id]
         group = self._consumer_groups[group_id] = ConsumerGroup(group_id)
+        now = self._clock()
+        self._consumer_holds = [(ours, until) for ours, until in self._consumer_holds if until > now]
+        group.hold_until = max((until for ours, until in self._consumer_holds if ours(group_id)), default=None)
         return group
+
+    def _hold_consumer_groups(self, ours, now: float) -> None:
+        """This coordinator took over the offsets partition of the group ids ``ours`` accepts (lock held). Their
+        consumer groups lived at the previous coordinator, in memory: members that have not found this one
+        yet may still consume their partitions. So a consumer group of theirs created here within a session
+        timeout assigns nothing until that session has passed: by then every old member either rejoined here
+        (giving its partitions up) or would have been expired by the old coordinator, as Kafka's would expire
+        members that do not heartbeat the new coordinator."""
+        self._consumer_holds.append((ours, now + self.config.consumer_session_timeout_ms))
 
     def _consumer_join(self, group, member_id, instance_id, rack_id, rebalance_ms, client_id, client_host
                        ) -> tuple[ConsumerMember, bool]:
@@ -260,11 +275,14 @@ class ConsumerGroups:
         group.target.pop(member.member_id, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
-        self._refresh_target(group, True)
+        self._refresh_target(group, True, self._clock())
 
-    def _refresh_target(self, group: ConsumerGroup, changed: bool) -> None:
+    def _refresh_target(self, group: ConsumerGroup, changed: bool, now: float) -> None:
         """Bump the group epoch if ``changed`` or the subscribed topics' metadata moved, and recompute the
-        target assignment for a bumped epoch (lock held)."""
+        target assignment for a bumped epoch (lock held). A group on hold gets an empty target until its
+        hold ends (then the epoch moves)."""
+        if group.hold_until is not None and now >= group.hold_until:
+            group.hold_until, changed = None, True
         topics = self._topics()
         subscribed = {t: topics[t] for t in sorted(set().union(*(self._subscribed(m, topics)
                                                                   for m in group.members.values())))}
@@ -277,7 +295,8 @@ class ConsumerGroups:
         chosen = max(sorted(set(names)), key=names.count) if names else self.config.consumer_assignors[0]
         specs = {m.member_id: MemberSubscription(frozenset(self._subscribed(m, topics)), m.instance_id)
                  for m in group.members.values()}
-        group.target = server_assignor(chosen).assign(specs, subscribed, group.target)
+        group.target = (server_assignor(chosen).assign(specs, subscribed, group.target) if group.hold_until is None
+                        else {m: {} for m in specs})
         group.assignor = chosen
         group.target_epoch = group.group_epoch
 

@@ -104,6 +104,7 @@ class ConsumerGroup:
     target: dict[str, Assignment] = field(default_factory=dict)
     subscribed_metadata: dict[str, int] = field(default_factory=dict)
     assignor: str = ""
+    hold_until: float | None = None              # the target stays empty until then (a coordinator takeover)
     protocol_type = "consumer"
 
     @property

@@ -219,7 +219,8 @@ class GroupOffsets:
         """OffsetDelete, as Kafka's coordinator: a group without members loses the committed offsets of
         ``partitions`` (a partition without one is answered None too); a consumer group with members keeps
         those of the topics a member subscribes to (GroupSubscribedToTopicError per such partition) and loses
-        the others. Raises GroupIdNotFoundError for a group with neither members nor offsets, NonEmptyGroupError
+        the others (a KIP-848 consumer group likewise). Raises GroupIdNotFoundError for a group with neither
+        members nor offsets, NonEmptyGroupError
         for a group with members of another protocol type, CoordinatorNotAvailableError when closed. Blocks
         until the store wrote the deletion."""
         wanted = [TopicPartition(*tp) for tp in dict.fromkeys(partitions)]
@@ -228,7 +229,15 @@ class GroupOffsets:
             check_group_id(group_id, allow_empty=False)
             group = self._groups.get(group_id)
             results: dict[TopicPartition, SeglogError | None] = dict.fromkeys(wanted)
-            if group is None or group.state is _EMPTY:
+            consumer = self._consumer_groups.get(group_id)
+            if consumer is not None and consumer.members:           # KIP-848: as a classic consumer group
+                topics = self._topics()
+                subscribed = set().union(*(self._subscribed(m, topics) for m in consumer.members.values()))
+                for tp in wanted:
+                    if tp.topic in subscribed:
+                        results[tp] = GroupSubscribedToTopicError(
+                            f"group {group_id!r} has members subscribed to topic {tp.topic!r}")
+            elif group is None or group.state is _EMPTY:
                 if group is None and group_id not in self.store.groups():
                     raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
             elif group.protocol_type == "consumer":

@@ -58,6 +58,9 @@ class GroupConfig:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if f.name == "max_size" else 0):
                 raise InvalidConfigError(f"Invalid value {value!r} for {f.name}: a non-negative int is required")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise InvalidConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                                     "group.consumer.session.timeout.ms")
         if self.min_session_timeout_ms > self.max_session_timeout_ms:
             raise InvalidConfigError("group.min.session.timeout.ms is larger than group.max.session.timeout.ms")
 

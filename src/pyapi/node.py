@@ -573,7 +573,9 @@ class Node:
             return                                  # made later, it reads the partitions led by then
         try:
             if leader:
-                coord.load_groups(*coord.store.load_partition(part.index))
+                n, index = self.config.offsets_topic_num_partitions, part.index
+                moved = (lambda gid: partition_for_group(gid, n) == index) if part.log.leader_epoch > 0 else None
+                coord.load_groups(*coord.store.load_partition(part.index), taken_over=moved)
             else:
                 coord.unload_groups(coord.store.unload_partition(part.index))
         except (LogClosedError, UnknownTopicOrPartitionError) as e:     # shutting down, or the topic went away

@@ -352,7 +352,7 @@ def test_alter_configs_on_raw_frames(start_broker):
         assert b.node.partition("cfg", 1).log.config.segment_ms == 3_600_000          # the open logs have it
         assert b.node.partition("cfg", 1).log.config.retention_ms == 7 * 24 * 3600 * 1000
         assert incremental(c, ("cleanup.policy", APPEND, "compact")) == (NO_ERROR, None)
-        assert topic("cfg").config.cleanup_policy == ("compact", "delete")
+        assert topic("cfg").config.cleanup_policy == ("delete", "compact")          # Kafka's order: appended
         assert incremental(c, ("cleanup.policy", SUBTRACT, "delete")) == (NO_ERROR, None)
         assert topic("cfg").overrides["cleanup.policy"] == "compact"
         assert incremental(c, ("cleanup.policy", DELETE, None)) == (NO_ERROR, None)

@@ -135,9 +135,13 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
             conn.close()
 
         plan = plan_file(tmp_path / "plan.json", "held", [a, stalled])
+        before = c.wait_isr("held", 0, [a, b])
         c.brokers[stalled].pause()                     # registered, but it will not fetch: the move cannot end
         try:
             assert admin.alter_partition_reassignments({tp: [a, stalled]}) == {tp: None}
+            st = c.state("held", 0)                     # Kafka's phase A: a new epoch for the grown replica set
+            assert (st["leader"], st["leader_epoch"], sorted(st["isr"])) == \
+                (before["leader"], before["leader_epoch"] + 1, [a, b])
             assert admin.list_partition_reassignments() == {
                 tp: {"replicas": [a, stalled, b], "adding_replicas": [stalled], "removing_replicas": [b]}}
             assert ok("reassign-partitions", "--bootstrap-server", reachable, "--list").splitlines() == [
@@ -157,6 +161,9 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):
             assert ok("reassign-partitions", "--bootstrap-server", reachable, "--cancel",
                       "--reassignment-json-file", plan) == "Successfully cancelled partition reassignment for: held-0\n"
             assert c.assignment("held") == {0: [a, b]}
+            st = c.state("held", 0)                     # the cancel completes at once (phase B): one more epoch
+            assert (st["leader"], st["leader_epoch"], sorted(st["isr"])) == \
+                (before["leader"], before["leader_epoch"] + 2, [a, b])
         finally:
             c.brokers[stalled].resume()
         assert admin.list_partition_reassignments() == {}
@@ -242,3 +249,102 @@ def test_bad_reassignment_files_are_refused_before_any_broker_is_asked(tmp_path)
           nowhere, "--generate", "--topics-to-move-json-file", topics, "--broker-list", "1,2")
     fails(2, "--generate needs", "reassign-partitions", "--bootstrap-server", nowhere, "--generate",
           "--broker-list", "1,2")
+
+
+def test_a_replica_set_change_with_the_leader_kept_takes_kafkas_new_leader_epochs(cluster, tmp_path):
+    """Kafka's controller bumps the leader epoch though the leader stays: once when the reassignment starts
+    (phase A: the leader learns the grown replica set), once when it completes (phase B: the target replica
+    set), and once for each removed replica leaving the ISR. The leader then writes in the last epoch, and
+    every replica holds the same log."""
+    c = cluster
+    create(c, "grown", [0, 1])
+    before = c.wait_isr("grown", 0, [0, 1])
+    assert before["leader"] == 0
+    host, port = c.client_addr[0]
+    assert raw_produce(host, port, "grown", 0, [b"before"])[0] == 0
+    ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute", "--reassignment-json-file",
+       plan_file(tmp_path / "grown.json", "grown", [0, 2]))
+    wait_until(lambda: c.assignment("grown") == {0: [0, 2]}, 60, "the reassignment to complete",
+               details=c.describe)
+    st = c.wait_isr("grown", 0, [0, 2])
+    assert (st["leader"], st["leader_epoch"]) == (0, before["leader_epoch"] + 3), (before, st)
+    wait_until(lambda: raw_produce(host, port, "grown", 0, [b"after"])[0] == 0, 30, "broker 0 to lead epoch "
+               f"{st['leader_epoch']}", details=c.describe)
+    log = c.wait_converged("grown", 0, min_end=2, ids=[0, 2])
+    assert log.batches[0].leader_epoch == before["leader_epoch"] and \
+        log.batches[-1].leader_epoch == st["leader_epoch"], [b.leader_epoch for b in log.batches]
+
+
+def broker_rates(c: Cluster, b: int) -> dict[str, tuple[str, int]]:
+    """DescribeConfigs of broker `b` at that broker: the throttled rates' (value, config source)."""
+    from seglog.client import BrokerConnection
+    from seglog.protocol import ApiKey
+
+    conn = BrokerConnection(*c.client_addr[b], client_id="throttle-test")
+    try:
+        r = conn.request(ApiKey.DESCRIBE_CONFIGS, {"resources": [{"resource_type": 4, "resource_name": str(b),
+                                                                  "configuration_keys": None}]})
+    finally:
+        conn.close()
+    return {e["name"]: (e["value"], e["config_source"]) for e in r["results"][0]["configs"]
+            if e["name"].endswith("replication.throttled.rate")}
+
+
+def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_verify_removes_the_throttles(zookeeper_server,
+                                                                                                tmp_path):
+    """--execute --throttle sets Kafka's throttles (the rate on the brokers involved, the replica lists on the
+    topic) and the new replica copies the log at about that rate; the same move without --throttle is fast;
+    --verify, once the move is done, removes every throttle. Replication quotas over 2 windows of 1 s (the
+    burst a fresh rate lets through is one window's) and 32 KiB replica fetches."""
+    c = Cluster(zookeeper_server.connect_string, tmp_path / "c", 2,
+                {"replication.quota.window.num": 2, "replica.fetch.max.bytes": 32768},
+                chroot=f"/throttle-{int(time.time() * 1000) % 10**8}")
+    rate, size = 100 * 1024, 640 * 1024
+    try:
+        c.start()
+        host, port = c.client_addr[0]
+        took = {}
+        for topic, throttle in (("fast", ()), ("slow", ("--throttle", str(rate)))):
+            create(c, topic, [0])
+            for _ in range(size // (16 * 1024)):
+                assert raw_produce(host, port, topic, 0, [b"v" * 1024] * 16, acks=1)[0] == 0
+            out = ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute",
+                     "--reassignment-json-file", plan_file(tmp_path / f"{topic}.json", topic, [0, 1]), *throttle)
+            t0 = time.monotonic()
+            if throttle:
+                assert out.splitlines()[-3:] == [
+                    "Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+                    "throttle is removed.", f"The inter-broker throttle limit was set to {rate} B/s",
+                    "Successfully started partition reassignment for slow-0"]
+                config = json.loads(c.zk.get("/config/topics/slow")[0])["config"]
+                assert (config["leader.replication.throttled.replicas"],
+                        config["follower.replication.throttled.replicas"]) == ("0:0", "0:1")
+                for b in (0, 1):
+                    assert json.loads(c.zk.get(f"/config/brokers/{b}")[0])["config"] == {
+                        "leader.replication.throttled.rate": str(rate),
+                        "follower.replication.throttled.rate": str(rate)}
+                dynamic = {"leader.replication.throttled.rate": (str(rate), 2),          # DYNAMIC_BROKER_CONFIG
+                           "follower.replication.throttled.rate": (str(rate), 2)}
+                wait_until(lambda: broker_rates(c, 1) == dynamic, 10, "broker 1 to describe its rates")
+            c.wait_isr(topic, 0, [0, 1], timeout=120)
+            took[topic] = time.monotonic() - t0
+        print(f"{size} B moved in {took['fast']:.2f} s unthrottled, {took['slow']:.2f} s at {rate} B/s")
+        assert took["slow"] >= size / rate - 1.5, took           # one window's burst, the last fetch's bytes
+        assert took["fast"] < took["slow"] / 2, took
+        wait_until(lambda: "Reassignment of partition slow-0 is completed." in ok(
+            "reassign-partitions", "--bootstrap-server", c.bootstrap, "--verify", "--reassignment-json-file",
+            str(tmp_path / "slow.json"), "--preserve-throttles"), 30, "the move to complete")
+        assert "throttled.replicas" in c.zk.get("/config/topics/slow")[0].decode(), "--preserve-throttles kept them"
+        out = ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--verify", "--reassignment-json-file",
+                 str(tmp_path / "slow.json"))
+        assert out.splitlines() == ["Status of partition reassignment:",
+                                    "Reassignment of partition slow-0 is completed.", "",
+                                    "Clearing broker-level throttles on brokers 0,1",
+                                    "Clearing topic-level throttles on topic slow"]
+        assert "throttled" not in c.zk.get("/config/topics/slow")[0].decode()
+        for b in (0, 1):
+            assert json.loads(c.zk.get(f"/config/brokers/{b}")[0])["config"] == {}
+        wait_until(lambda: broker_rates(c, 0)["leader.replication.throttled.rate"] == (str((1 << 63) - 1), 5),
+                   10, "broker 0 to describe its rate as the default (no limit)")
+    finally:
+        c.close()

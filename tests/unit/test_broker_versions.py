@@ -285,6 +285,45 @@ def test_delete_topics_v6_hides_the_name_of_an_id_not_described(broker, monkeypa
     assert broker.node.topics() == ["t"]
 
 
+def test_broker_configs_on_a_lone_broker_only_the_throttled_rates_are_dynamic_and_kept_nowhere(broker):
+    broker.authorize_cluster = lambda op: None
+    def alter(name):
+        r = call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+            "resource_type": 4, "resource_name": "0", "configs": [
+                {"name": name, "config_operation": 0, "value": "1000"}]}], "validate_only": False})
+        [res] = r["responses"]
+        return res["error_code"], res["error_message"]
+    code, message = alter("num.partitions")
+    assert code == INVALID_REQUEST and message.startswith("Cannot update these configs dynamically: num.partitions")
+    code, message = alter("leader.replication.throttled.rate")
+    assert code == INVALID_REQUEST and "a lone broker has no replication to throttle" in message
+    r = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+        "resource_type": 4, "resource_name": "0",
+        "configuration_keys": ["follower.replication.throttled.rate", "num.partitions"]}]})
+    configs = {c["name"]: (c["value"], c["read_only"], c["config_source"]) for c in r["results"][0]["configs"]}
+    assert configs == {"num.partitions": ("1", True, 5),
+                       "follower.replication.throttled.rate": (str((1 << 63) - 1), False, 5)}
+
+
+def test_subtracting_the_last_cleanup_policy_leaves_none_as_kafka(broker):
+    """Kafka's cleanup.policy is a list that may be empty (neither deleted by retention nor compacted):
+    SUBTRACT of its only item is accepted and described as ""."""
+    r = call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "cleanup.policy", "config_operation": 3, "value": "delete"}]}], "validate_only": False})
+    assert r["responses"][0]["error_code"] == 0, r
+    config = broker.node.topic("t").config
+    assert config.cleanup_policy == () and not config.delete and not config.compact
+    r = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+        "resource_type": 2, "resource_name": "t", "configuration_keys": ["cleanup.policy"]}]})
+    [entry] = r["results"][0]["configs"]
+    assert (entry["value"], entry["config_source"]) == ("", 1)
+    r = call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "cleanup.policy", "config_operation": 2, "value": "delete,compact"}]}], "validate_only": False})
+    assert broker.node.topic("t").config.cleanup_policy == ("delete", "compact"), "in the order given, as Kafka"
+
+
 def test_produce_v8_names_the_records_a_compacted_topic_refuses(broker):
     broker.node.create_topic("c", 1, {"cleanup.policy": "compact"})
     batch = record_batch([(1, b"k0", b"v", []), (1, None, b"v", []), (1, b"k2", b"v", []), (1, None, b"v", [])])

@@ -298,3 +298,42 @@ def test_offset_commit_and_fetch_check_member_and_epoch(env):
         coord.txn_commit_offsets("g", "tx", 1, 0, {("a", 0): 7}, r.member_epoch + 3, "m1")
     coord.consumer_group_heartbeat("g", "m1", -1)
     assert coord.commit_offsets("g", {("a", 0): 9}) == {("a", 0): None}   # empty again: simple commits
+
+
+def test_offset_delete_keeps_the_subscribed_topics_of_a_consumer_group(env):
+    coord, _, _ = env
+    coord.store.partition_exists = lambda topic, p: True
+    r = join(coord, "m1")
+    coord.commit_offsets("g", {("a", 0): 5, ("b", 0): 5}, r.member_epoch, "m1")
+    out = coord.delete_offsets("g", [("a", 0), ("b", 0)])
+    assert out[("a", 0)].__class__.__name__ == "GroupSubscribedToTopicError" and out[("b", 0)] is None
+    kept = coord.fetch_offsets("g", [("a", 0), ("b", 0)])
+    assert kept[("a", 0)].offset == 5 and kept[("b", 0)] is None
+
+
+def test_heartbeat_interval_must_be_below_the_session_timeout():
+    from seglog.config import BrokerConfig
+    from seglog.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError, match="heartbeat.interval"):
+        BrokerConfig(group_consumer_heartbeat_interval_ms=5000, group_consumer_session_timeout_ms=5000)
+    with pytest.raises(InvalidConfigError, match="assignors"):
+        GroupConfig(consumer_assignors=("sticky",))
+    assert GroupConfig.from_kafka({"group.consumer.assignors": "range,uniform"}).consumer_assignors == ("range",
+                                                                                                      "uniform")
+
+
+def test_a_group_reformed_after_a_coordinator_takeover_waits_a_session_before_assigning(env):
+    """The old coordinator's members may still consume until they find this one: a group of a taken-over
+    offsets partition assigns nothing for one session timeout; other groups are not held."""
+    coord, clock, _ = env
+    coord.load_groups({}, [], taken_over=lambda gid: gid == "g")
+    r = join(coord, "m1")
+    assert r.assignment == {}
+    other = coord.consumer_group_heartbeat("free", "x", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"])
+    assert len(parts(other.assignment)) == 6
+    clock.now += 9_000
+    assert beat(coord, r, {}).assignment is None                  # still held
+    clock.now += 1_000
+    after = beat(coord, r, {})
+    assert after.member_epoch > r.member_epoch and len(parts(after.assignment)) == 6

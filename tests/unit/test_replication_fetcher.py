@@ -26,6 +26,7 @@ from seglog.wire_fetch import Fetched
 
 # -- the decision itself (pure) ----------------------------------------------------------------------------------
 
+UNTHROTTLED = {"throttles": None, "hold_back": lambda *_: False}   # a replica manager without throttles
 EPOCHS = [(0, 0), (2, 100), (4, 150)]          # the follower's epoch cache: epoch 4 is its latest, log end 180
 
 
@@ -94,7 +95,7 @@ def follower_log(path, spans, high_watermark):
 
 
 def truncate(lg, leader: FakeLeader, current_epoch: int = 9) -> None:
-    manager = SimpleNamespace(broker_id=2, config=BrokerConfig(), broker_address=lambda _: None)
+    manager = SimpleNamespace(broker_id=2, **UNTHROTTLED, config=BrokerConfig(), broker_address=lambda _: None)
     f = _Followed(SimpleNamespace(topic="t", index=0, log=lg), current_epoch)
     LeaderFetcher(manager, 1)._truncate(leader, f)
     assert f.truncated
@@ -230,7 +231,8 @@ def test_fetcher_backs_off_and_logs_once_while_the_leader_is_unreachable(tmp_pat
     monkeypatch.setattr(fetcher, "BrokerConnection", Connection)
     lg = Log(tmp_path / "t-0")
     config = BrokerConfig.from_properties({"replica.fetch.backoff.ms": 1000})
-    manager = SimpleNamespace(broker_id=2, config=config, broker_address=lambda _: ("127.0.0.1", 9), security=PLAINTEXT)
+    manager = SimpleNamespace(broker_id=2, **UNTHROTTLED, config=config, broker_address=lambda _: ("127.0.0.1", 9),
+                              security=PLAINTEXT)
     f = LeaderFetcher(manager, 1)
     f.add(SimpleNamespace(topic="t", index=0, log=lg), 0)
     caplog.set_level(logging.DEBUG, logger="seglog.replication")
@@ -259,7 +261,7 @@ def test_fetcher_backs_off_and_logs_once_while_the_leader_is_unreachable(tmp_pat
 def test_a_follower_takes_the_leaders_log_start_offset(make_log):
     """DeleteRecords on the leader reaches its followers through the fetch responses' log_start_offset."""
     lg = make_log([(0, 6)], high_watermark=6)
-    manager = SimpleNamespace(broker_id=2, config=BrokerConfig(), broker_address=lambda _: None)
+    manager = SimpleNamespace(broker_id=2, **UNTHROTTLED, config=BrokerConfig(), broker_address=lambda _: None)
     f = _Followed(SimpleNamespace(topic="t", index=0, log=lg), 0, truncated=True)
     fetcher = LeaderFetcher(manager, 1)
     answer = Fetched(error_code=0, high_watermark=6, log_start_offset=4, records=memoryview(b""), next_offset=-1)
@@ -303,8 +305,8 @@ def test_a_partition_the_leader_does_not_lead_yet_delays_only_itself(tmp_path, m
         lg.leader_epoch = 0
         lg.append_batch([b"x"])
         lg.high_watermark = 1
-    manager = SimpleNamespace(broker_id=2, config=BrokerConfig(), broker_address=lambda _: ("127.0.0.1", 9),
-                              security=PLAINTEXT, on_log_dir_failure=None)
+    manager = SimpleNamespace(broker_id=2, **UNTHROTTLED, config=BrokerConfig(),
+                              broker_address=lambda _: ("127.0.0.1", 9), security=PLAINTEXT, on_log_dir_failure=None)
     f = LeaderFetcher(manager, 1)
     for name, lg in logs.items():
         f.add(SimpleNamespace(topic=name, index=0, log=lg), 0)

@@ -10,14 +10,16 @@ import shutil
 from .. import errors
 from ..config import KAFKA_NAMES
 from ..errors import SeglogError
+from ..replication.throttle import BROKER_RATE_KEYS, LONG_MAX
 from ..protocol.schema import NIL_UUID
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
 from ..topic_names import validate_topic_name
-from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC, EXCESSIVE_BATCH,
-                              LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
-                              RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err, _off_loop, authorized_operations,
-                              by_topic, config_type, error_fields)
+from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_DYNAMIC_BROKER,
+                              CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC,
+                              CONFIG_TYPE_LONG, EXCESSIVE_BATCH, LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND,
+                              OP_DELETE, OP_SET, OP_SUBTRACT, RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err,
+                              _off_loop, authorized_operations, by_topic, config_type, error_fields)
 
 
 class AdminHandlers:
@@ -280,11 +282,28 @@ class AdminHandlers:
                     raise errors.InvalidRequestError(f"Null value not supported for : {c['name']}")
                 out[c["name"]] = c["value"]
             return out
-        return {"responses": await self._alter_configs(body, new_overrides)}
+        return {"responses": await self._alter_configs(body, new_overrides,
+                                                       lambda current, configs: new_overrides("", configs))}
 
     async def handle_incremental_alter_configs(self, header, body):
         """IncrementalAlterConfigs: SET / DELETE each named config, APPEND / SUBTRACT items of a list config
         (cleanup.policy), over the topic's current overrides."""
+        def new_broker_configs(current: dict[str, str], configs) -> dict[str, str]:
+            for c in configs:
+                key, op, value = c["name"], c["config_operation"], c["value"]
+                if op == OP_SET:
+                    if value is None:
+                        raise errors.InvalidRequestError(f"Null value not supported for : {key}")
+                    current[key] = value
+                elif op == OP_DELETE:
+                    current.pop(key, None)
+                elif op in (OP_APPEND, OP_SUBTRACT):
+                    raise errors.InvalidConfigError(f"Config value {'append' if op == OP_APPEND else 'subtract'} "
+                                                    f"is not allowed for config key: {key}")
+                else:
+                    raise errors.InvalidRequestError(f"Unknown config operation {op} for config key: {key}")
+            return current
+
         def new_overrides(name: str, configs) -> dict[str, str]:
             overrides = self.broker.view.topic_overrides(name)
             effective = None
@@ -314,12 +333,14 @@ class AdminHandlers:
                 else:
                     raise errors.InvalidRequestError(f"Unknown config operation {op} for config key: {key}")
             return overrides
-        return {"responses": await self._alter_configs(body, new_overrides)}
+        return {"responses": await self._alter_configs(body, new_overrides, new_broker_configs)}
 
-    async def _alter_configs(self, body, new_overrides) -> list[dict]:
+    async def _alter_configs(self, body, new_overrides, new_broker_configs) -> list[dict]:
         """The per-resource answers of an (Incremental)AlterConfigs request. Topic resources: the new overrides
         (``new_overrides(topic, configs)``) are validated as a whole, then stored (not with validate_only).
-        Broker configs are static here (read_only in DescribeConfigs): changing one is INVALID_REQUEST."""
+        Broker resources (this broker's id, or "" for every broker's default): only the replication throttled
+        rates are dynamic (``new_broker_configs(current, configs)``, stored in the cluster's metadata); changing
+        any other broker config is INVALID_REQUEST."""
         seen: dict[tuple[int, str], int] = {}
         for r in body["resources"]:
             key = (r["resource_type"], r["resource_name"])
@@ -345,10 +366,16 @@ class AdminHandlers:
                     if name not in ("", str(self.config.broker_id)):
                         raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.config.broker_id} "
                                                          f"or empty string, but received {name}")
-                    if names:
+                    static = sorted(n for n in names if n not in BROKER_RATE_KEYS)
+                    if static:
                         raise errors.InvalidRequestError(
-                            f"Cannot update these configs dynamically: {', '.join(sorted(names))} (seglog broker "
-                            f"configs are static: set them in server.properties or with --override, and restart)")
+                            f"Cannot update these configs dynamically: {', '.join(static)} (seglog broker configs "
+                            f"other than {', '.join(BROKER_RATE_KEYS)} are static: set them in server.properties or "
+                            f"with --override, and restart)")
+                    if names:
+                        await _off_loop(self.broker.view.alter_broker_config, name,
+                                        lambda current, configs=r["configs"]: new_broker_configs(current, configs),
+                                        validate_only=body["validate_only"])
                 else:
                     raise errors.InvalidRequestError(f"Unsupported resource type {rtype}: seglog alters the configs "
                                                      f"of topics ({RESOURCE_TOPIC}) only")
@@ -398,6 +425,16 @@ class AdminHandlers:
                         "config_source": CONFIG_SOURCE_DEFAULT if v == f.default else CONFIG_SOURCE_STATIC_BROKER,
                         "is_default": v == f.default, "is_sensitive": key.secret, "synonyms": [],
                         "config_type": config_type(key), "documentation": None})
+        dynamic = self.broker.view.broker_dynamic_configs()
+        for k in BROKER_RATE_KEYS:                # dynamic (seglog.replication.throttle): unset, no limit
+            if keys is not None and k not in keys:
+                continue
+            value, path = dynamic.get(k, (str(LONG_MAX), None))
+            source = (CONFIG_SOURCE_DEFAULT if path is None else CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
+                      if path.endswith("<default>") else CONFIG_SOURCE_DYNAMIC_BROKER)
+            out.append({"name": k, "value": value, "read_only": False, "config_source": source,
+                        "is_default": path is None, "is_sensitive": False, "synonyms": [],
+                        "config_type": CONFIG_TYPE_LONG, "documentation": None})
         return out
 
 

@@ -200,7 +200,7 @@ class DataHandlers:
         the partitions of `denied` topics are answered TOPIC_AUTHORIZATION_FAILED; runs on a disk thread."""
         by_topic: dict[str, list] = {}
         order: list[str] = []
-        total = 0
+        total = throttled_bytes = 0
         failed = False
         corrupt = []
         for topic, p in wanted:
@@ -221,10 +221,14 @@ class DataHandlers:
                 if p["last_fetched_epoch"] >= 0 and self._diverged(entry, part, p):
                     failed = True                          # answered at once, as any partition error is
                     continue
-                budget = min(p["partition_max_bytes"], max_bytes - total)
+                # a follower out of the ISR of a leader-throttled partition gets no records while the leader's
+                # replication quota is exceeded (seglog.replication.throttle)
+                throttled, hold = (self.broker.view.replication_throttle(topic, p["partition"], replica_id)
+                                   if replica else (False, False))
+                budget = 0 if hold else min(p["partition_max_bytes"], max_bytes - total)
                 # as Kafka: the first non-empty partition may exceed the limits by one batch, later ones may not
-                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica, min_one=total == 0,
-                                 isolation_level=0 if replica else isolation)
+                res = part.fetch(p["fetch_offset"], max(budget, 0), committed_only=not replica,
+                                 min_one=total == 0 and not hold, isolation_level=0 if replica else isolation)
                 if replica:
                     self.broker.view.follower_fetched(part, replica_id, p["fetch_offset"], p["log_start_offset"])
                     res.high_watermark = part.high_watermark
@@ -235,6 +239,8 @@ class DataHandlers:
                              [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in aborted],
                              records=self.broker.records_chunk(res.records))
                 total += len(res.records)
+                if throttled:
+                    throttled_bytes += len(res.records)
             except errors.OffsetOutOfRangeError as e:
                 entry.update(error_code=e.code, high_watermark=e.end, log_start_offset=e.start)
                 failed = True
@@ -243,6 +249,8 @@ class DataHandlers:
                     corrupt.append((topic, p["partition"]))
                 entry["error_code"] = _err(e)
                 failed = True
+        if throttled_bytes:
+            self.broker.view.record_replication(throttled_bytes)
         return [{"topic": t, "partitions": by_topic[t]} for t in order], total, failed, corrupt
 
     @staticmethod

@@ -14,8 +14,9 @@ from ..cluster.controller import check_reassignment
 from ..cluster.metastore import ReplicaAssignment
 from ..cluster.placement import validate_assignment, validate_new_partitions
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
-                      NoReassignmentInProgressError, NotEnoughReplicasError, NotLeaderOrFollowerError, SeglogError,
-                      TopicAlreadyExistsError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+                      InvalidRequestError, NoReassignmentInProgressError, NotEnoughReplicasError,
+                      NotLeaderOrFollowerError, SeglogError, TopicAlreadyExistsError, UnknownLeaderEpochError,
+                      UnknownTopicOrPartitionError)
 from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
 
@@ -105,6 +106,21 @@ class LocalView:
 
     def follower_fetched(self, part, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:
         raise NotLeaderOrFollowerError("a lone broker has no followers")
+
+    def replication_throttle(self, topic: str, p: int, replica_id: int) -> tuple[bool, bool]:
+        """(throttled, hold back): a lone broker has no followers to throttle."""
+        return False, False
+
+    def record_replication(self, nbytes: int) -> None:
+        """Nothing to record: see replication_throttle."""
+
+    def broker_dynamic_configs(self) -> dict[str, tuple[str, str]]:
+        """A lone broker keeps no dynamic broker configs (see alter_broker_config)."""
+        return {}
+
+    def alter_broker_config(self, name: str, change, validate_only: bool = False) -> None:
+        raise InvalidRequestError("Dynamic broker configs (the replication throttled rates) are kept in a cluster's "
+                                  "ZooKeeper; a lone broker has no replication to throttle")
 
     def init_producer_id(self) -> int:
         return self.node.init_producer_id()

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 from .admin import Admin, GroupInfo, GroupListing, MemberInfo, PartitionInfo, TopicDescription, member_info
+from ..broker.handler_support import RESOURCE_BROKER
 from ..client import EARLIEST, LATEST, error_for
 from ..cluster.metastore import ReplicaAssignment
 from ..errors import SeglogError
@@ -153,6 +154,18 @@ class BrokerAdmin(Admin):
                                        "isFuture": p["is_future_key"]} for t in d["topics"] for p in t["partitions"]]}
                       for d in r["results"]]
         return out
+
+    def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Sequence[str]) -> None:
+        """IncrementalAlterConfigs of one broker's dynamic configs, sent to that broker (as Kafka's clients send
+        a broker resource); the error of a refused change."""
+        configs = ([{"name": k, "config_operation": 0, "value": str(v)} for k, v in set_.items()]
+                   + [{"name": k, "config_operation": 1, "value": None} for k in delete])
+        r = self.cluster.broker(broker_id).request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {
+            "resources": [{"resource_type": RESOURCE_BROKER, "resource_name": str(broker_id), "configs": configs}],
+            "validate_only": False})
+        [res] = r["responses"]
+        if res["error_code"]:
+            raise error_for(res["error_code"], res["error_message"])
 
     # -- partition reassignment ---------------------------------------------------------------------------
 

@@ -14,7 +14,13 @@ broker has one log directory). --generate prints the current assignment and a pr
 listed (Kafka's rack-unaware placement); --execute starts the reassignments (the controller adds the new
 replicas, waits until they are in sync, then removes the old ones), printing the current assignment to keep for
 a rollback; --verify tells which are done; --cancel puts the partitions still moving back on their original
-replicas. Replication throttles (--throttle) are not supported.
+replicas.
+
+--execute --throttle N sets replication throttles as Kafka's tool does: N B/s as leader.replication.throttled.rate
+and follower.replication.throttled.rate on every broker the moving partitions have or get, and on each topic moved
+leader.replication.throttled.replicas (the partitions' current replicas) and follower.replication.throttled.replicas
+(the replicas they gain). --verify removes them all once no partition of the file is still moving (unless
+--preserve-throttles).
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from __future__ import annotations
 import json
 
 from ..cluster.placement import assign_replicas
+from ..replication.throttle import BROKER_RATE_KEYS, FOLLOWER, LEADER, REPLICAS_KEYS
 from .common import CliError, UsageError, add_command_config, out
 from .connect import connect
 
+LEADER_REPLICAS, FOLLOWER_REPLICAS = REPLICAS_KEYS[LEADER], REPLICAS_KEYS[FOLLOWER]
 _ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 EXISTING = ("Cannot execute because there is an existing partition assignment.  Use --additional to override this "
             "and create a new partition assignment in addition to the existing one. The --additional flag can also "
@@ -50,8 +58,10 @@ def register(sub) -> None:
     p.add_argument("--broker-list", metavar="B1,B2", help="the brokers to place the topics on (--generate)")
     p.add_argument("--additional", action="store_true",
                    help="--execute even though other reassignments are in progress")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="with --execute: limit the replication of the moving replicas to this many bytes/s")
     p.add_argument("--preserve-throttles", action="store_true",
-                   help="accepted for compatibility (seglog has no replication throttles)")
+                   help="with --verify: keep the throttles even when the reassignment is done")
     p.set_defaults(func=cmd_reassign_partitions)
 
 
@@ -162,9 +172,9 @@ def cmd_reassign_partitions(args) -> int:
         if action == "generate":
             return _generate(admin, topics, brokers)
         if action == "execute":
-            return _execute(admin, plan, args.additional)
+            return _execute(admin, plan, args.additional, args.throttle)
         if action == "verify":
-            return _verify(admin, plan)
+            return _verify(admin, plan, args.preserve_throttles)
         return _cancel(admin, plan)
 
 
@@ -211,7 +221,20 @@ def _generate(admin, topics: list[str], brokers: list[int]) -> int:
     return 0
 
 
-def _execute(admin, plan, additional: bool) -> int:
+def throttled_replicas(current: dict[tuple[str, int], tuple[int, ...]], plan: dict[tuple[str, int], list[int]]
+                       ) -> dict[str, tuple[str, str]]:
+    """{topic: (leader.replication.throttled.replicas, follower.replication.throttled.replicas)} of a move, as
+    Kafka's tool computes them: every current replica of a moving partition, and every replica it gains,
+    "partition:broker" sorted as strings."""
+    leaders: dict[str, set[str]] = {}
+    followers: dict[str, set[str]] = {}
+    for (t, p), target in plan.items():
+        leaders.setdefault(t, set()).update(f"{p}:{b}" for b in current[(t, p)])
+        followers.setdefault(t, set()).update(f"{p}:{b}" for b in target if b not in current[(t, p)])
+    return {t: (",".join(sorted(leaders[t])), ",".join(sorted(followers[t]))) for t in leaders}
+
+
+def _execute(admin, plan, additional: bool, throttle: int) -> int:
     if not additional and admin.list_partition_reassignments():
         raise CliError(EXISTING)
     known = set(admin.cluster.broker_ids())
@@ -224,6 +247,14 @@ def _execute(admin, plan, additional: bool) -> int:
     out(assignment_json(current))
     out("")
     out("Save this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        out("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+            "throttle is removed.")
+        for topic, (leader, follower) in sorted(throttled_replicas(current, plan).items()):
+            admin.alter_topic_config(topic, {LEADER_REPLICAS: leader, FOLLOWER_REPLICAS: follower}, ())
+        for b in sorted({b for tp, rs in plan.items() for b in (*current[tp], *rs)}):
+            admin.alter_broker_config(b, dict.fromkeys(BROKER_RATE_KEYS, str(throttle)), ())
+        out(f"The inter-broker throttle limit was set to {throttle} B/s")
     errors = {tp: e for tp, e in admin.alter_partition_reassignments(plan).items() if e is not None}
     if errors:
         raise CliError("Error reassigning partition(s):\n"
@@ -232,7 +263,7 @@ def _execute(admin, plan, additional: bool) -> int:
     return 0
 
 
-def _verify(admin, plan) -> int:
+def _verify(admin, plan, preserve_throttles: bool) -> int:
     moving = admin.list_partition_reassignments(list(plan))
     current = _current(admin, [tp for tp in plan if tp not in moving])
     out("Status of partition reassignment:")
@@ -244,6 +275,19 @@ def _verify(admin, plan) -> int:
         else:
             out(f"There is no active reassignment of partition {_tp(tp)}, but replica set is "
                 f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, plan[tp]))}.")
+    if not moving and not preserve_throttles:
+        # as Kafka's tool: every throttle goes, on every live broker and those of the plan (which brokers an
+        # earlier --execute throttled is not known here)
+        brokers = sorted(set(admin.cluster.broker_ids()) | {b for rs in plan.values() for b in rs})
+        topics = sorted({t for t, _ in plan})
+        out("")
+        out(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
+            f"{','.join(map(str, brokers))}")
+        for b in brokers:
+            admin.alter_broker_config(b, {}, BROKER_RATE_KEYS)
+        out(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
+        for t in topics:
+            admin.alter_topic_config(t, {}, (LEADER_REPLICAS, FOLLOWER_REPLICAS))
     return 0
 
 

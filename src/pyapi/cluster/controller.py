@@ -19,10 +19,12 @@ pass), and every ``leader_imbalance_check_interval`` for preferred leaders:
   nothing; a partition with no other in-sync replica stays with it (Kafka's controlled shutdown too);
 - with auto.leader.rebalance.enable, leadership returns to the preferred replica once it is in the ISR;
 - topics queued for deletion are removed;
-- a partition reassignment (KIP-455, see ``alter_partition_reassignments``) completes once every target
-  replica is live and in the ISR: leadership moves to a target replica if the leader is being removed, the
-  ISR shrinks to the target, then the assignment becomes the target (removed brokers stop and delete their
-  replica when they see it). Preferred-leader rebalancing skips partitions being reassigned.
+- a partition reassignment (KIP-455, see ``alter_partition_reassignments``) starts with a new leader epoch
+  for the grown replica set and completes once every target replica is live and in the ISR: a new leader
+  epoch (leadership moves to a target replica if the leader is being removed), each removed replica leaves
+  the ISR in a new epoch, then the assignment becomes the target (removed brokers stop and delete their
+  replica when they see it): the leader epochs of Kafka's ZooKeeper controller (onPartitionReassignment's
+  phases A and B, OfflineReplica). Preferred-leader rebalancing skips partitions being reassigned.
 
 Passes and reassignment requests hold one lock, so they never decide on the same partition at once.
 
@@ -337,57 +339,80 @@ class Controller:
         new = current.reassign_to(current.origin if target is None else target)
         if new == current:
             return                                      # already so: nothing to move
-        self._move(topic, p, current, new, live)
+        self._move(topic, p, current, new, live)        # replicas no longer wanted (a cancelled move's) leave
         log.info("controller: %s-%d reassignment %s: replicas %s -> %s (adding %s, removing %s)", topic, p,
                  "cancelled" if target is None else "started", list(current.replicas), list(new.replicas),
                  list(new.adding), list(new.removing))
-        if new.reassigning:
-            self._complete_if_ready(topic, p, new, live)
+        if not self._complete_if_ready(topic, p, new, live):
+            # Kafka's phase A: a new leader epoch (leader and ISR unchanged) for the new replica set
+            self._update_state(topic, p, lambda st: replace(st, leader_epoch=st.leader_epoch + 1),
+                               "the replica set grew")
 
     def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None
                                      ) -> dict[tuple[str, int], ReplicaAssignment]:
         """Kafka's ListPartitionReassignments, from the metadata store (list_reassignments)."""
         return list_reassignments(self.store, partitions)
 
-    def _complete_if_ready(self, topic: str, p: int, ra: ReplicaAssignment, live) -> None:
-        """Complete the reassignment ``ra`` once every target replica is live and in the ISR."""
+    def _complete_if_ready(self, topic: str, p: int, ra: ReplicaAssignment, live) -> bool:
+        """Complete the reassignment ``ra`` once every target replica is live and in the ISR, as Kafka's
+        controller (onPartitionReassignment, phase B): a new leader epoch, the leader kept if it is a live
+        target replica (else the first live in-sync target replica leads); then each removed replica leaves
+        the ISR, each in a new leader epoch; then the replica set becomes the target. Whether it completed."""
         st = self.store.get_partition_state(topic, p)
-        if all(r in live and r in st.isr for r in ra.target):
-            done = ReplicaAssignment(ra.target)
-            self._move(topic, p, ra, done, live)
-            log.info("controller: %s-%d reassignment completed: replicas %s, leader %d", topic, p, list(ra.target),
-                     self.store.get_partition_state(topic, p).leader)
+        if not all(r in live and r in st.isr for r in ra.target):
+            return False
+        done = ReplicaAssignment(ra.target)
 
-    def _move(self, topic: str, p: int, old: ReplicaAssignment, new: ReplicaAssignment, live) -> None:
-        """Store ``new`` as the partition's replicas. Replicas it drops first leave the ISR, and leadership, if
-        one of them leads, goes to the first live in-sync replica of the new target (else of the new replicas;
-        none: no leader) in a new leader epoch, so no state ever names a replica that is not assigned."""
-        dropped = set(old.replicas) - set(new.replicas)
-        for _ in range(STATE_WRITE_ATTEMPTS if dropped else 0):
+        def lead(st: PartitionState) -> PartitionState:
+            leader = st.leader
+            if leader not in done.replicas or leader not in live:
+                leader = next((r for r in done.target if r in st.isr and r in live), NO_LEADER)
+            return replace(st, leader=leader, leader_epoch=st.leader_epoch + 1)
+
+        self._update_state(topic, p, lead, "the reassignment completes")
+        self._move(topic, p, ra, done, live)
+        log.info("controller: %s-%d reassignment completed: replicas %s, leader %d", topic, p, list(ra.target),
+                 self.store.get_partition_state(topic, p).leader)
+        return True
+
+    def _update_state(self, topic: str, p: int, change, why: str) -> None:
+        """Write ``change(current state)`` (None: nothing to write), compare-and-set, re-reading and retrying
+        while leaders change the ISR under it; RequestTimedOutError if it never settles."""
+        for _ in range(STATE_WRITE_ATTEMPTS):
+            st = self.store.get_partition_state(topic, p)
+            desired = change(st)
+            if desired is None:
+                return
             try:
-                st = self.store.get_partition_state(topic, p)
-            except UnknownTopicOrPartitionError:
-                break                                   # no state yet: the first one reads the new replicas
-            isr = tuple(r for r in st.isr if r not in dropped)
-            leader, epoch = st.leader, st.leader_epoch
-            if leader in dropped:
-                candidates = ([r for r in new.target if r in isr and r in live]
-                              or [r for r in new.replicas if r in isr and r in live])
-                leader, epoch = (candidates[0] if candidates else NO_LEADER), epoch + 1
-            if (leader, isr) == (st.leader, st.isr):
-                break
-            try:
-                stored = self.store.update_partition_state(topic, p, replace(st, leader=leader, leader_epoch=epoch,
-                                                                             isr=isr), self.lease)
+                stored = self.store.update_partition_state(topic, p, desired, self.lease)
             except InvalidUpdateVersionError:
                 continue
-            log.info("controller: %s-%d leader %d -> %d (epoch %d), ISR %s -> %s (replicas %s leave)", topic, p,
-                     st.leader, stored.leader, stored.leader_epoch, list(st.isr), list(stored.isr), sorted(dropped))
-            break
-        else:
-            if dropped:
-                raise RequestTimedOutError(f"{topic}-{p}: its state kept changing during the reassignment; "
-                                           f"try again")
+            log.info("controller: %s-%d leader %d -> %d (epoch %d), ISR %s -> %s (%s)", topic, p, st.leader,
+                     stored.leader, stored.leader_epoch, list(st.isr), list(stored.isr), why)
+            return
+        raise RequestTimedOutError(f"{topic}-{p}: its state kept changing during the reassignment; try again")
+
+    def _move(self, topic: str, p: int, old: ReplicaAssignment, new: ReplicaAssignment, live) -> None:
+        """Store ``new`` as the partition's replicas. Each replica it drops first leaves the ISR in a new leader
+        epoch (Kafka's OfflineReplica transition); if it leads, leadership goes to the first live in-sync
+        replica of the new target (else of the new replicas; none: no leader). So no state ever names a replica
+        that is not assigned."""
+        for r in old.replicas:
+            if r in new.replicas:
+                continue
+
+            def leave(st: PartitionState, r=r) -> PartitionState | None:
+                if r not in st.isr and r != st.leader:
+                    return None
+                isr = tuple(i for i in st.isr if i != r)
+                leader = st.leader
+                if leader == r:
+                    leader = next((c for c in (*new.target, *new.replicas) if c in isr and c in live), NO_LEADER)
+                return replace(st, leader=leader, leader_epoch=st.leader_epoch + 1, isr=isr)
+            try:
+                self._update_state(topic, p, leave, f"replica {r} leaves")
+            except UnknownTopicOrPartitionError:
+                break                                   # no state yet: the first one reads the new replicas
         if new != old:
             self.store.update_replica_assignments(topic, {p: new}, self.lease)
 

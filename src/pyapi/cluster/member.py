@@ -22,8 +22,9 @@ import uuid
 from typing import Callable, Sequence
 
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
-                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError, ListenerNotFoundError,
-                      NotControllerError, NotCoordinatorError, RequestTimedOutError, SeglogError, TopicAlreadyExistsError,
+                      InvalidPartitionsError, InvalidRequestError, InvalidTopicError, LeaderNotAvailableError,
+                      ListenerNotFoundError, NotControllerError, NotCoordinatorError, RequestTimedOutError, SeglogError,
+                      TopicAlreadyExistsError,
                       TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
 from ..node import internal_topic_config
 from ..offsets_format import OFFSETS_TOPIC
@@ -32,6 +33,7 @@ from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
 from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from ..replication.manager import ReplicaManager
+from ..replication.throttle import BROKER_RATE_KEYS, LEADER, ReplicationThrottles, check_broker_rate, rates_for_broker
 from ..security.client import inter_broker_security
 from .controller import Controller, list_reassignments
 from .metastore import (NO_LEADER, BrokerInfo, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
@@ -68,6 +70,7 @@ class ClusterMember:
         self.brokers: dict[int, BrokerInfo] = {}
         self.assignments: dict[str, TopicAssignment] = {}
         self.configs: dict[str, dict[str, str]] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}    # dynamic broker configs by entity path
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.controller_id: int | None = None
         self.controller: Controller | None = None
@@ -83,7 +86,11 @@ class ClusterMember:
         node.new_producer_id = self.init_producer_id
         node.marker_channel_factory = lambda _: ClusterMarkerChannel(self)
         node.transaction_verifier = self.txn_verifier
-        self.replicas = ReplicaManager(node, self.broker_id, config, store, self.broker_address, self.security)
+        self.throttles = ReplicationThrottles(self.broker_id, self.configs.get,
+                                              samples=config.replication_quota_window_num,
+                                              window_seconds=config.replication_quota_window_size_seconds)
+        self.replicas = ReplicaManager(node, self.broker_id, config, store, self.broker_address, self.security,
+                                       self.throttles)
         self.view = ClusterView(self)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -94,7 +101,8 @@ class ClusterMember:
         self._register()
         self._subs = [self.store.watch_brokers(self._on_brokers), self.store.watch_topics(self._on_topics),
                       self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions")),
-                      self.store.watch_brokers_shutting_down(self._on_shutting_down)]
+                      self.store.watch_brokers_shutting_down(self._on_shutting_down),
+                      self.store.watch_entity_configs(self._on_entity_configs)]
         self._wait_for_metadata()
 
     def _wait_for_metadata(self) -> None:
@@ -232,6 +240,12 @@ class ClusterMember:
         controller = self.controller
         if controller is not None:
             controller.poke(why)
+
+    def _on_entity_configs(self, configs: dict[str, dict[str, str]]) -> None:
+        """Dynamic broker configs: this broker's replication throttled rates (its own entity, else the default)."""
+        with self._lock:
+            self.broker_configs = {p: dict(c) for p, c in configs.items() if p.startswith("brokers/")}
+        self.throttles.set_rates(rates_for_broker(configs, self.broker_id))
 
     def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         with self._lock:
@@ -465,6 +479,47 @@ class ClusterView:
 
     def follower_fetched(self, part, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:
         self.m.replicas.follower_fetched(part.topic, part.index, replica_id, fetch_offset)
+
+    def replication_throttle(self, topic: str, p: int, replica_id: int) -> tuple[bool, bool]:
+        """(whether the partition is leader-throttled here, whether `replica_id`'s fetch gets no records now)."""
+        if not self.m.throttles.throttled(LEADER, topic, p):
+            return False, False
+        return True, self.m.replicas.hold_back(LEADER, topic, p, replica_id)
+
+    def record_replication(self, nbytes: int) -> None:
+        """Bytes of leader-throttled partitions served to followers."""
+        self.m.throttles.record(LEADER, nbytes)
+
+    def broker_dynamic_configs(self) -> dict[str, tuple[str, str]]:
+        """{name: (value, entity path)} of the dynamic configs in force here: this broker's, else the default's."""
+        with self.m._lock:
+            configs = dict(self.m.broker_configs)
+        out = {}
+        for path in (f"brokers/{self.m.broker_id}", "brokers/<default>"):
+            for k, v in configs.get(path, {}).items():
+                out.setdefault(k, (v, path))
+        return out
+
+    def alter_broker_config(self, name: str, change, validate_only: bool = False) -> None:
+        """Replace the dynamic configs of broker `name` ("": every broker's default) with ``change(current)``,
+        in the cluster's metadata (every broker watching applies them). Only the replication throttled rates
+        are dynamic: InvalidRequestError for any other name, InvalidConfigError for a bad value, before
+        anything is stored."""
+        path = f"brokers/{name or '<default>'}"
+
+        def checked(current: dict[str, str]) -> dict[str, str]:
+            new = change(dict(current))
+            static = sorted(k for k in new if k not in BROKER_RATE_KEYS)
+            if static:
+                raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(static)}")
+            for k, v in new.items():
+                check_broker_rate(k, v)
+            return new
+        if validate_only:
+            with self.m._lock:
+                checked(self.m.broker_configs.get(path, {}))
+            return
+        self.m.store.update_entity_configs(path, checked)
 
     def init_producer_id(self) -> int:
         return self.m.init_producer_id()

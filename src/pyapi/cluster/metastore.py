@@ -517,9 +517,10 @@ class MetadataStore(ABC):
 
     @abstractmethod
     def get_entity_configs(self) -> dict[str, dict[str, str]]:
-        """Every user's and client id's configs by entity path ("users/alice", "users/alice/clients/c1",
-        "clients/<default>": names sanitized as Kafka's), values as Kafka's strings: quotas, and a user's SCRAM
-        credentials ("SCRAM-SHA-512": "salt=..."). Entities without configs are left out."""
+        """Every user's, client id's and broker's configs by entity path ("users/alice", "users/alice/clients/c1",
+        "clients/<default>", "brokers/1", "brokers/<default>": names sanitized as Kafka's), values as Kafka's
+        strings: quotas, a user's SCRAM credentials ("SCRAM-SHA-512": "salt=..."), dynamic broker configs.
+        Entities without configs are left out."""
 
     @abstractmethod
     def update_entity_configs(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:

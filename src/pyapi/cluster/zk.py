@@ -573,11 +573,11 @@ class ZooKeeperMetadataStore(MetadataStore):
     def watch_acls(self, callback: Callable[[dict[AclKey, list[dict]]], None]) -> Subscription:
         return self._watch(ChildrenWatch, layout.ACL_CHANGE_DIRS, self.get_acls, callback)
 
-    # --- entity configs (client quotas, SCRAM credentials) ------------------------------------------------
+    # --- entity configs (client quotas, SCRAM credentials, dynamic broker configs) --------------------------
 
     def get_entity_configs(self) -> dict[str, dict[str, str]]:
         paths = []
-        for kind in ("users", "clients"):
+        for kind in ("users", "clients", "brokers"):
             try:
                 names = sorted(self._do(self._client.get_children_async, f"{layout.CONFIG}/{kind}"))
             except NoNodeError:

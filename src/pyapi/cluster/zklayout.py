@@ -18,6 +18,7 @@
                                            (a user's node also holds its SCRAM credentials: "SCRAM-SHA-512":
                                            "salt=...,stored_key=...,server_key=...,iterations=4096")
 /config/clients/<client-id>                persistent the same: client quotas (names sanitized, <default>)
+/config/brokers/<id> | <default>           persistent the same: dynamic broker configs (replication throttled rates)
 /config/changes/config_change_<n>          persistent sequential {"version":2,"entity_path":"users/alice"}
 ```
 Topic ids are written as Kafka prints them: URL-safe base64 of the 16 bytes, without padding.

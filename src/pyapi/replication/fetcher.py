@@ -29,6 +29,7 @@ from ..client import BrokerConnection
 from ..errors import NetworkError, OffsetOutOfRangeError, SeglogError, StorageError, for_code
 from ..protocol import ApiKey
 from ..wire_fetch import Fetched, Position
+from .throttle import FOLLOWER
 
 log = logging.getLogger("seglog.replication")
 
@@ -267,6 +268,10 @@ class LeaderFetcher(threading.Thread):
     # -- fetching ---------------------------------------------------------------------------------------------
 
     def _fetch(self, conn: BrokerConnection, work: list[_Followed]) -> None:
+        # follower-throttled partitions out of the ISR wait while this broker's quota is exceeded
+        # (seglog.replication.throttle); their bytes are recorded in it
+        me, throttles = self.manager.broker_id, self.manager.throttles
+        work = [f for f in work if not self.manager.hold_back(FOLLOWER, f.partition.topic, f.partition.index, me)]
         if not work:
             self._stop_event.wait(BACKOFF_S)
             return
@@ -283,6 +288,8 @@ class LeaderFetcher(threading.Thread):
                 f = self.followed.get(key)
             if f is None:
                 continue
+            if throttles is not None and throttles.throttled(FOLLOWER, *key):
+                throttles.record(FOLLOWER, len(r.records))
             try:
                 self._apply(f, r)
             except SeglogError as e:

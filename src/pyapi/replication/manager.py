@@ -30,13 +30,16 @@ from ..errors import NotEnoughReplicasError, NotLeaderOrFollowerError, SeglogErr
 from ..security.client import ClientSecurity
 from .fetcher import LeaderFetcher
 from .leader import LeaderState
+from .throttle import ReplicationThrottles
 
 log = logging.getLogger("seglog.replication")
 
 
 class ReplicaManager:
-    def __init__(self, node, broker_id: int, config, store, broker_address, security: ClientSecurity):
+    def __init__(self, node, broker_id: int, config, store, broker_address, security: ClientSecurity,
+                 throttles: ReplicationThrottles | None = None):
         self.node = node
+        self.throttles = throttles                      # replication throttles (None: never throttled)
         self.broker_id = broker_id
         self.config = config
         self.store = store
@@ -192,6 +195,22 @@ class ReplicaManager:
         ls = self._leaders.get((part.topic, part.index))
         if ls is not None and len(ls.isr) == 1:
             ls.update_high_watermark()
+
+    def hold_back(self, kind: str, topic: str, index: int, replica_id: int) -> bool:
+        """Whether a replication throttle keeps the records of this partition from `replica_id` now (``kind``
+        LEADER: a follower's fetch served here; FOLLOWER: this broker's own fetch, `replica_id` its id): only a
+        replica out of the ISR, as Kafka. The ISR is the leader's own (LEADER) or the last state read."""
+        if self.throttles is None:
+            return False
+        key = (topic, index)
+        with self._lock:
+            ls = self._leaders.get(key)
+            state = self._states.get(key)
+            if ls is not None:
+                in_sync = replica_id in ls.isr
+            else:
+                in_sync = state is not None and replica_id in state.isr
+        return self.throttles.hold_back(kind, topic, index, in_sync)
 
     def follower_fetched(self, topic: str, index: int, replica_id: int, fetch_offset: int) -> None:
         ls = self.leader_state(topic, index)
