@@ -583,6 +583,20 @@ class Node:
         except Exception:                           # never let it stop the replica manager applying the change
             log.exception("groups of %s could not be %s", part, "loaded" if leader else "unloaded")
 
+    def _leader_epoch_bumped(self, part: Partition) -> None:
+        """This broker goes on leading `part` in a newer leader epoch. As Kafka's coordinators on the election of
+        a partition they have loaded: groups stay (they keep no epoch); a __transaction_state partition's ids
+        stay, under the new epoch as their coordinator epoch."""
+        if part.topic != TRANSACTION_STATE_TOPIC:
+            return
+        with self._lock:
+            if part.index not in self._txn_led:
+                return
+            self._txn_led[part.index] = part.log.leader_epoch
+            coord = self._txn_coordinator
+        if coord is not None:
+            coord.reelected(part.index, part.log.leader_epoch)
+
     def _drop_topic(self, name: str) -> None:
         info = self._topics.pop(name, None)
         if info is None:

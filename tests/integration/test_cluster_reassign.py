@@ -21,7 +21,8 @@ import time
 import pytest
 from test_cli import fails, ok
 
-from cluster_harness import BackgroundProducer, Cluster, close_producers, consume_all, raw_produce, wait_until
+from cluster_harness import (OFFSETS_TOPIC, BackgroundProducer, Cluster, close_producers, consume_all, raw_produce,
+                             wait_until)
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
@@ -348,3 +349,91 @@ def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_verify_remove
                    10, "broker 0 to describe its rate as the default (no limit)")
     finally:
         c.close()
+
+
+def test_a_leader_reelected_for_a_replica_set_change_keeps_waiting_produces_and_groups(cluster, tmp_path):
+    """As Kafka's Partition.makeLeader for a leader that is not new: a new epoch with the leader kept leaves its
+    acks=all produces waiting (acknowledged once replicated, no error), and the groups of a __consumer_offsets
+    partition whose replicas change stay loaded (a KIP-848 member, kept in memory only, heartbeats on)."""
+    import threading
+    import uuid
+
+    from kafka import TopicPartition
+    from kafka.admin import NewTopic
+
+    from seglog.client import BrokerConnection
+    from seglog.offsets_store import partition_for_group
+    from seglog.protocol import ApiKey
+
+    c = cluster
+    controller, _ = c.controller()
+    stalled = max(b for b in c.brokers if b != controller)
+    leader, added = sorted(set(c.brokers) - {stalled})
+    admin = c.admin()
+    try:
+        admin.create_topics([NewTopic("waiting", num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={0: [leader, stalled]},
+                                      topic_configs={"min.insync.replicas": "1"})])
+        before = c.wait_isr("waiting", 0, [leader, stalled])
+        assert before["leader"] == leader
+        host, port = c.client_addr[leader]
+        result = []
+        c.brokers[stalled].pause()                  # the follower stops fetching: the produce waits for it
+        try:
+            sender = threading.Thread(target=lambda: result.append(
+                raw_produce(host, port, "waiting", 0, [b"in flight"], timeout_ms=30000, socket_timeout=60)))
+            sender.start()
+            time.sleep(0.3)
+            tp = TopicPartition("waiting", 0)
+            assert admin.alter_partition_reassignments({tp: [leader, stalled, added]}) == {tp: None}
+            wait_until(lambda: c.state("waiting", 0)["leader_epoch"] > before["leader_epoch"], 10,
+                       "the reassignment to bump the leader epoch", details=c.describe)
+            assert c.state("waiting", 0)["leader"] == leader
+            assert result == []                         # still waiting across the new epoch
+        finally:
+            c.brokers[stalled].resume()
+        sender.join(60)
+        assert result and result[0][0] == 0, result
+        wait_until(lambda: c.assignment("waiting") == {0: [leader, stalled, added]}, 60,
+                   "the reassignment to complete", details=c.describe)
+
+        group = "kept-members"
+        p = partition_for_group(group, 3)
+        conn = BrokerConnection(host, port, client_id="epoch-test", timeout=10)
+        try:                                            # creates __consumer_offsets
+            wait_until(lambda: conn.request(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group]},
+                                            version=4)["coordinators"][0]["error_code"] == 0, 30,
+                       "a coordinator for the group", details=c.describe)
+        finally:
+            conn.close()
+        st = c.wait_isr(OFFSETS_TOPIC, p, sorted(c.brokers))
+        coordinator = st["leader"]
+        member = str(uuid.uuid4())
+        conn = BrokerConnection(*c.client_addr[coordinator], client_id="epoch-test", timeout=10)
+
+        def heartbeat(epoch: int) -> dict:
+            return conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, {
+                "group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["waiting"],
+                "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}, version=1)
+        try:
+            joined = heartbeat(0)
+            assert joined["error_code"] == 0, joined
+            replicas = c.assignment(OFFSETS_TOPIC)[p]
+            removed = max(r for r in replicas if r != coordinator)
+            keep = sorted(r for r in replicas if r != removed)
+            otp = TopicPartition(OFFSETS_TOPIC, p)
+            target = [coordinator] + [r for r in keep if r != coordinator]
+            assert admin.alter_partition_reassignments({otp: target}) == {otp: None}
+            wait_until(lambda: sorted(c.assignment(OFFSETS_TOPIC)[p]) == keep
+                       and c.state(OFFSETS_TOPIC, p)["leader_epoch"] > st["leader_epoch"], 60,
+                       "the offsets partition's reassignment to complete", details=c.describe)
+            assert c.state(OFFSETS_TOPIC, p)["leader"] == coordinator
+            for _ in range(6):                          # while the coordinator applies the new epochs
+                again = heartbeat(joined["member_epoch"])
+                assert (again["error_code"], again["member_epoch"]) == (0, joined["member_epoch"]), again
+                time.sleep(0.5)
+        finally:
+            conn.close()
+    finally:
+        admin.close()

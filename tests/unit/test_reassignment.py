@@ -163,6 +163,24 @@ def test_a_leader_adds_new_replicas_to_the_isr_but_never_removed_ones():
         new_leader.follower_fetched(1, 10)
 
 
+def test_a_leader_in_a_newer_epoch_keeps_its_waiting_produces_and_followers():
+    import concurrent.futures
+
+    ls = leader_state(1, (1, 2), (1, 2))
+    ls.follower_fetched(2, 10)
+    ls.log.end_offset = 12                                    # an acks=all append waits for broker 2
+    waiting = concurrent.futures.Future()
+    ls.add_waiter(12, waiting)
+    with pytest.raises(ValueError):
+        ls.new_epoch(3)                                       # not newer
+    ls.new_epoch(4)                                           # re-elected: the replica set changed
+    ls.set_replicas((1, 2, 3))
+    assert (ls.leader_epoch, ls.epoch_start, ls.followers[2].leo, waiting.done()) == (4, 12, 10, False)
+    ls.follower_fetched(2, 12)
+    assert waiting.result(timeout=1) is None and ls.log.high_watermark == 12
+    assert ls.follower_fetched(3, 10) is False                # below the new epoch's start: not in sync yet
+
+
 def test_a_lone_broker_answers_as_a_one_broker_cluster(broker):  # noqa: F811
     def alter(partitions):
         r = call(broker, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": [

@@ -275,6 +275,25 @@ def test_idle_transactional_ids_expire(node):
 
 # -- the state log ---------------------------------------------------------------------------------------------
 
+def test_a_partition_led_again_in_a_newer_epoch_keeps_its_ids_and_markers_take_the_epoch(node):
+    """Kafka's onElection of a loaded partition: the ids stay loaded (no reload), their coordinator epoch moves."""
+    channel = RecordingChannel()
+    channel.code = 6
+    coord = make(node, channel=channel)
+    pid, epoch = coord.init_producer_id("tx", 60000)
+    coord.add_partitions("tx", pid, epoch, [("t", 0)])
+    coord.end_txn("tx", pid, epoch, True)
+    p = coord.store.partition_for("tx")
+    coord.reelected(p, 4)
+    assert coord.store.loading_partitions() == []
+    assert state(coord, "tx").state == "PrepareCommit"
+    channel.code = 0
+    wait_for(lambda: state(coord, "tx").state == "CompleteCommit")
+    assert [(m.topic, m.partition, m.coordinator_epoch) for m in channel.written] == [("t", 0, 4)]
+    assert coord.init_producer_id("tx", 60000) == (pid, epoch + 1)
+    coord.close()
+
+
 def test_state_survives_a_reload_and_prepared_transactions_are_finished(node):
     channel = RecordingChannel()
     channel.code = 6

@@ -38,7 +38,8 @@ class _Waiter:
 
 
 class LeaderState:
-    """Leadership of one partition for one leader epoch (a new epoch gets a new LeaderState)."""
+    """Leadership of one partition by this broker, from the epoch it became leader in through the newer epochs it
+    is re-elected in while it stays leader (``new_epoch``); a new leadership gets a new LeaderState."""
 
     def __init__(self, partition, broker_id: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
                  removing: tuple[int, ...] = ()):
@@ -55,6 +56,15 @@ class LeaderState:
         self._waiters: list[_Waiter] = []
         self._lock = threading.Lock()
         self.active = True
+
+    def new_epoch(self, leader_epoch: int) -> None:
+        """Still leader, in a newer epoch: followers rejoin the ISR from its start (Kafka's leader epoch start
+        offset); followers' offsets and waiting produces are kept."""
+        with self._lock:
+            if leader_epoch <= self.leader_epoch:
+                raise ValueError(f"{self.partition}: epoch {leader_epoch} is not newer than {self.leader_epoch}")
+            self.leader_epoch = leader_epoch
+            self.epoch_start = self.log.end_offset
 
     def may_join(self, replica_id: int) -> bool:
         """Whether the follower may be added to the ISR: an assigned replica a reassignment is not removing."""

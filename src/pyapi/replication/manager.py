@@ -2,7 +2,8 @@
 
 ``apply(topic, p, state, replicas)`` is called with every partition state the metadata store reports for a
 replica hosted here. Leader of the state's epoch: the log stamps that epoch from now on (the epoch cache
-records where it starts), a LeaderState tracks the followers. Follower: leadership (if any) is resigned,
+records where it starts), a LeaderState tracks the followers. A newer epoch with this broker still leader
+(a replica set change) keeps that LeaderState, its waiting produces and the coordinators' loaded state. Follower: leadership (if any) is resigned,
 and the partition is handed to the fetcher of its leader, which first truncates a diverged tail. Not a
 replica any more, or no leader: neither. Replicated logs keep an explicit high watermark (never "the log
 end") so a new leader never exposes what was not committed.
@@ -92,7 +93,9 @@ class ReplicaManager:
             if state.leader == self.broker_id:
                 self._unfollow(key)
                 current = self._leaders.get(key)
-                if current is not None and current.leader_epoch == state.leader_epoch:
+                if current is not None and current.active and current.leader_epoch <= state.leader_epoch:
+                    if current.leader_epoch < state.leader_epoch:
+                        self._reelected(part, current, state)
                     current.set_replicas(replicas, removing)
                     current.set_isr(state.isr)
                     if not set(state.isr) <= set(replicas):
@@ -114,6 +117,16 @@ class ReplicaManager:
         self._leaders[key] = ls
         ls.update_high_watermark()
         log.info("%s: leader for epoch %d, ISR %s", part, state.leader_epoch, list(state.isr))
+
+    def _reelected(self, part, ls: LeaderState, state: PartitionState) -> None:
+        """This broker, leader already, leads a newer epoch (the controller bumped it for a replica set change):
+        as Kafka's Partition.makeLeader for a leader that is not new, the leadership goes on. The epoch cache
+        records where the new epoch starts, waiting acks=all produces keep waiting, followers keep their
+        offsets, and the coordinators keep their groups and transactional ids (only the epoch moves)."""
+        part.log.leader_epoch = state.leader_epoch
+        ls.new_epoch(state.leader_epoch)
+        self.node._leader_epoch_bumped(part)
+        log.info("%s: still leader, epoch %d, ISR %s", part, state.leader_epoch, list(state.isr))
 
     def _resign(self, key) -> None:
         ls = self._leaders.pop(key, None)

@@ -402,6 +402,17 @@ class TransactionCoordinator:
             self._loads.append((p, coordinator_epoch))
         self._wake.set()
 
+    def reelected(self, p: int, coordinator_epoch: int) -> None:
+        """This node goes on leading partition p under a newer epoch: its loaded ids and the markers being
+        written take that coordinator epoch; a partition still loading (or not owned) loads again under it."""
+        with self._lock:
+            if self.store.rebump(p, coordinator_epoch):
+                for c in self._completions.values():
+                    if self.store.partition_for(c.transactional_id) == p:
+                        c.coordinator_epoch = max(c.coordinator_epoch, coordinator_epoch)
+                return
+        self.elected(p, coordinator_epoch)
+
     def resigned(self, p: int) -> None:
         """This node no longer leads partition p: forget its ids and stop their markers."""
         with self._lock:

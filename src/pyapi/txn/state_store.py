@@ -149,6 +149,15 @@ class TransactionStateStore:
         with self.lock:
             self._owned[p] = Owned(coordinator_epoch)
 
+    def rebump(self, p: int, coordinator_epoch: int) -> bool:
+        """Partition p, loaded here, goes on under `coordinator_epoch` if newer; False if it is not loaded here."""
+        with self.lock:
+            o = self._owned.get(p)
+            if o is None or o.loading:
+                return False
+            o.coordinator_epoch = max(o.coordinator_epoch, coordinator_epoch)
+            return True
+
     def finish_load(self, p: int, coordinator_epoch: int) -> list[TransactionMetadata]:
         """Replay partition p into the cache (if still owned under the epoch); returns the transactions found
         in PrepareCommit / PrepareAbort, whose markers must be written again. Replaying happens without the lock
