@@ -70,16 +70,17 @@ def test_a_reassignment_adds_replicas_waits_for_them_in_sync_then_moves_leadersh
     assert c.alter_partition_reassignments({("t", 0): [2, 3]}) == {("t", 0): None}
     ra = store.get_topic("t").replica_assignment(0)
     assert (ra.replicas, ra.adding, ra.removing) == ((2, 3, 1), (3,), (1,))
-    assert store.get_partition_state("t", 0) == before         # nothing moves before 3 is in sync
+    started = store.get_partition_state("t", 0)                 # Kafka's phase A: the leader kept, a new epoch
+    assert (started.leader, started.leader_epoch, started.isr) == (1, before.leader_epoch + 1, before.isr)
     assert c.list_partition_reassignments(None) == {("t", 0): ra}
     assert c.list_partition_reassignments([("t", 1), ("t", 0), ("x", 0)]) == {("t", 0): ra}
     c.reconcile(rebalance=True)                                 # 3 not in sync; no preferred-leader move to 2
-    assert store.get_partition_state("t", 0) == before
+    assert store.get_partition_state("t", 0) == started
     isr_update(store, 0, (1, 2, 3))                             # 3 caught up
     c.reconcile()
     assert store.get_topic("t").replica_assignment(0) == ReplicaAssignment((2, 3))
     st = store.get_partition_state("t", 0)
-    assert (st.leader, st.leader_epoch, st.isr) == (2, before.leader_epoch + 1, (2, 3))
+    assert (st.leader, st.leader_epoch, st.isr) == (2, before.leader_epoch + 3, (2, 3))
     assert c.list_partition_reassignments(None) == {}
     assert store.get_topic("t").replica_assignment(1) == ReplicaAssignment((1, 2))    # untouched
 
@@ -90,7 +91,7 @@ def test_a_reassignment_whose_target_is_in_sync_completes_at_once(cluster):
     assert c.alter_partition_reassignments({("t", 1): [1]}) == {("t", 1): None}
     assert store.get_topic("t").replica_assignment(1) == ReplicaAssignment((1,))
     st = store.get_partition_state("t", 1)
-    assert (st.leader, st.leader_epoch, st.isr) == (1, before.leader_epoch, (1,))       # same leader, no new epoch
+    assert (st.leader, st.leader_epoch, st.isr) == (1, before.leader_epoch + 2, (1,))   # leader kept: new epochs
     assert c.alter_partition_reassignments({("t", 0): [1, 2]}) == {("t", 0): None}     # a no-op is accepted
     assert c.alter_partition_reassignments({("t", 0): [2, 1]}) == {("t", 0): None}     # a new preferred leader
     assert store.get_topic("t").partitions[0] == (2, 1) and store.get_partition_state("t", 0).leader == 1
@@ -105,7 +106,7 @@ def test_cancelling_goes_back_to_the_original_replicas_and_drops_the_added_ones_
     assert c.alter_partition_reassignments({("t", 0): None}) == {("t", 0): None}
     assert store.get_topic("t").replica_assignment(0) == ReplicaAssignment((2, 1))   # Kafka's order: target first
     after = store.get_partition_state("t", 0)
-    assert (after.leader, after.leader_epoch, after.isr) == (2, st.leader_epoch + 2, (1, 2))   # 3 led: it hands over
+    assert (after.leader, after.leader_epoch, after.isr) == (2, st.leader_epoch + 3, (1, 2))   # 3 led: it hands over
     result = c.alter_partition_reassignments({("t", 0): None})[("t", 0)]
     assert isinstance(result, NoReassignmentInProgressError)
 
