@@ -4,7 +4,8 @@ ConsumerGroupDescribe, and the member checks of offset commits and fetches.
 ``ConsumerGroups`` is a base class of ``group.GroupCoordinator`` and works on its state: ``_lock``,
 ``_consumer_groups`` (group_consumer_state.ConsumerGroup records), ``_groups`` (classic groups: one id is
 either kind), ``_deadlines``, ``_clock``, ``config`` and ``_topics`` (partition count of each topic members may
-subscribe to). Every call takes the one lock and answers at once; nothing here waits for the store.
+subscribe to). Every call takes the one lock; a heartbeat then waits (lock released) for the store write
+of the changes it made.
 
 Rules (Kafka's GroupMetadataManager): a member joins with epoch 0 (with the member id it generated, or ""
 for one from the coordinator), leaves with -1, and a static member (instance id) leaves for a while with -2,
@@ -447,7 +448,8 @@ class ConsumerGroups:
     def _consumer_changes(self, group: ConsumerGroup, dropped: bool = False):
         """The store write of what changed in the group since its records were last written (lock held):
         changed records, tombstones for members gone (for every record when ``dropped``); None when nothing
-        changed. The group's ``stored`` records are updated at once: writes start in the order queued."""
+        changed. The group's ``stored`` records are updated at once (writes start in the order queued); a write
+        that fails marks every record it had as unwritten, so the next change writes them all again."""
         records = {} if dropped else group_records(group)
         changes = [(k, v) for k, v in records.items() if group.stored.get(k) != v]
         changes += [(k, None) for k in group.stored if k not in records]
@@ -455,7 +457,26 @@ class ConsumerGroups:
             return None
         group.stored = records
         gid = group.group_id
-        return lambda: self.store.start_consumer_records(gid, changes)
+
+        def unwritten() -> None:
+            with self._lock:
+                group.stored = dict.fromkeys(set(group.stored) | {k for k, _ in changes}, b"")
+
+        def start():
+            try:
+                wait = self.store.start_consumer_records(gid, changes)
+            except BaseException:
+                unwritten()
+                raise
+
+            def waited() -> None:
+                try:
+                    wait()
+                except BaseException:
+                    unwritten()
+                    raise
+            return waited
+        return start
 
     def _queue_consumer_changes(self, group: ConsumerGroup, dropped: bool = False) -> None:
         """Queue the group's changes (lock held) where nobody waits for them (timers, a classic takeover)."""

@@ -153,3 +153,29 @@ def test_a_deleted_group_and_a_takeover_of_a_loaded_group(node):
     assert isinstance(coord.describe_consumer_groups(["g"])[0], GroupIdNotFoundError)
     assert coord.store.consumer_records("g") == {}
     coord.close()
+
+
+def test_a_failed_write_is_written_again_with_the_next_change():
+    from seglog.errors import NotEnoughReplicasError
+    from seglog.offsets_store import InMemoryOffsetStore
+
+    class FlakyStore(InMemoryOffsetStore):
+        fail = False
+
+        def start_consumer_records(self, group, records):
+            if self.fail:
+                raise NotEnoughReplicasError("disk gone")
+            return super().start_consumer_records(group, records)
+
+    store = FlakyStore()
+    coord = coordinator(store, Clock())
+    members = form_group(coord, n=2)
+    store.fail = True
+    (gone, (r, _)), (kept, (k, held)) = members.items()
+    with pytest.raises(NotEnoughReplicasError):
+        coord.consumer_group_heartbeat("g", gone, -1)          # left, but its tombstone was not written
+    store.fail = False
+    coord.consumer_group_heartbeat("g", kept, k.member_epoch, owned=held)
+    assert store.consumer_records("g") == group_records(coord._consumer_groups["g"])
+    assert encode_consumer_key("g", gone) not in store.consumer_records("g")
+    coord.close()
