@@ -4,6 +4,7 @@
     python -m bench --log-sizes 1,4       # ... the log-size scaling stops at 4 GiB (less disk, ~1 min less)
     python -m bench --quick               # small sizes, 1 run: checks the suite itself (results in the scratch dir)
     python -m bench --only stores,micro   # some sections (the machine limits always run first)
+    python -m bench --only append_calls --update   # ... and replace only their parts of bench/RESULTS.md
 
 Each section runs in its own process (python -m bench.suite SECTION ...) so memory figures and failures stay
 apart. The exit status is 1 when a selected section did not give its figures: it failed, or it was skipped
@@ -44,6 +45,9 @@ def parse_args(argv):
     p.add_argument("--only", default="", help="comma-separated sections (see --list)")
     p.add_argument("--skip", default="", help="comma-separated sections to leave out")
     p.add_argument("--list", action="store_true", help="print the sections and exit")
+    p.add_argument("--update", action="store_true",
+                   help="with --only: replace only these sections (text, Targets and guard rows) in the existing "
+                        "RESULTS.md, keeping the other sections' figures")
     p.add_argument("--label", default="", help="what was measured, for the Versions table (e.g. the commit a wheel "
                                                 "was built from)")
     p.add_argument("--dir", default=None, help="scratch directory (default: a new one under $TMPDIR)")
@@ -105,6 +109,8 @@ def main(argv=None) -> int:
     out = args.out or (os.path.join(root, "out") if args.quick else suite.BENCH_DIR)
     charts_dir = os.path.join(out, "charts")
     names = selected(args)
+    if args.update and not args.only:
+        raise SystemExit("--update replaces the sections named by --only")
     if not args.only and os.path.isdir(charts_dir):        # a full run replaces every chart
         for f in os.listdir(charts_dir):
             if f.endswith(".png"):
@@ -135,8 +141,11 @@ def main(argv=None) -> int:
     versions = machine.versions(libraries)
     if args.label:
         versions.insert(2, ("build measured", args.label))
-    report.write(path, command, started, time.perf_counter() - t0, runs, desc, versions, results,
-                 report.load_average())
+    if args.update:
+        report.update(path, command, started, [r for r in results if r["module"] in args.only.split(",")])
+    else:
+        report.write(path, command, started, time.perf_counter() - t0, runs, desc, versions, results,
+                     report.load_average())
     if not args.dir:
         for f in os.listdir(root):
             if f != "out":

@@ -202,8 +202,8 @@ def run(ctx: suite.Context) -> list[dict]:
              f"{suite.mb(emax['anon'])} ({emax['anon'] / pmax / 1024:.0f} KiB per log; measured after the first "
              "append() pass, before any other log was opened in the process, less the bench's own list of one "
              "bound append method per record, which earlier runs counted as the logs' (~72 KiB per log at 1,000 "
-             "logs)). append()'s own buffers are a ~16 KiB pending batch in a 32 KiB writer buffer and the 64 KiB "
-             "append journal, a file mapping (not anonymous memory).")
+             "logs)). append()'s pending batch (~16 KiB) is encoded straight into the log's 64 KiB append journal, a "
+             "file mapping (not anonymous memory; until the journal's first commit, a writer buffer of its own).")
     worst = max(rows, key=lambda r: r["data"]["each"])
     growth = rows[-1]["data"]["each"] / rows[0]["data"]["each"]
     plain_growth = rows[-1]["data"]["plain"] / rows[0]["data"]["plain"]

@@ -100,8 +100,11 @@ cdef class BatchWriter:
     cdef readonly int batches               # finished batches not yet cleared
     cdef size_t keep_from                   # add_many: where the batch it found open starts (SIZE_MAX: none) ...
     cdef bytes kept_raw                     # ... whose records finish() copies here before compressing them
+    cdef bint buf_borrowed                  # buf lies in buf_owner's memory (an AppendJournal's mapping,
+    cdef object buf_owner                   # journal.pxi), which the writer neither frees nor resizes
 
     cdef int _reserve(self, size_t need) except -1
+    cdef int _own_buffer(self, size_t cap) except -1
     cdef int _open(self) except -1
     cdef int64_t add_record(self, RecordIn *r, int64_t timestamp) except? -1
     cdef int64_t _record_timestamp(self, object timestamp) except? -1
@@ -194,6 +197,7 @@ cdef class Segment:
     cdef bytes window                       # read-only segments: file bytes [window_pos, + window_len) ...
     cdef int64_t window_pos                 # ... holding the batch headers a walk reads (see _header)
     cdef int64_t window_len
+    cdef int64_t writeback_from             # the .log's bytes before it were handed to the disk (append)
 
     cdef int _open_log(self, bint create) except -1
     cdef int _load_tail(self) except -1
@@ -211,6 +215,7 @@ cdef class Segment:
     cdef int64_t _verify(self, const unsigned char *base, int64_t start, int64_t end) except -1
     cdef int64_t _last_batch_before(self, const unsigned char *base, int64_t start, int64_t stop) noexcept
     cdef int truncate_to_position(self, int64_t pos) except -1
+    cdef void _start_writeback(self) noexcept
 
 
 cdef class ProducerBatch:

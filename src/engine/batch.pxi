@@ -114,7 +114,7 @@ cdef class BatchWriter:
         self._reserve(4096)
 
     def __dealloc__(self):
-        if self.buf != NULL:
+        if self.buf != NULL and not self.buf_borrowed:     # (a cycle's clearing may have dropped buf_owner)
             PyMem_Free(self.buf)
 
     def __getbuffer__(self, Py_buffer *b, int flags):
@@ -146,11 +146,29 @@ cdef class BatchWriter:
         cap = self.cap if self.cap else 4096
         while cap < need:
             cap *= 2
+        if self.buf_borrowed:
+            return self._own_buffer(cap)
         nb = <unsigned char *>PyMem_Realloc(self.buf, cap)
         if nb == NULL:
             raise MemoryError()
         self.buf = nb
         self.cap = cap
+        return 0
+
+    cdef int _own_buffer(self, size_t cap) except -1:
+        """Move the bytes [0, pos) from the memory of buf_owner (the append journal's mapping) to memory of the
+        writer's own of cap bytes, leaving that memory as it was. Raises BufferError while exported."""
+        cdef unsigned char *nb
+        if self.exports > 0:
+            raise BufferError("cannot move a BatchWriter's bytes while views of them are alive")
+        nb = <unsigned char *>PyMem_Malloc(max(cap, self.pos, <size_t>1))
+        if nb == NULL:
+            raise MemoryError()
+        memcpy(nb, self.buf, self.pos)
+        self.buf = nb
+        self.cap = max(cap, self.pos, <size_t>1)
+        self.buf_borrowed = False
+        self.buf_owner = None
         return 0
 
     cdef int _open(self) except -1:

@@ -4,9 +4,12 @@
 # Log.append() encodes records into a BatchWriter and writes them to the segment a batch (~16 KiB) at a time.
 # The journal mirrors the writer's unwritten bytes, at every append, into `.append-journal` in the partition
 # directory through a shared writable mapping: the bytes are in the page cache as soon as the store is done,
-# so they outlive the process (not a power loss: that needs flush()). Space is reserved with fallocate before
-# anything is stored through the mapping, so a full disk fails the reservation (StorageError from append(),
-# the record taken back) instead of faulting a store.
+# so they outlive the process (not a power loss: that needs flush()). After its first commit the writer encodes
+# straight into the mapping's data area (AppendJournal._attach), so mirroring copies nothing but the open
+# batch's fixed header fields, and a log's pending records occupy one buffer, not two (with many logs open, the
+# second buffer's cache misses were most of what an append cost more than with one). Space is reserved with
+# fallocate before anything is stored through the mapping, so a full disk fails the reservation (StorageError
+# from append(), the record taken back) instead of faulting a store.
 #
 # Why a side file and stores through a mapping: a batch growing in place in the segment would have to be
 # placed before its size is known (segment.bytes, roll by time, index room are decided per whole batch) and
@@ -61,6 +64,7 @@ cdef class AppendJournal:
     cdef size_t s_used               # the writer's finished bytes as of the last commit
     cdef size_t s_pos                # ... the end of its bytes
     cdef int32_t s_count             # ... the open batch's records (0: none)
+    cdef BatchWriter attached        # the writer whose buffer is this mapping's data area (see _attach), or None
 
     def __cinit__(self, *args, **kwargs):
         self.fd = -1
@@ -93,7 +97,9 @@ cdef class AppendJournal:
             close(self.fd)
 
     def close(self):
-        """Unmap and close the file (its content stays)."""
+        """Unmap and close the file (its content stays); a writer encoding into the mapping gets its bytes
+        back in memory of its own first."""
+        self._detach()
         if self.addr != NULL:
             munmap(self.addr, self.cap)
             self.addr = NULL
@@ -126,6 +132,11 @@ cdef class AppendJournal:
         if a == MAP_FAILED:
             raise_storage_error("cannot map append journal", self.path)
         if self.addr != NULL:
+            try:
+                self._detach()
+            except BaseException:
+                munmap(a, cap)
+                raise
             munmap(self.addr, self.cap)
         self.addr = <unsigned char *>a
         self.cap = cap
@@ -153,18 +164,50 @@ cdef class AppendJournal:
             raise
         return offset
 
+    cdef int _detach(self) except -1:
+        """The attached writer, if its buffer is still this mapping's data area, takes its bytes into memory
+        of its own (BatchWriter._own_buffer); the mapping may then go."""
+        cdef BatchWriter w = self.attached
+        if w is not None:
+            if w.buf_borrowed and w.buf == self.addr + J_DATA:
+                w._own_buffer(w.cap)
+            self.attached = None
+        return 0
+
+    cdef int _attach(self, BatchWriter w) except -1:
+        """Make the data area w's buffer, right after a commit that left it holding w's bytes [0, pos) (but the
+        open batch's header, which w only writes when it finishes the batch): w then encodes its records straight
+        into the mapping and _stage has nothing to copy, so an append touches one buffer, not two. w's own
+        memory is freed; w moves back to memory of its own when it needs more room than the mapping has
+        (_reserve), and when the mapping goes (_detach). Only a writer with no live export (nothing reads
+        its old memory) and no compression (finish() compresses in place) is attached."""
+        if w.exports > 0 or w.buf_borrowed or w.codec != CODEC_NONE:
+            return 0
+        self._detach()
+        PyMem_Free(w.buf)
+        w.buf = self.addr + J_DATA
+        w.cap = self.cap - J_DATA
+        w.buf_borrowed = True
+        w.buf_owner = self
+        self.attached = w
+        return 0
+
     cdef int _stage(self, BatchWriter w) except -1:
-        """Copy what changed in w since the last commit, then commit (see the invariant at the top)."""
+        """Copy what changed in w since the last commit, then commit (see the invariant at the top). Nothing
+        is copied when w encodes into the mapping itself (_attach), but the open batch header's fixed fields."""
         cdef size_t used = w.used, pos = w.pos, need = J_DATA + w.pos
         cdef unsigned char *d
         cdef unsigned char *h
         cdef int32_t count = w.count if w.is_open else 0
         cdef int16_t attributes
+        cdef bint shared = w.buf_borrowed and w.buf == self.addr + J_DATA
         if need > self.cap:
             self._map(max(self.cap * 2, (need + J_MIN_BYTES - 1) // J_MIN_BYTES * J_MIN_BYTES), self.cap)
         d = self.addr + J_DATA
         if used != self.s_used or count < self.s_count:
-            if used > self.s_used:                  # batches finished since: their headers are final now
+            if shared:
+                pass
+            elif used > self.s_used:                # batches finished since: their headers are final now
                 memcpy(d + self.s_used, w.buf + self.s_used, used - self.s_used)
             elif used < self.s_used:
                 memcpy(d, w.buf, used)
@@ -184,14 +227,17 @@ cdef class AppendJournal:
                 put_be64(h + OFF_PRODUCER_ID, <uint64_t>w.producer_id)
                 put_be16(h + OFF_PRODUCER_EPOCH, <uint16_t>w.producer_epoch)
                 put_be32(h + OFF_BASE_SEQUENCE, <uint32_t>w.next_sequence)
-                memcpy(h + BATCH_HEADER_SIZE, w.buf + used + BATCH_HEADER_SIZE, pos - used - BATCH_HEADER_SIZE)
-            else:
+                if not shared:
+                    memcpy(h + BATCH_HEADER_SIZE, w.buf + used + BATCH_HEADER_SIZE, pos - used - BATCH_HEADER_SIZE)
+            elif not shared:
                 memcpy(d + self.s_pos, w.buf + self.s_pos, pos - self.s_pos)
             put_be64(d + used + OFF_MAX_TIMESTAMP, <uint64_t>(now_ms() if w.log_append_time else w.max_ts))
         store64(self.addr + J_COMMIT, (<uint64_t>used << 32) | <uint32_t>count)
         self.s_used = used
         self.s_pos = pos
         self.s_count = count
+        if not shared and pos <= self.cap - J_DATA:
+            self._attach(w)
         return 0
 
     def reset(self):

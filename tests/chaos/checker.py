@@ -104,14 +104,31 @@ def check_no_duplicates(events) -> list[Violation]:
     for p, log in final_logs(events).items():
         for o, v in log.items():
             seen[v].append((p, o))
+    batch_of = producer_batches(events)
     out = []
     for v, places in seen.items():
         if len(places) > 1:
             out.append(Violation("duplicate", f"{v} is stored {len(places)} times: "
-                                              + ", ".join(f"{p}:{o}" for p, o in sorted(places))))
+                                              + ", ".join(f"{p}:{o}{batch_of(p, o)}" for p, o in sorted(places))))
         if v not in sent:
             out.append(Violation("phantom", f"{v} is stored at {places[0][0]}:{places[0][1]} but was never sent"))
     return out
+
+
+def producer_batches(events):
+    """(partition, offset) -> " (producer P epoch E seq S)" of the idempotent batch holding it, from the
+    replicas' batch headers the run recorded (empty when not recorded)."""
+    found = {}
+    for e in events:
+        if e["type"] == "replicas" and e.get("topic", "chaos") == "chaos":
+            found[e["partition"]] = e.get("producers") or []
+
+    def describe(p: int, o: int) -> str:
+        for base, last, pid, epoch, seq in found.get(p, ()):
+            if base <= o <= last:
+                return f" (producer {pid} epoch {epoch} seq {seq + o - base})"
+        return ""
+    return describe
 
 
 def check_order(events) -> list[Violation]:

@@ -332,10 +332,11 @@ class Run:
         brokers = {str(i): {"end": rl.end_offset, "batches": len(rl.batches),
                             "sha256": hashlib.sha256(rl.data).hexdigest()} for i, rl in logs.items()}
         identical = len({b["sha256"] for b in brokers.values()}) == 1 and not detail
-        stored = [(o, v) for o, _, v in next(iter(logs.values())).records()]
+        first = next(iter(logs.values()))
+        stored = [(o, v) for o, _, v in first.records()]
         if identical and consumed is not None and stored != [(o, v) for o, _, v in consumed]:
             identical, detail = False, "what a consumer reads differs from what the replicas store"
-        return {"brokers": brokers, "identical": identical, "detail": detail}
+        return {"brokers": brokers, "identical": identical, "detail": detail, "producers": producer_batches(first)}
 
     # -- the whole run ------------------------------------------------------------------------------------
 
@@ -380,6 +381,17 @@ class Run:
                    "windows": report.windows, "counts": report.counts}
         (self.work_dir / "report.json").write_text(json.dumps(summary, indent=1))
         return report
+
+
+def producer_batches(rl) -> list[list[int]]:
+    """[base offset, last offset, producer id, producer epoch, base sequence] of each idempotent batch of a
+    replica's log: what tells a duplicate the broker let through (same producer id, epoch and sequence) from
+    one the client sent again under a new producer id or epoch."""
+    from seglog import _engine
+
+    data = rl.data
+    return [[b.base_offset, b.last_offset, b.producer_id, b.producer_epoch, b.base_sequence]
+            for b in _engine.batches(data, False) if b.producer_id >= 0]
 
 
 def run(work_dir, **kwargs) -> checker.Report:

@@ -24,9 +24,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from .junit import Results, parse_junit
 
 VERSION = "3.0.12"                  # kafka-python release whose suite runs (the test extra installs 3.x)
 KAFKA_VERSION = "3.7.0"             # the Kafka release seglog's protocol versions follow
@@ -58,31 +58,6 @@ KNOWN_FAILURES = {
     "test_ssl_integration.py::TestSSLConnection::test_ssl_handshake": _SSL_FIXTURE,
     "test_ssl_integration.py::TestSSLConnection::test_legacy_kafka_client_ssl": _SSL_FIXTURE,
 }
-
-
-@dataclass
-class Outcome:
-    test: str                    # file::name, as KNOWN_FAILURES spells it
-    result: str                  # passed, failed, error, skipped
-    message: str = ""
-
-
-@dataclass
-class Results:
-    outcomes: list[Outcome] = field(default_factory=list)
-
-    def count(self, result: str) -> int:
-        return sum(o.result == result for o in self.outcomes)
-
-    @property
-    def unexpected(self) -> list[Outcome]:
-        """Failures and errors KNOWN_FAILURES does not name (regressions)."""
-        return [o for o in self.outcomes if o.result in ("failed", "error") and o.test not in KNOWN_FAILURES]
-
-    @property
-    def fixed(self) -> list[Outcome]:
-        """Known failures that passed (KNOWN_FAILURES is out of date)."""
-        return [o for o in self.outcomes if o.result == "passed" and o.test in KNOWN_FAILURES]
 
 
 def fetch(cache: Path = CACHE) -> Path:
@@ -133,39 +108,12 @@ def run(selection: list[str] | None = None, *, timeout_s: float = 900.0, workdir
             subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=",
                             "-o", "log_level=WARNING", "--timeout=120", "-q", f"--junitxml={junit}", *targets],
                            cwd=root, env=env, timeout=timeout_s, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return parse_junit(junit)
-
-
-def parse_junit(path: Path) -> Results:
-    """Outcomes from pytest's JUnit XML; a test is named file::[Class::]name."""
-    results = Results()
-    for case in ET.parse(path).getroot().iter("testcase"):
-        parts = case.get("classname", "").split(".")
-        file_at = next((i for i, p in enumerate(parts) if p.startswith("test_")), len(parts) - 1)
-        test = "::".join([parts[file_at] + ".py", *parts[file_at + 1:], case.get("name", "")])
-        result, message = "passed", ""
-        for tag in ("failure", "error", "skipped"):
-            el = case.find(tag)
-            if el is not None:
-                result = {"failure": "failed"}.get(tag, tag)
-                message = (el.get("message") or "").strip().splitlines()[0][:200] if el.get("message") else ""
-                break
-        results.outcomes.append(Outcome(test, result, message))
-    return results
+        return parse_junit(junit, KNOWN_FAILURES)
 
 
 def markdown(results: Results) -> str:
     """The CONFORMANCE.md table: counts, then every test that did not pass, with its reason."""
-    lines = [f"| kafka-python {VERSION} `test/integration` | passed | failed | errors | skipped |",
-             "|---|---|---|---|---|",
-             f"| against one seglog broker | {results.count('passed')} | {results.count('failed')} | "
-             f"{results.count('error')} | {results.count('skipped')} |", "",
-             "| test | outcome | why |", "|---|---|---|"]
-    for o in results.outcomes:
-        if o.result == "passed":
-            continue
-        why = KNOWN_FAILURES.get(o.test) or o.message or "(no message)"
-        if o.result in ("failed", "error") and o.test not in KNOWN_FAILURES:
-            why = "NEW: " + why
-        lines.append(f"| `{o.test}` | {o.result} | {why.replace('|', '/')} |")
-    return "\n".join(lines)
+    return "\n".join([f"| kafka-python {VERSION} `test/integration` | passed | failed | errors | skipped |",
+                      "|---|---|---|---|---|",
+                      f"| against one seglog broker | {results.count('passed')} | {results.count('failed')} | "
+                      f"{results.count('error')} | {results.count('skipped')} |", "", *results.rows()])

@@ -106,3 +106,24 @@ def test_a_failed_segment_write_keeps_the_records_for_the_next_call(tmp_path):
         log.flush()
         assert [o for o, _ in _values(log)] == offsets
     assert not os.path.exists(tmp_path / "t-0" / (JOURNAL + ".tmp"))
+
+
+def test_a_writer_encoding_into_the_journal_keeps_its_bytes_when_the_journal_goes(tmp_path):
+    j = _engine.AppendJournal(str(tmp_path / JOURNAL))
+    w = _engine.BatchWriter(next_offset=0, batch_bytes=1000)
+    values = [b"v%03d-" % i * 12 for i in range(60)]
+    for i, v in enumerate(values):                   # several batches: the writer encodes into the mapping
+        assert j.add(w, v, None, None, 1000 + i) == i
+        committed = _engine.journal_batches((tmp_path / JOURNAL).read_bytes())
+        assert [r.value for r in _engine.decode_records(committed)] == values[:i + 1]
+    j.close()                                        # the writer takes its bytes back before the unmapping
+    w.add(b"after")
+    w.finish()
+    assert [r.value for r in _engine.decode_records(bytes(w))] == values + [b"after"]
+    j2 = _engine.AppendJournal(str(tmp_path / "other"))
+    w2 = _engine.BatchWriter(next_offset=0)
+    j2.add(w2, b"x")
+    del j2                                           # the writer keeps the mapping it encodes into alive
+    w2.add(b"y" * 100_000)                           # grows past the mapping: into memory of its own
+    w2.finish()
+    assert [r.value for r in _engine.decode_records(bytes(w2))] == [b"x", b"y" * 100_000]

@@ -127,3 +127,22 @@ def test_a_guarded_figure_below_its_floor_fails_the_run(section, tmp_path):
     report.write(str(out), "python -m bench", 0, 1, 1, [], [], [held, fell], "-")
     text = out.read_text()
     assert "## Regression guards" in text and "**no: regression**" in text and "guard" not in text.split("##")[-1]
+
+
+def test_update_replaces_only_the_sections_run(section, tmp_path):
+    def rows(value, met):
+        return lambda ctx: [{"figure": f"f={value}", "summary": {"figure": "f", "target": ">= 1", "measured": value,
+                                                                "met": met},
+                             "guard": {"figure": "f vs g", "value": value, "floor": 0.5}}]
+    a, b = section("fake_a", TITLE="Alpha", run=rows(0.6, "no")), section("fake_b", TITLE="Beta", run=rows(0.7, "no"))
+    out = tmp_path / "RESULTS.md"
+    report.write(str(out), "python -m bench", 0, 1, 1, [], [], [a, b], "-")
+    again = section("fake_a", TITLE="Alpha", run=rows(2.0, "yes"))
+    report.update(str(out), "python -m bench --only fake_a --update", 0, [again])
+    text = out.read_text()
+    assert "Every issue target this run measured: 1 of 2 met." in text
+    assert "| Alpha | f | >= 1 | 2.0 | yes |" in text and "| Beta | f | >= 1 | 0.7 | no |" in text
+    assert "| Alpha | f vs g | 2.00x | 0.50x | yes |" in text and "| Beta | f vs g | 0.70x | 0.50x | yes |" in text
+    assert text.count("## Alpha") == 1 and "| f=2.0 |" in text and "f=0.6" not in text and "| f=0.7 |" in text
+    assert text.index("| Alpha | f |") < text.index("| Beta | f |")            # rows stay where they were
+    assert "This section alone was measured again by `python -m bench --only fake_a --update`" in text

@@ -77,6 +77,18 @@ def test_a_duplicate_and_a_phantom():
     assert checks_of(events) == {"phantom"}
 
 
+def test_a_duplicate_names_the_producer_id_epoch_and_sequence_of_each_copy():
+    """With the replicas' batch headers recorded, each stored copy says which producer id, epoch and sequence
+    wrote it: the same three twice is a broker that let a retry through, a new epoch a client that sent the
+    batch again after bumping it."""
+    events = clean_history()
+    final_of(events, 1)["records"].append([2, "b-1"])
+    events.append({"t": 9.0, "type": "replicas", "partition": 1, "brokers": {}, "identical": True, "detail": "",
+                   "producers": [[0, 1, 7, 0, 0], [2, 2, 7, 1, 0]]})
+    (v,) = check(events).violations
+    assert v.message == "b-1 is stored 2 times: 1:1 (producer 7 epoch 0 seq 1), 1:2 (producer 7 epoch 1 seq 0)"
+
+
 def test_an_acknowledgement_without_an_offset_needs_the_value_somewhere_in_its_partition():
     events = clean_history()
     next(e for e in events if e["type"] == "ack" and e["value"] == "a-1")["offset"] = None

@@ -121,3 +121,36 @@ def test_a_leader_without_the_clients_listener_is_listener_not_found():
     assert [b["node_id"] for b in view.brokers()] == [0]
     listener[0] = "INTERNAL"
     assert view.partition_metadata("t", 1)["error_code"] == 0 and len(view.brokers()) == 2
+
+
+def test_a_new_session_whose_first_store_calls_fail_still_rejoins_the_cluster(tmp_path, members, monkeypatch):
+    """After its session expired, a broker registers again, enters the controller election and unfences its
+    replicas. A store call failing on the way (a ZooKeeper request timing out on a loaded machine) is retried:
+    the broker must not stay fenced and out of the election (a chaos run saw two of three brokers stuck so,
+    the partitions' ISRs shrunk to one replica for good)."""
+    import time
+
+    from seglog.errors import RequestTimedOutError
+
+    cluster = MemoryCluster()
+    member = members(cluster, tmp_path / "a", 0)
+    assert member.controller_id == 0
+    store = member.store
+    real = store.elect_controller
+    failures = []
+
+    def flaky(*args, **kwargs):
+        if len(failures) < 2:
+            failures.append(1)
+            raise RequestTimedOutError("ZooKeeper request timed out")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "elect_controller", flaky)
+    store.expire_session()
+    deadline = time.monotonic() + 10
+    while len(failures) < 2:                            # the expiry was taken in, the election tried twice
+        assert time.monotonic() < deadline, f"the election was tried {len(failures)} time(s), not retried"
+        time.sleep(0.05)
+    while not (member.controller_id == 0 and member.controller is not None and not member.replicas._fenced):
+        assert time.monotonic() < deadline, (member.controller_id, member.replicas._fenced)
+        time.sleep(0.05)

@@ -23,9 +23,9 @@ from typing import Callable, Sequence
 
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
                       InvalidPartitionsError, InvalidRequestError, InvalidTopicError, LeaderNotAvailableError,
-                      ListenerNotFoundError, NotControllerError, NotCoordinatorError, RequestTimedOutError, SeglogError,
-                      TopicAlreadyExistsError,
-                      TopicDeletionDisabledError, UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+                      ListenerNotFoundError, LogClosedError, NotControllerError, NotCoordinatorError,
+                      RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
+                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
 from ..node import internal_topic_config
 from ..offsets_format import OFFSETS_TOPIC
 from ..topic_ids import TopicIds
@@ -46,6 +46,8 @@ log = logging.getLogger("seglog.cluster")
 PRODUCER_ID_BLOCK = 1000
 CREATE_TIMEOUT_MS = 10_000
 """How long an auto-created topic (or an in-process caller) waits for its partitions' leaders."""
+REJOIN_BACKOFF_S = 0.5
+"""After a new metadata session, a failed step of rejoining the cluster is retried this often."""
 OFFSETS_WARNING_INTERVAL_S = 60.0
 """While __consumer_offsets cannot be created (too few live brokers), the warning is logged once per this."""
 
@@ -136,8 +138,13 @@ class ClusterMember:
             raise
 
     def _register(self) -> None:
+        """Register and enter the controller election."""
+        self._register_broker()
+        self.store.elect_controller(self.broker_id, self._on_controller_change)
+
+    def _register_broker(self) -> None:
         """Register (taking over the registration of this broker's previous process: this one holds its data
-        directory's lock and its listener, so that process is dead) and enter the controller election."""
+        directory's lock and its listener, so that process is dead)."""
         info = BrokerInfo(self.broker_id, self.host, self.port, endpoints=self.endpoints)
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 + 5
         while True:
@@ -151,7 +158,6 @@ class ClusterMember:
                 time.sleep(0.5)
         self.replicas.registered_epoch = registered.epoch
         log.info("broker %d registered (broker epoch %d)", self.broker_id, registered.epoch)
-        self.store.elect_controller(self.broker_id, self._on_controller_change)
 
     def controlled_shutdown(self) -> None:
         """Kafka's controlled shutdown (controlled.shutdown.enable): stop following, ask the controller to move
@@ -208,15 +214,37 @@ class ClusterMember:
             self.replicas.fence()
             self._on_controller_change_to(None, None)
         elif event is SessionEvent.NEW_SESSION:
-            self._register()
-            self.replicas.unfence()
-            with self._lock:
-                keys = list(self.states)
-            for topic, p in keys:
-                try:
-                    self._on_state(topic, p, self.store.get_partition_state(topic, p))
-                except UnknownTopicOrPartitionError:
-                    self._on_state(topic, p, None)
+            self._rejoin()
+
+    def _rejoin(self) -> None:
+        """On a new session: register again, enter the controller election, unfence the replicas and read every
+        partition's state again. A store call that fails (a ZooKeeper request timing out on a loaded machine)
+        is retried every REJOIN_BACKOFF_S from the step that failed until it succeeds or the store closes:
+        given up, the broker would stay fenced (following and leading nothing) and out of the election."""
+        registered = elected = False
+        while True:
+            try:
+                if not registered:
+                    self._register_broker()
+                    registered = True
+                if not elected:
+                    self.store.elect_controller(self.broker_id, self._on_controller_change)
+                    elected = True
+                self.replicas.unfence()
+                with self._lock:
+                    keys = list(self.states)
+                for topic, p in keys:
+                    try:
+                        self._on_state(topic, p, self.store.get_partition_state(topic, p))
+                    except UnknownTopicOrPartitionError:
+                        self._on_state(topic, p, None)
+                return
+            except LogClosedError:
+                return
+            except Exception as e:          # noqa: BLE001 - whatever failed is retried, the broker stays fenced
+                log.warning("broker %d: rejoining the cluster on a new metadata session failed (%s); retrying",
+                            self.broker_id, e)
+                time.sleep(REJOIN_BACKOFF_S)
 
     def _on_controller_change(self, change) -> None:
         self._on_controller_change_to(change.controller_id, change.lease)
