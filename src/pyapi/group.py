@@ -572,6 +572,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
                         results[gid] = NonEmptyGroupError(f"group {gid!r} has members ({consumer.state.value})")
                         continue
                     del self._consumer_groups[gid]
+                    self._queue_consumer_changes(consumer, dropped=True)
                     self._writes.queue(lambda gid=gid: self.store.start_delete_group(gid), log_store_failure)
                     results[gid] = None
                 elif group is None:
@@ -593,7 +594,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         """Take over groups whose offsets partition is now led here (Kafka's onElection): each is rebuilt from
         ``stored`` as at start-up, replacing any copy held before. Other groups are not touched. ``taken_over``
         (the partition had a leader before: it moved here) tells the group ids of that partition, whose
-        consumer groups, kept in memory only, hold their partitions back for a session (group_consumer)."""
+        consumer groups come back from their records, and those without any hold their partitions back for a
+        session (group_consumer)."""
         names = set(names)
         self.unload_groups(names)
         self._load(dict(stored), names)
@@ -607,7 +609,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         done: _Done = []
         with self._lock:
             for gid in group_ids:
-                self._consumer_groups.pop(gid, None)      # members rejoin the new coordinator (in memory only)
+                self._consumer_groups.pop(gid, None)      # the new coordinator loads it from its records
                 group = self._groups.pop(gid, None)
                 for m in group.members.values() if group is not None else ():
                     for pending in (m.join_future, m.sync_future):
@@ -762,7 +764,12 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         with self._lock:
             now = self._clock()
             for gid in names | set(stored):
-                self._load_group(gid, stored.get(gid), now)
+                meta = stored.get(gid)
+                if self._load_consumer_group(gid, now):
+                    if meta is None or not meta.members:
+                        continue                # one id is either kind: the consumer group it was
+                    del self._consumer_groups[gid]          # a classic generation with members wins
+                self._load_group(gid, meta, now)
 
     def _load_group(self, gid: str, meta: GroupMetadata | None, now: float) -> None:
         """Install a group as stored: its members come back with fresh sessions, a group with members Stable."""

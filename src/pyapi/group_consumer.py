@@ -4,7 +4,8 @@ ConsumerGroupDescribe, and the member checks of offset commits and fetches.
 ``ConsumerGroups`` is a base class of ``group.GroupCoordinator`` and works on its state: ``_lock``,
 ``_consumer_groups`` (group_consumer_state.ConsumerGroup records), ``_groups`` (classic groups: one id is
 either kind), ``_deadlines``, ``_clock``, ``config`` and ``_topics`` (partition count of each topic members may
-subscribe to). Every call takes the one lock and answers at once; nothing here waits for the store.
+subscribe to). Every call takes the one lock; a heartbeat then waits (lock released) for the store write
+of the changes it made.
 
 Rules (Kafka's GroupMetadataManager): a member joins with epoch 0 (with the member id it generated, or ""
 for one from the coordinator), leaves with -1, and a static member (instance id) leaves for a while with -2,
@@ -16,11 +17,14 @@ on any heartbeat); the target assignment is then recomputed at once. Members are
 (``group.consumer.session.timeout.ms`` since their last heartbeat) ends, and when they hold on to partitions
 being revoked longer than their rebalance timeout.
 
-Consumer groups live in memory only (Kafka writes them to __consumer_offsets): when a coordinator restarts or
-the group's offsets partition moves, the group is gone there; its members' heartbeats get UnknownMemberIdError
-and they rejoin with epoch 0, having given up their partitions, while committed offsets stay in the store.
-After a takeover (load_groups with ``taken_over``) a group re-formed here assigns nothing for one session
-timeout, so that a member still consuming under the old coordinator never shares a partition with a new one.
+Every change of a group is written to the store as its records (group_consumer_records: the group's epochs
+and target, each member's epoch, subscription and assignment; a tombstone for a member that left) before the
+heartbeat that made it is answered, so what a member was told is stored. A coordinator that loads the group's
+offsets partition (a restart, a failover) rebuilds the group from them (``_load_consumer_group``): members
+keep their epochs and assignments, and their sessions start at the load. Only a group with no records there
+(a store that does not keep them) is re-formed from scratch: after a takeover (load_groups with
+``taken_over``) such a group assigns nothing for one session timeout, so that a member still consuming under
+the old coordinator never shares a partition with a new one.
 """
 
 from __future__ import annotations
@@ -32,13 +36,15 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping
 
-from .errors import (FencedInstanceIdError, FencedMemberEpochError, GroupIdNotFoundError,
+from .errors import (FencedInstanceIdError, SeglogError, FencedMemberEpochError, GroupIdNotFoundError,
                      GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError, InvalidRegularExpressionError,
                      InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
                      UnsupportedAssignorError, UnsupportedVersionError)
 from .group_assignors import MemberSubscription, server_assignor
+from .group_consumer_records import group_records, restore_group
 from .group_consumer_state import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupState,
                                    ConsumerMember, MemberState, reconcile)
+from .group_state import log_store_failure
 from .group_timers import TimerKind
 from .group_types import GroupState
 
@@ -105,33 +111,47 @@ class ConsumerGroups:
         interval = self.config.consumer_heartbeat_interval_ms
         with self._lock:
             self._check_open()
-            now = self._clock()
             if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval)
-            group = self._consumer_group(group_id, create=member_epoch == 0)
-            changed = False
-            if member_epoch == 0:
-                member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
-                                                      rebalance_timeout_ms, client_id, client_host)
+                result = self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval)
             else:
-                member = self._current_consumer(group, member_id, instance_id)
-                if member_epoch != member.member_epoch and not (
-                        member_epoch == member.previous_epoch and owned is not None
-                        and all(ps <= member.assigned.get(t, frozenset()) for t, ps in owned.items())):
-                    raise FencedMemberEpochError(f"member {member_id!r} of group {group_id!r} sent epoch "
-                                                 f"{member_epoch}, its epoch is {member.member_epoch}")
-            changed |= self._update_subscription(member, subscribed_topic_names, subscribed_topic_regex,
-                                                 server_assignor, rebalance_timeout_ms)
-            self._arm_consumer_session(group, member, now)
-            self._refresh_target(group, changed, now)
-            revoking = member.revoke_deadline
-            reconcile(group, member, owned, now)
-            if member.revoke_deadline is not None and member.revoke_deadline != revoking:
-                self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
-            send = member.assigned if (member_epoch == 0 or member.last_sent != member.assigned
-                                       or owned is not None and owned != member.assigned) else None
-            member.last_sent = dict(member.assigned)
-            return HeartbeatResult(member.member_id, member.member_epoch, interval, send)
+                result = self._consumer_beat(group_id, member_id, member_epoch, instance_id, rack_id,
+                                             rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
+                                             server_assignor, owned, client_id, client_host, interval)
+            group = self._consumer_groups.get(group_id)
+            written = self._queue_write(None if group is None else self._consumer_changes(group))
+        self._finish([])
+        written.result()
+        return result
+
+    def _consumer_beat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                       subscribed_topic_names, subscribed_topic_regex, server_assignor, owned, client_id,
+                       client_host, interval) -> HeartbeatResult:
+        """A heartbeat with epoch >= 0 (lock held)."""
+        now = self._clock()
+        group = self._consumer_group(group_id, create=member_epoch == 0)
+        changed = False
+        if member_epoch == 0:
+            member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
+                                                  rebalance_timeout_ms, client_id, client_host)
+        else:
+            member = self._current_consumer(group, member_id, instance_id)
+            if member_epoch != member.member_epoch and not (
+                    member_epoch == member.previous_epoch and owned is not None
+                    and all(ps <= member.assigned.get(t, frozenset()) for t, ps in owned.items())):
+                raise FencedMemberEpochError(f"member {member_id!r} of group {group_id!r} sent epoch "
+                                             f"{member_epoch}, its epoch is {member.member_epoch}")
+        changed |= self._update_subscription(member, subscribed_topic_names, subscribed_topic_regex,
+                                             server_assignor, rebalance_timeout_ms)
+        self._arm_consumer_session(group, member, now)
+        self._refresh_target(group, changed, now)
+        revoking = member.revoke_deadline
+        reconcile(group, member, owned, now)
+        if member.revoke_deadline is not None and member.revoke_deadline != revoking:
+            self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
+        send = member.assigned if (member_epoch == 0 or member.last_sent != member.assigned
+                                   or owned is not None and owned != member.assigned) else None
+        member.last_sent = dict(member.assigned)
+        return HeartbeatResult(member.member_id, member.member_epoch, interval, send)
 
     def _check_heartbeat(self, group_id, member_id, epoch, instance_id, rebalance_ms, names, regex, assignor):
         """Kafka's request checks, before the group is looked at."""
@@ -327,6 +347,7 @@ class ConsumerGroups:
             return
         log.info("group %s: member %s session expired", group.group_id, member.member_id)
         self._remove_consumer(group, member)
+        self._queue_consumer_changes(group)
 
     def _on_consumer_revoke(self, group, member, done, now) -> None:
         if group.members.get(member.member_id) is not member or member.revoke_deadline is None \
@@ -335,6 +356,7 @@ class ConsumerGroups:
         log.info("group %s: member %s did not revoke its partitions within its rebalance timeout",
                  group.group_id, member.member_id)
         self._remove_consumer(group, member)
+        self._queue_consumer_changes(group)
 
     # --- describe, offsets -----------------------------------------------------------------------------------
 
@@ -419,4 +441,67 @@ class ConsumerGroups:
             raise InconsistentGroupProtocolError(f"Group {group_id} is a consumer group (group.protocol=consumer) "
                                                  f"with members: classic members cannot join it.")
         del self._consumer_groups[group_id]
+        self._queue_consumer_changes(group, dropped=True)
+
+    # --- the group's records in the store ----------------------------------------------------------------------
+
+    def _consumer_changes(self, group: ConsumerGroup, dropped: bool = False):
+        """The store write of what changed in the group since its records were last written (lock held):
+        changed records, tombstones for members gone (for every record when ``dropped``); None when nothing
+        changed. The group's ``stored`` records are updated at once (writes start in the order queued); a write
+        that fails marks every record it had as unwritten, so the next change writes them all again."""
+        records = {} if dropped else group_records(group)
+        changes = [(k, v) for k, v in records.items() if group.stored.get(k) != v]
+        changes += [(k, None) for k in group.stored if k not in records]
+        if not changes:
+            return None
+        group.stored = records
+        gid = group.group_id
+
+        def unwritten() -> None:
+            with self._lock:
+                group.stored = dict.fromkeys(set(group.stored) | {k for k, _ in changes}, b"")
+
+        def start():
+            try:
+                wait = self.store.start_consumer_records(gid, changes)
+            except BaseException:
+                unwritten()
+                raise
+
+            def waited() -> None:
+                try:
+                    wait()
+                except BaseException:
+                    unwritten()
+                    raise
+            return waited
+        return start
+
+    def _queue_consumer_changes(self, group: ConsumerGroup, dropped: bool = False) -> None:
+        """Queue the group's changes (lock held) where nobody waits for them (timers, a classic takeover)."""
+        start = self._consumer_changes(group, dropped)
+        if start is not None:
+            self._writes.queue(start, log_store_failure)
+
+    def _load_consumer_group(self, group_id: str, now: float) -> bool:
+        """Rebuild the group from its stored records (lock held), if it has some: every member's session and
+        pending revocation start now. Whether it was rebuilt."""
+        records = self.store.consumer_records(group_id)
+        try:
+            group = restore_group(group_id, records) if records else None
+        except SeglogError as e:
+            log.error("group %s: consumer group records do not load (%s); its members rejoin", group_id, e)
+            return False
+        if group is None:
+            return False
+        group.stored = records
+        self._consumer_groups[group_id] = group
+        for member in group.members.values():
+            self._arm_consumer_session(group, member, now)
+            if member.revoking:
+                member.revoke_deadline = now + member.rebalance_timeout_ms
+                self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
+        log.info("group %s: loaded at epoch %d with %d members", group_id, group.group_epoch, len(group.members))
+        return True
 

@@ -105,6 +105,7 @@ class ConsumerGroup:
     subscribed_metadata: dict[str, int] = field(default_factory=dict)
     assignor: str = ""
     hold_until: float | None = None              # the target stays empty until then (a coordinator takeover)
+    stored: dict[bytes, bytes] = field(default_factory=dict)     # its records as last written to the store
     protocol_type = "consumer"
 
     @property

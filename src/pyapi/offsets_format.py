@@ -10,6 +10,8 @@ Layouts (big-endian; string = int16 length + UTF-8, -1 for null; bytes = int32 l
 
 * offset commit value v3: offset int64, leader_epoch int32, metadata string, commit_timestamp int64
   (v0 and v2 lack leader_epoch; v1 lacks it and ends with expire_timestamp int64).
+* consumer group records (seglog's own key versions 1000 and 1001, see group_consumer_records): key
+  version, group string (1000: the group's epochs), then member_id string (1001: one member).
 * group metadata value v3: protocol_type string, generation int32, protocol string?, leader string?,
   current_state_timestamp int64 (v2+), members [member_id string, group_instance_id string? (v3+),
   client_id string, client_host string, rebalance_timeout int32 (v1+), session_timeout int32,
@@ -29,6 +31,7 @@ from typing import Iterable, NamedTuple
 from .errors import InvalidRequestError, UnsupportedVersionError
 
 __all__ = ["OFFSETS_TOPIC", "TopicPartition", "OffsetAndMetadata", "MemberMetadata", "GroupMetadata", "OffsetKey", "GroupKey",
+           "ConsumerGroupKey", "encode_consumer_key",
            "Reader", "Writer", "encode_offset_key", "encode_offset_value", "encode_group_key",
            "encode_group_value", "decode_key", "decode_offset_value", "decode_group_value"]
 
@@ -110,6 +113,14 @@ class GroupKey:
     """Key of a group metadata record."""
 
     group: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    """Key of a KIP-848 consumer group record: the group's own (``member`` None) or one member's."""
+
+    group: str
+    member: str | None = None
 
 
 class Writer:
@@ -243,6 +254,8 @@ OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
 GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3
+CONSUMER_GROUP_KEY_VERSION = 1000
+CONSUMER_MEMBER_KEY_VERSION = 1001
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -255,14 +268,25 @@ def encode_group_key(group: str) -> bytes:
     return bytes(Writer().int16(GROUP_KEY_VERSION).string(group))
 
 
-def decode_key(data) -> OffsetKey | GroupKey:
-    """An ``__consumer_offsets`` key. UnsupportedVersionError for record types other than 0-2."""
+def encode_consumer_key(group: str, member: str | None = None) -> bytes:
+    """Consumer group key: version 1000 + group, or (a member) version 1001 + group + member id."""
+    if member is None:
+        return bytes(Writer().int16(CONSUMER_GROUP_KEY_VERSION).string(group))
+    return bytes(Writer().int16(CONSUMER_MEMBER_KEY_VERSION).string(group).string(member))
+
+
+def decode_key(data) -> OffsetKey | GroupKey | ConsumerGroupKey:
+    """An ``__consumer_offsets`` key. UnsupportedVersionError for record types other than 0-2, 1000, 1001."""
     r = Reader(data, "__consumer_offsets key")
     version = r.int16()
     if version in (0, 1):
         return OffsetKey(r.string(), r.string(), r.int32())
     if version == 2:
         return GroupKey(r.string())
+    if version == CONSUMER_GROUP_KEY_VERSION:
+        return ConsumerGroupKey(r.string())
+    if version == CONSUMER_MEMBER_KEY_VERSION:
+        return ConsumerGroupKey(r.string(), r.string())
     raise UnsupportedVersionError(f"__consumer_offsets key version {version} is not an offset commit (0, 1) "
                                   f"or group metadata (2) key")
 

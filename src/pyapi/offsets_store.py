@@ -110,6 +110,18 @@ class OffsetStore(ABC):
         self.delete_offsets(group, partitions)
         return _no_wait
 
+    # KIP-848 consumer groups (group_consumer_records): their records are kept as written, key -> value.
+
+    def consumer_records(self, group: str) -> dict[bytes, bytes]:
+        """The stored consumer group records of ``group`` (key -> value), empty when it has none. This default
+        is a store that does not keep consumer groups: they then live in the coordinator's memory only."""
+        return {}
+
+    def start_consumer_records(self, group: str, records: list[tuple[bytes, bytes | None]]) -> Callable[[], None]:
+        """Start writing consumer group records of ``group`` (None values: tombstones), as one batch (see
+        :meth:`start_commit`)."""
+        return _no_wait
+
     def partition_exists(self, topic: str, partition: int) -> bool:
         """Whether the topic partition exists (OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for one that
         does not, as Kafka checks its metadata cache). A store that knows no topics says True."""
@@ -142,11 +154,31 @@ class InMemoryOffsetStore(OffsetStore):
     def __init__(self) -> None:
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._groups: dict[str, GroupMetadata] = {}
+        self._consumer: dict[str, dict[bytes, bytes]] = {}       # group -> its consumer group records
         self._pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}  # producer id ->
         self._lock = threading.Lock()
 
     def _put_offsets(self, group: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         self._offsets.setdefault(group, {}).update({TopicPartition(*tp): om for tp, om in offsets.items()})
+
+    def _put_consumer(self, group: str, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+        stored = self._consumer.setdefault(group, {})
+        for key, value in records:
+            if value is None:
+                stored.pop(key, None)
+            else:
+                stored[key] = value
+        if not stored:
+            del self._consumer[group]
+
+    def consumer_records(self, group):
+        with self._lock:
+            return dict(self._consumer.get(group, {}))
+
+    def start_consumer_records(self, group, records):
+        with self._lock:
+            self._put_consumer(group, records)
+        return _no_wait
 
     def _drop_offset(self, group: str, tp: TopicPartition) -> None:
         offsets = self._offsets.get(group, {})
@@ -189,6 +221,7 @@ class InMemoryOffsetStore(OffsetStore):
         """Forget the group's metadata and offsets."""
         self._offsets.pop(group, None)
         self._groups.pop(group, None)
+        self._consumer.pop(group, None)
 
     def commit(self, group, offsets):
         with self._lock:
@@ -203,7 +236,7 @@ class InMemoryOffsetStore(OffsetStore):
 
     def groups(self):
         with self._lock:
-            return set(self._offsets) | set(self._groups)
+            return set(self._offsets) | set(self._groups) | set(self._consumer)
 
     def store_group(self, group, metadata):
         with self._lock:
@@ -307,7 +340,7 @@ class LogOffsetStore(InMemoryOffsetStore):
 
     def _groups_in(self, p: int) -> set[str]:
         pending = {g for groups in self._pending_txn.values() for g in groups}
-        return {g for g in set(self._offsets) | set(self._groups) | pending
+        return {g for g in set(self._offsets) | set(self._groups) | set(self._consumer) | pending
                 if partition_for_group(g, self._partitions) == p}
 
     def _forget(self, groups: set[str]) -> None:
@@ -360,6 +393,8 @@ class LogOffsetStore(InMemoryOffsetStore):
                 self._drop_offset(k.group, tp)
             else:
                 self._put_offsets(k.group, {tp: fmt.decode_offset_value(value)})
+        elif isinstance(k, fmt.ConsumerGroupKey):
+            self._put_consumer(k.group, [(key, value)])
         else:
             if value is None:
                 self._groups.pop(k.group, None)
@@ -448,11 +483,18 @@ class LogOffsetStore(InMemoryOffsetStore):
     def store_group(self, group, metadata: GroupMetadata) -> None:
         self.start_store_group(group, metadata)()
 
+    def start_consumer_records(self, group, records) -> Callable[[], None]:
+        if not records:
+            return _no_wait
+        with self._lock:
+            return self._start(group, list(records))
+
     def start_delete_group(self, group) -> Callable[[], None]:
         with self._lock:
             keys = [fmt.encode_offset_key(group, tp.topic, tp.partition) for tp in self._offsets.get(group, {})]
             if group in self._groups:
                 keys.append(fmt.encode_group_key(group))
+            keys.extend(self._consumer.get(group, {}))
             if not keys:
                 return _no_wait
             return self._start(group, [(k, None) for k in keys])

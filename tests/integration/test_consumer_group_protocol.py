@@ -2,7 +2,8 @@
 server-side assignment with no partition consumed twice or left out, a leaving member's partitions moving, a
 killed member expired after group.consumer.session.timeout.ms, commits resumed after a restart, and the
 AdminClient's describe_consumer_groups (ConsumerGroupDescribe) and list_consumer_groups (ListGroups v5) and
-`seglog groups --describe` showing a CONSUMER group."""
+`seglog groups --describe` showing a CONSUMER group; the group's members, epochs and assignments reloaded from
+__consumer_offsets by a restarted broker and by a new coordinator after a failover."""
 
 from __future__ import annotations
 
@@ -197,6 +198,31 @@ def test_commits_are_resumed_by_a_restarted_group(broker):
         max((o for p, o in got if p == part), default=-1) + 1 for part in (0, 1))
 
 
+def test_a_restarted_broker_reloads_the_group_with_its_members_and_epochs(start_broker, tmp_path):
+    """The group's records in __consumer_offsets: a broker restarted on the same data dir describes the group
+    as it was (member ids, epochs, assignments), with no member having heartbeated it yet."""
+    data = tmp_path / "restarted"
+    broker = start_broker(data_dir=data, **OVERRIDES)
+    make_topic(broker, "reload", 4)
+    cs = [consumer(broker, "reload-g") for _ in range(2)]
+    try:
+        for c in cs:
+            c.subscribe(["reload"])
+        settle(cs, lambda a: sorted(map(len, a)) == [2, 2])
+        [before] = broker.node.group_coordinator.describe_consumer_groups(["reload-g"])
+        assert str(before.state) == "Stable"
+        broker.stop()
+        again = start_broker(data_dir=data, **OVERRIDES)
+        [after] = again.node.group_coordinator.describe_consumer_groups(["reload-g"])
+    finally:
+        for c in cs:
+            c.close()
+    assert (after.group_epoch, after.assignment_epoch, after.assignor) == (
+        before.group_epoch, before.assignment_epoch, before.assignor)
+    assert sorted(after.members, key=lambda m: m.member_id) == sorted(before.members, key=lambda m: m.member_id)
+    assert sorted(len(m.assignment["reload"]) for m in after.members) == [2, 2]
+
+
 def commit(c) -> None:
     """A synchronous commit of the consumer's positions; nothing new to commit is fine."""
     try:
@@ -206,16 +232,20 @@ def commit(c) -> None:
             raise
 
 
-def test_the_group_rejoins_a_new_coordinator_when_its_coordinator_is_killed_on_three_brokers(zookeeper_server,
-                                                                                            tmp_path):
+def test_the_group_keeps_its_assignment_when_its_coordinator_is_killed_on_three_brokers(zookeeper_server,
+                                                                                       tmp_path):
     """Three brokers; two consumers split four partitions and commit. The group's coordinator (leader of its
-    __consumer_offsets partition) is killed with -9: the members, unknown to the new coordinator (consumer
-    groups are kept in memory only), are fenced (UNKNOWN_MEMBER_ID: their partitions are lost), rejoin it and,
-    after the takeover's hold of one session, split the partitions again, resuming from the committed offsets
-    (no record is left unread), and commit there with their new epochs."""
+    __consumer_offsets partition) is killed with -9: the new coordinator loads the group from its records, so
+    the members go on with their member ids, epochs and partitions (no rejoin: the group epoch does not move,
+    and no partition is unassigned for more than a few seconds), read every record and commit there."""
     from cluster_harness import OFFSETS_TOPIC, Cluster
 
     from seglog.offsets_store import partition_for_group
+    from seglog.remote import RemoteNode
+
+    def described(node):
+        entry, _ = node.group_coordinator.describe_consumer_group("moved")
+        return entry["group_epoch"], sorted((m["member_id"], m["member_epoch"]) for m in entry["members"])
 
     overrides = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
     with Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3, overrides,
@@ -236,19 +266,34 @@ def test_the_group_rejoins_a_new_coordinator_when_its_coordinator_is_killed_on_t
             for c in cs:
                 commit(c)
             before = len(seen)
+            with RemoteNode(cluster.bootstrap) as node:
+                epochs = described(node)
             offsets_p = partition_for_group("moved", cluster.overrides["offsets.topic.num.partitions"])
             cluster.brokers[cluster.state(OFFSETS_TOPIC, offsets_p)["leader"]].kill()
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            unassigned_since: dict = {}
+            longest = [0.0]
 
             def rejoined(a):
                 try:
                     desc = admin.describe_consumer_groups(["moved"])["moved"].result(30)
                 except ck.KafkaException:                  # the coordinator is moving
+                    desc = None
+                now, held = time.monotonic(), set().union(*a)
+                for q in range(4):
+                    if q in held:
+                        unassigned_since.pop(q, None)
+                    else:
+                        longest[0] = max(longest[0], now - unassigned_since.setdefault(q, now))
+                if desc is None:
                     return False
                 return (len(seen) == 400 and sorted(map(len, a)) == [2, 2] and str(desc.state).endswith("STABLE")
                         and sorted(len(m.assignment.topic_partitions) for m in desc.members) == [2, 2])
-            now = settle(cs, rejoined, seconds=90, seen=seen, exclusive=False)
+            now = settle(cs, rejoined, seconds=90, seen=seen)
             assert set().union(*now) == {0, 1, 2, 3} and len(seen) >= before
+            assert longest[0] < 5, f"a partition was unassigned for {longest[0]:.1f} s"
+            with RemoteNode(cluster.bootstrap) as node:
+                assert described(node) == epochs                 # same members, same epochs: nobody rejoined
             for c in cs:
                 commit(c)                                      # accepted by the new coordinator
             committed = cs[0].committed([ck.TopicPartition("kc", q) for q in range(4)], timeout=30)

@@ -322,8 +322,8 @@ class GroupHandlers:
                     name = self._topic_name(tp["topic_id"])
                     if name is not None:
                         owned[name] = frozenset(tp["partitions"])
-            r = coord.consumer_group_heartbeat(
-                gid, member_id, body["member_epoch"], instance_id=body["instance_id"], rack_id=body["rack_id"],
+            r = await self._group_call(
+                coord.consumer_group_heartbeat, gid, member_id, body["member_epoch"], instance_id=body["instance_id"], rack_id=body["rack_id"],
                 rebalance_timeout_ms=body["rebalance_timeout_ms"],
                 subscribed_topic_names=body["subscribed_topic_names"],
                 subscribed_topic_regex=body["subscribed_topic_regex"], server_assignor=body["server_assignor"],
