@@ -354,7 +354,8 @@ def test_a_throttled_reassignment_copies_at_the_throttled_rate_and_verify_remove
 def test_a_leader_reelected_for_a_replica_set_change_keeps_waiting_produces_and_groups(cluster, tmp_path):
     """As Kafka's Partition.makeLeader for a leader that is not new: a new epoch with the leader kept leaves its
     acks=all produces waiting (acknowledged once replicated, no error), and the groups of a __consumer_offsets
-    partition whose replicas change stay loaded (a KIP-848 member, kept in memory only, heartbeats on)."""
+    partition whose replicas change stay loaded: a KIP-848 member heartbeats on in its epoch, and a classic
+    group's rebalance goes on (a JoinGroup waiting for the other member is answered once it rejoins)."""
     import threading
     import uuid
 
@@ -416,9 +417,31 @@ def test_a_leader_reelected_for_a_replica_set_change_keeps_waiting_produces_and_
                 "group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None,
                 "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["waiting"],
                 "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []}, version=1)
+        classic = next(g for g in (f"kept-classic-{i}" for i in range(100)) if partition_for_group(g, 3) == p)
+        first = BrokerConnection(*c.client_addr[coordinator], client_id="epoch-test", timeout=60)
+        second = BrokerConnection(*c.client_addr[coordinator], client_id="epoch-test", timeout=60)
+
+        def join(conn, member_id: str = "") -> dict:
+            body = {"group_id": classic, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
+                    "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}]}
+            r = conn.request(ApiKey.JOIN_GROUP, body, version=5)
+            if r["error_code"] == 79:                   # MEMBER_ID_REQUIRED
+                body["member_id"] = r["member_id"]
+                r = conn.request(ApiKey.JOIN_GROUP, body, version=5)
+            return r
         try:
             joined = heartbeat(0)
             assert joined["error_code"] == 0, joined
+            a = join(first)
+            assert a["error_code"] == 0 and a["generation_id"] == 1, a
+            s = first.request(ApiKey.SYNC_GROUP, {"group_id": classic, "generation_id": 1, "member_id": a["member_id"],
+                                                  "group_instance_id": None, "assignments": []}, version=3)
+            assert s["error_code"] == 0, s
+            pending = []                                # a second member's JoinGroup waits for the first to rejoin
+            joiner = threading.Thread(target=lambda: pending.append(join(second)))
+            joiner.start()
+            time.sleep(0.5)
             replicas = c.assignment(OFFSETS_TOPIC)[p]
             removed = max(r for r in replicas if r != coordinator)
             keep = sorted(r for r in replicas if r != removed)
@@ -433,7 +456,14 @@ def test_a_leader_reelected_for_a_replica_set_change_keeps_waiting_produces_and_
                 again = heartbeat(joined["member_epoch"])
                 assert (again["error_code"], again["member_epoch"]) == (0, joined["member_epoch"]), again
                 time.sleep(0.5)
+            assert pending == []                        # still waiting: the rebalance goes on
+            rejoined = join(first, a["member_id"])
+            joiner.join(30)
+            assert (rejoined["error_code"], rejoined["generation_id"]) == (0, 2), rejoined
+            assert pending and (pending[0]["error_code"], pending[0]["generation_id"]) == (0, 2), pending
         finally:
             conn.close()
+            first.close()
+            second.close()
     finally:
         admin.close()
