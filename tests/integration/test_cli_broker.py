@@ -155,7 +155,7 @@ def test_connect_administers_topics_like_open(broker):
         assert broker.node.topic("adm").partitions == 3
         node.alter_topic_config("adm", {"segment.ms": "3600000", "cleanup.policy": "delete,compact"},
                                 ["retention.ms"])
-        assert node.topic_config("adm")[0] == {"segment.ms": "3600000", "cleanup.policy": "compact,delete"}
+        assert node.topic_config("adm")[0] == {"segment.ms": "3600000", "cleanup.policy": "delete,compact"}
         assert broker.node.partition("adm", 2).log.config.segment_ms == 3_600_000
         node.alter_topic_config("adm", {"retention.ms": "1"}, validate_only=True)
         assert "retention.ms" not in broker.node.topic("adm").overrides
