@@ -4,6 +4,7 @@ pyproject.toml."""
 import faulthandler
 import gc
 import os
+import signal
 import socket
 import sys
 
@@ -15,6 +16,13 @@ from hypothesis import HealthCheck, settings
 # Speed goals live in bench/.
 settings.register_profile("seglog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("seglog")
+
+# Tests stop the processes they start with Ctrl-C (SIGINT) and check what a user sees. A shell that runs a command
+# in the background without job control (`bash tests/run.sh &` in a script) starts it with SIGINT ignored,
+# and an ignored signal stays ignored in every child: `seglog consume` would then never see the test's Ctrl-C.
+# The suite's processes get Python's usual Ctrl-C, so their children start with SIGINT at its default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # -- a hang must end the run, not stall it -----------------------------------------------------------------------
