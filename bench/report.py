@@ -179,6 +179,12 @@ def update(path: str, command: str, started: float, results: list[dict]) -> None
                       flags=re.M)
         text = _replace_rows(text, "Targets", r["title"], targets_table([r])[6:-1])
         text = _replace_rows(text, "Regression guards", r["title"], guards_table([r])[6:-1])
+    write_recounted(path, text)
+
+
+def write_recounted(path: str, text: str) -> None:
+    """Write a RESULTS.md `text` to `path` (a new file renamed over the old one), its count of targets met
+    recomputed from its Targets table."""
     table = re.search(r"^## Targets\n.*?(?=^## |\Z)", text, re.S | re.M)
     if table:
         met = [line.rstrip(" |").rsplit("| ", 1)[-1].strip().lower() in ("yes", "true")

@@ -647,16 +647,7 @@ def write_results(m: dict, command: str, started: float, seconds: float, load: t
     if at:
         text = mine.sub("", text)
         text = text[:at[0]] + "".join(t + "\n" for t in targets) + text[at[0]:]
-        table = re.search(r"^## Targets\n.*?(?=^## |\Z)", text, re.S | re.M).group(0)
-        met = [line.rstrip(" |").rsplit("| ", 1)[-1].strip().lower() in ("yes", "true")
-               for line in table.splitlines()[6:] if line.startswith("| ")]
-        text = re.sub(r"^Every issue target this run measured: \d+ of \d+ met\.",
-                      f"Every issue target this run measured: {sum(met)} of {len(met)} met.", text, count=1,
-                      flags=re.M)
-    tmp = RESULTS + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, RESULTS)
+    report.write_recounted(RESULTS, text)
 
 
 def write_section(table: str) -> None:
