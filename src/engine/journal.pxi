@@ -205,12 +205,11 @@ cdef class AppendJournal:
             self._map(max(self.cap * 2, (need + J_MIN_BYTES - 1) // J_MIN_BYTES * J_MIN_BYTES), self.cap)
         d = self.addr + J_DATA
         if used != self.s_used or count < self.s_count:
-            if shared:
-                pass
-            elif used > self.s_used:                # batches finished since: their headers are final now
-                memcpy(d + self.s_used, w.buf + self.s_used, used - self.s_used)
-            elif used < self.s_used:
-                memcpy(d, w.buf, used)
+            if not shared:                          # an attached writer's bytes are in the mapping already
+                if used > self.s_used:              # batches finished since: their headers are final now
+                    memcpy(d + self.s_used, w.buf + self.s_used, used - self.s_used)
+                elif used < self.s_used:
+                    memcpy(d, w.buf, used)
             self.s_count = 0
         if count:
             if self.s_count == 0:                   # a new open batch at `used`: its fixed header fields
