@@ -8,13 +8,15 @@ administration. Swapping the view is all that turns a single broker into a clust
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 from ..cluster.controller import check_reassignment
 from ..cluster.metastore import ReplicaAssignment
 from ..cluster.placement import validate_assignment, validate_new_partitions
+from ..dynamic_config import CLUSTER_WIDE, DEFAULT_ENTITY, PER_BROKER_ONLY, read_stored, write_stored
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
-                      InvalidRequestError, NoReassignmentInProgressError, NotEnoughReplicasError,
+                      NoReassignmentInProgressError, NotEnoughReplicasError,
                       NotLeaderOrFollowerError, SeglogError, TopicAlreadyExistsError, UnknownLeaderEpochError,
                       UnknownTopicOrPartitionError)
 from ..topic_ids import TopicIds
@@ -29,6 +31,11 @@ class LocalView:
         self.broker_id = broker_id
         self._address = address or (lambda: (host, port))
         self._ids = TopicIds(self.topic_names, self._id_of)
+        self._configs_lock = threading.Lock()
+        self._apply_stored(read_stored(node.path))      # the dynamic configs set before a restart
+
+    dynamic_names = CLUSTER_WIDE | PER_BROKER_ONLY
+    """The broker configs a lone broker changes at run time (seglog.dynamic_config)."""
 
     @property
     def host(self) -> str:
@@ -114,13 +121,23 @@ class LocalView:
     def record_replication(self, nbytes: int) -> None:
         """Nothing to record: see replication_throttle."""
 
-    def broker_dynamic_configs(self) -> dict[str, tuple[str, str]]:
-        """A lone broker keeps no dynamic broker configs (see alter_broker_config)."""
-        return {}
-
     def alter_broker_config(self, name: str, change, validate_only: bool = False) -> None:
-        raise InvalidRequestError("Dynamic broker configs (the replication throttled rates) are kept in a cluster's "
-                                  "ZooKeeper; a lone broker has no replication to throttle")
+        """Replace the dynamic configs of this broker (`name` its id; "": the default) with ``change(current)``,
+        checked as Kafka checks them (InvalidRequestError, nothing stored), then stored in the data directory
+        and applied at once. The replication throttled rates are not among them: nothing to replicate."""
+        entity = name or DEFAULT_ENTITY
+        with self._configs_lock:
+            stored = read_stored(self.node.path)
+            new = change(dict(stored.get(entity, {})))
+            self.node.dynamic.validate(name, new, self.dynamic_names, PER_BROKER_ONLY)
+            if validate_only:
+                return
+            stored[entity] = new
+            write_stored(self.node.path, stored)
+            self._apply_stored(stored)
+
+    def _apply_stored(self, stored: dict[str, dict[str, str]]) -> None:
+        self.node.dynamic.apply(stored.get(DEFAULT_ENTITY, {}), stored.get(str(self.broker_id), {}))
 
     def init_producer_id(self) -> int:
         return self.node.init_producer_id()
