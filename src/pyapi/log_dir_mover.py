@@ -26,11 +26,10 @@ from . import _engine
 from .errors import LogClosedError, SeglogError
 from .replication.throttle import ReplicationQuota
 
-__all__ = ["ReplicaAlterLogDirs", "ALTER_LOG_DIRS_RATE_KEY"]
+__all__ = ["ReplicaAlterLogDirs"]
 
 log = logging.getLogger("seglog.log_dir_mover")
 
-ALTER_LOG_DIRS_RATE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
 COPY_BYTES = 1 << 20          # read from the current log per step (one batch at least)
 IDLE_WAIT_S = 0.05            # between steps while nothing could be copied or the quota is used up
 
@@ -57,10 +56,6 @@ class ReplicaAlterLogDirs:
         self._thread: threading.Thread | None = None
 
     # -- the node's calls (node lock held) ------------------------------------------------------------------
-
-    def set_rate(self, rate: int | None) -> None:
-        """The copy limit in bytes/s (None: unlimited)."""
-        self.quota.limit = rate
 
     def add(self, part, future_log) -> None:
         with self._lock:

@@ -596,6 +596,16 @@ class Node:
             result.append({"path": d, "total_bytes": total, "usable_bytes": usable, "partitions": out[d]})
         return result
 
+    @property
+    def replica_alter_log_dirs_rate(self) -> int | None:
+        """replica.alter.log.dirs.io.max.bytes.per.second: how many bytes/s replicas moving between log
+        directories copy (None: no limit)."""
+        return self._mover.quota.limit
+
+    @replica_alter_log_dirs_rate.setter
+    def replica_alter_log_dirs_rate(self, rate: int | None) -> None:
+        self._mover.quota.limit = rate
+
     def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int], str]) -> dict[tuple[str, int], SeglogError | None]:
         """Kafka's AlterReplicaLogDirs: move each partition's replica to the log directory given, {(topic, p):
         None or the error}. A move starts a future log there that copies the current one while the partition

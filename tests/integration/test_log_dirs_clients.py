@@ -47,7 +47,7 @@ def test_describe_and_alter_replica_log_dirs(two_dir_broker):
         for i in range(20000):
             producer.send("moving", b"%06d" % i + b"v" * 200, partition=0)
         producer.flush()
-        broker.node._mover.set_rate(1 << 20)                # a few seconds of copying
+        broker.node.replica_alter_log_dirs_rate = 1 << 20                # a few seconds of copying
         sent, stop = [20000], threading.Event()
 
         def produce():

@@ -82,7 +82,7 @@ def test_new_partitions_go_to_the_directory_with_the_fewest(dirs):
 def test_a_future_log_counts_for_placement(dirs):
     with seglog.open(dirs[:2]) as node:
         node.create_topic("t", 2)
-        node._mover.set_rate(1)                              # the move stays a future log (1 MiB copied)
+        node.replica_alter_log_dirs_rate = 1                 # the move stays a future log (1 MiB copied)
         fill(node, "t", 0, 20000)
         assert node.alter_replica_log_dirs({("t", 0): dirs[1]}) == {("t", 0): None}
         node.create_topic("u", 1)                            # dirs: a 1 current, b 1 current + 1 future
@@ -179,7 +179,7 @@ def test_a_new_target_restarts_the_move_and_the_current_dir_cancels_it(dirs):
     with seglog.open(dirs) as node:
         node.create_topic("t", 1)
         fill(node, "t", 0, 20000)
-        node._mover.set_rate(1)
+        node.replica_alter_log_dirs_rate = 1
         node.alter_replica_log_dirs({("t", 0): dirs[1]})
         [first] = [n for n in os.listdir(dirs[1]) if n.endswith("-future")]
         node.alter_replica_log_dirs({("t", 0): dirs[2]})
@@ -191,7 +191,7 @@ def test_a_new_target_restarts_the_move_and_the_current_dir_cancels_it(dirs):
         assert (t, p, future) == ("t", 0, True) and lag > 0
         node.alter_replica_log_dirs({("t", 0): dirs[0]})
         assert not node._mover.logs() and not [n for d in dirs for n in os.listdir(d) if n.endswith("-future")]
-        node._mover.set_rate(None)
+        node.replica_alter_log_dirs_rate = None
         node.alter_replica_log_dirs({("t", 0): dirs[2]})
         wait_for(lambda: located(node, "t", 0) == dirs[2])
         assert values(node, "t", 0) == [b"%08d" % i for i in range(20000)]
@@ -201,7 +201,7 @@ def test_deleting_a_moving_topic_removes_both_logs(dirs):
     with seglog.open(dirs[:2]) as node:
         node.create_topic("t", 1)
         fill(node, "t", 0, 20000)
-        node._mover.set_rate(1)
+        node.replica_alter_log_dirs_rate = 1
         node.alter_replica_log_dirs({("t", 0): dirs[1]})
         node.delete_topic("t")
         wait_for(lambda: not [n for d in dirs[:2] for n in os.listdir(d) if n.startswith("t-0")])
@@ -251,7 +251,7 @@ CHILD = textwrap.dedent("""
     a, b, mode = sys.argv[1:]
     node = seglog.open([a, b])
     if mode == "copy":
-        node._mover.set_rate(100_000)
+        node.replica_alter_log_dirs_rate = 100_000
     plan = FaultPlan()
     if mode == "swap":
         plan.delay("rename", 60.0, path="*-future")

@@ -9,7 +9,7 @@ import dataclasses
 from .. import errors
 from ..config import KAFKA_NAMES
 from ..errors import SeglogError
-from ..replication.throttle import BROKER_RATE_KEYS, LONG_MAX
+from ..replication.throttle import DYNAMIC_BROKER_KEYS, LONG_MAX
 from ..protocol.schema import NIL_UUID
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
@@ -371,11 +371,11 @@ class AdminHandlers:
                     if name not in ("", str(self.config.broker_id)):
                         raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.config.broker_id} "
                                                          f"or empty string, but received {name}")
-                    static = sorted(n for n in names if n not in BROKER_RATE_KEYS)
+                    static = sorted(n for n in names if n not in DYNAMIC_BROKER_KEYS)
                     if static:
                         raise errors.InvalidRequestError(
                             f"Cannot update these configs dynamically: {', '.join(static)} (seglog broker configs "
-                            f"other than {', '.join(BROKER_RATE_KEYS)} are static: set them in server.properties or "
+                            f"other than {', '.join(DYNAMIC_BROKER_KEYS)} are static: set them in server.properties or "
                             f"with --override, and restart)")
                     if names:
                         await _off_loop(self.broker.view.alter_broker_config, name,
@@ -431,7 +431,7 @@ class AdminHandlers:
                         "is_default": v == f.default, "is_sensitive": key.secret, "synonyms": [],
                         "config_type": config_type(key), "documentation": None})
         dynamic = self.broker.view.broker_dynamic_configs()
-        for k in BROKER_RATE_KEYS:                # dynamic (seglog.replication.throttle): unset, no limit
+        for k in DYNAMIC_BROKER_KEYS:             # dynamic (seglog.replication.throttle): unset, no limit
             if keys is not None and k not in keys:
                 continue
             value, path = dynamic.get(k, (str(LONG_MAX), None))
