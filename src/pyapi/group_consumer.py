@@ -41,11 +41,12 @@ from .errors import (FencedInstanceIdError, SeglogError, FencedMemberEpochError,
                      InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
                      UnsupportedAssignorError, UnsupportedVersionError)
 from .group_assignors import MemberSubscription, server_assignor
-from .group_consumer_records import group_records, restore_group
+from .group_consumer_records import changes, group_records, restore_group
 from .group_consumer_state import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupState,
                                    ConsumerMember, MemberState, reconcile)
 from .group_state import log_store_failure
 from .group_timers import TimerKind
+from .offsets_format import LEGACY_CONSUMER_GROUP_KEY_VERSION
 from .group_types import GroupState
 
 log = logging.getLogger(__name__)
@@ -311,14 +312,18 @@ class ConsumerGroups:
             group.subscribed_metadata = subscribed
         if group.group_epoch == group.target_epoch:
             return
-        names = [m.server_assignor for m in group.members.values() if m.server_assignor]
-        chosen = max(sorted(set(names)), key=names.count) if names else self.config.consumer_assignors[0]
+        chosen = self._preferred_assignor(group)
         specs = {m.member_id: MemberSubscription(frozenset(self._subscribed(m, topics)), m.instance_id)
                  for m in group.members.values()}
         group.target = (server_assignor(chosen).assign(specs, subscribed, group.target) if group.hold_until is None
                         else {m: {} for m in specs})
         group.assignor = chosen
         group.target_epoch = group.group_epoch
+
+    def _preferred_assignor(self, group: ConsumerGroup) -> str:
+        """The assignor most members name (ties: the first by name), else group.consumer.assignors' first."""
+        names = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        return max(sorted(set(names)), key=names.count) if names else self.config.consumer_assignors[0]
 
     @staticmethod
     def _subscribed(member: ConsumerMember, topics: Mapping[str, int]) -> set[str]:
@@ -450,21 +455,20 @@ class ConsumerGroups:
         changed records, tombstones for members gone (for every record when ``dropped``); None when nothing
         changed. The group's ``stored`` records are updated at once (writes start in the order queued); a write
         that fails marks every record it had as unwritten, so the next change writes them all again."""
-        records = {} if dropped else group_records(group)
-        changes = [(k, v) for k, v in records.items() if group.stored.get(k) != v]
-        changes += [(k, None) for k in group.stored if k not in records]
-        if not changes:
+        records = {} if dropped else group_records(group, self._topic_ids())
+        todo = changes(group.stored, records)
+        if not todo:
             return None
         group.stored = records
         gid = group.group_id
 
         def unwritten() -> None:
             with self._lock:
-                group.stored = dict.fromkeys(set(group.stored) | {k for k, _ in changes}, b"")
+                group.stored = dict.fromkeys(set(group.stored) | {k for k, _ in todo}, b"")
 
         def start():
             try:
-                wait = self.store.start_consumer_records(gid, changes)
+                wait = self.store.start_consumer_records(gid, todo)
             except BaseException:
                 unwritten()
                 raise
@@ -489,14 +493,19 @@ class ConsumerGroups:
         pending revocation start now. Whether it was rebuilt."""
         records = self.store.consumer_records(group_id)
         try:
-            group = restore_group(group_id, records) if records else None
+            names = {i: name for name, i in self._topic_ids().items()}
+            group = restore_group(group_id, records, names) if records else None
         except SeglogError as e:
             log.error("group %s: consumer group records do not load (%s); its members rejoin", group_id, e)
             return False
         if group is None:
             return False
         group.stored = records
+        group.assignor = self._preferred_assignor(group)
         self._consumer_groups[group_id] = group
+        if any(int.from_bytes(k[:2], "big") >= LEGACY_CONSUMER_GROUP_KEY_VERSION for k in records):
+            log.info("group %s: records of seglog's earlier format are written again in Kafka's", group_id)
+            self._queue_consumer_changes(group)
         for member in group.members.values():
             self._arm_consumer_session(group, member, now)
             if member.revoking:

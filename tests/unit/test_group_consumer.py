@@ -3,6 +3,7 @@
 cross-protocol rules and the offset checks of consumer-group members."""
 
 import random
+import uuid
 
 import pytest
 
@@ -28,7 +29,8 @@ def env():
     topics = {"a": 6, "b": 3}
     clock = Clock()
     coord = GroupCoordinator(config=GroupConfig(consumer_session_timeout_ms=10_000, initial_rebalance_delay_ms=0), clock=clock, timer=False,
-                             topics=lambda: dict(topics))
+                             topics=lambda: dict(topics),
+                             topic_ids=lambda: {t: uuid.uuid5(uuid.NAMESPACE_DNS, t) for t in topics})
     yield coord, clock, topics
     coord.close()
 
