@@ -233,9 +233,9 @@ class ConsumerGroups:
                     group.target[member_id] = group.target.pop(holder)
                 log.info("group %s: static member %s replaced %s", group.group_id, member_id, holder)
                 return member, False
-        if old is None and len(group.members) >= self.config.max_size:
+        if old is None and len(group.members) >= self.config.consumer_max_size:
             raise GroupMaxSizeReachedError(f"The consumer group has reached its maximum capacity of "
-                                           f"{self.config.max_size} members.")
+                                           f"{self.config.consumer_max_size} members.")
         member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, rebalance_ms)
         if old is not None:
             member.subscribed_names, member.subscribed_regex = old.subscribed_names, old.subscribed_regex

@@ -674,8 +674,14 @@ class Node:
                                   initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
                                   max_size=c.group_max_size,
                                   consumer_session_timeout_ms=c.group_consumer_session_timeout_ms,
+                                  consumer_min_session_timeout_ms=c.group_consumer_min_session_timeout_ms,
+                                  consumer_max_session_timeout_ms=c.group_consumer_max_session_timeout_ms,
                                   consumer_heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
-                                  consumer_assignors=tuple(c.group_consumer_assignors))
+                                  consumer_min_heartbeat_interval_ms=c.group_consumer_min_heartbeat_interval_ms,
+                                  consumer_max_heartbeat_interval_ms=c.group_consumer_max_heartbeat_interval_ms,
+                                  consumer_max_size=c.group_consumer_max_size,
+                                  consumer_assignors=tuple(c.group_consumer_assignors),
+                                  consumer_migration_policy=c.group_consumer_migration_policy)
                 led = set(self._offsets_led) if self.cluster_managed else None
                 self._coordinator = GroupCoordinator(LogOffsetStore(self, led), cfg, topics=self._group_topics,
                                                      topic_ids=self._group_topic_ids)

@@ -23,7 +23,8 @@ from seglog.cli import main  # noqa: E402
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
 # heartbeats every 300 ms, sessions of 4 s: groups settle in about a second, a killed member goes in 4 s
-OVERRIDES = {"group_consumer_heartbeat_interval_ms": 300, "group_consumer_session_timeout_ms": 4000}
+OVERRIDES = {"group_consumer_heartbeat_interval_ms": 300, "group_consumer_session_timeout_ms": 4000,
+             "group_consumer_min_heartbeat_interval_ms": 100, "group_consumer_min_session_timeout_ms": 1000}
 
 
 @pytest.fixture
@@ -247,7 +248,8 @@ def test_the_group_keeps_its_assignment_when_its_coordinator_is_killed_on_three_
         entry, _ = node.group_coordinator.describe_consumer_group("moved")
         return entry["group_epoch"], sorted((m["member_id"], m["member_epoch"]) for m in entry["members"])
 
-    overrides = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+    overrides = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000,
+                 "group.consumer.min.heartbeat.interval.ms": 100, "group.consumer.min.session.timeout.ms": 1000}
     with Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3, overrides,
                  chroot=f"/kip848-{int(time.time() * 1000) % 10**8}") as cluster:
         cluster.create_topic("kc", 4)

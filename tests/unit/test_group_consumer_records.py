@@ -20,7 +20,7 @@ TOPICS = {"a": 6, "b": 3}
 TOPIC_IDS = {"a": uuid.UUID("6f1a4e9c-1b7d-4c4e-9a51-0e3b2a7c5d10"),
              "b": uuid.UUID("0b5e2c7a-8d3f-4f21-b6a9-3c1d7e9f2a44")}
 NAMES = {i: t for t, i in TOPIC_IDS.items()}
-CONFIG = dict(consumer_session_timeout_ms=10_000, initial_rebalance_delay_ms=0)
+CONFIG = dict(consumer_session_timeout_ms=10_000, consumer_min_session_timeout_ms=1000, initial_rebalance_delay_ms=0)
 
 
 class Clock:
