@@ -182,23 +182,43 @@ class ConsumerGroups:
 
     def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
-        group; a classic group with members is GroupIdNotFoundError ("not a consumer group"), as Kafka
-        answers when it does not convert it."""
+        group, its offsets kept and its metadata tombstoned (Kafka's maybeDeleteEmptyClassicGroup); a classic
+        group with members is GroupIdNotFoundError with Kafka's reason (see _not_upgraded)."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
         classic = self._groups.get(group_id)
         if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
-            raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
+            raise GroupIdNotFoundError(self._not_upgraded(classic) if create
+                                       else f"Group {group_id} is not a consumer group.")
         if not create:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
         if classic is not None:
             del self._groups[group_id]
+            self._writes.queue(lambda: self.store.start_drop_group_metadata(group_id), log_store_failure)
+            log.info("group %s: the empty classic group becomes a consumer group", group_id)
         group = self._consumer_groups[group_id] = ConsumerGroup(group_id)
         now = self._clock()
         self._consumer_holds = [(ours, until) for ours, until in self._consumer_holds if until > now]
         group.hold_until = max((until for ours, until in self._consumer_holds if ours(group_id)), default=None)
         return group
+
+    def _not_upgraded(self, classic) -> str:
+        """Why a classic group with members does not become a consumer group when a member joins with
+        ConsumerGroupHeartbeat: Kafka's reasons (group.consumer.migration.policy without upgrade, a group not
+        of the consumer protocol type, too many members), and else seglog's own: it does not convert a classic
+        group with members (Kafka 4.0's online upgrade); they must leave first."""
+        gid, policy = classic.group_id, self.config.consumer_migration_policy
+        if policy not in ("upgrade", "bidirectional"):
+            return f"Cannot upgrade classic group {gid} to consumer group because online upgrade is disabled."
+        if classic.protocol_type != "consumer":
+            return (f"Cannot upgrade classic group {gid} to consumer group because the group does not use the "
+                    f"consumer embedded protocol.")
+        if len(classic.members) > self.config.consumer_max_size:
+            return (f"Cannot upgrade classic group {gid} to consumer group because the group size exceeds the "
+                    f"consumer group maximum size.")
+        return (f"Cannot upgrade classic group {gid} to consumer group: this broker does not convert a classic "
+                f"group with members online; they must leave the group first.")
 
     def _hold_consumer_groups(self, ours, now: float) -> None:
         """This coordinator took over the offsets partition of the group ids ``ours`` accepts (lock held). Their
@@ -438,13 +458,15 @@ class ConsumerGroups:
 
     def _classic_may_take(self, group_id: str) -> None:
         """A classic JoinGroup for ``group_id`` (lock held): an empty consumer group of that id is dropped (its
-        offsets stay); one with members is InconsistentGroupProtocolError."""
+        records tombstoned, its offsets kept: Kafka's maybeDeleteEmptyConsumerGroup); one with members is
+        InconsistentGroupProtocolError (Kafka 4.0 would serve the classic member inside the consumer group, an
+        online migration seglog does not do)."""
         group = self._consumer_groups.get(group_id)
         if group is None:
             return
         if group.members:
             raise InconsistentGroupProtocolError(f"Group {group_id} is a consumer group (group.protocol=consumer) "
-                                                 f"with members: classic members cannot join it.")
+                                                 f"with members: this broker does not serve classic members in it.")
         del self._consumer_groups[group_id]
         self._queue_consumer_changes(group, dropped=True)
 

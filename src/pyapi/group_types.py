@@ -179,13 +179,16 @@ class MemberDescription:
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """DescribeGroups data; an unknown group is described as Dead with no members (no error, like Kafka)."""
+    """DescribeGroups data. A group that is not a classic group is described as Dead with no members, and
+    ``not_found`` says why (Kafka's message, which DescribeGroups v6+ answers with GROUP_ID_NOT_FOUND; older
+    versions get the Dead description with no error)."""
 
     group_id: str
     state: GroupState
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...] = ()
+    not_found: str | None = None
 
 
 @dataclass(frozen=True)
