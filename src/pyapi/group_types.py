@@ -9,7 +9,8 @@ from typing import Any, Mapping
 
 from .errors import InvalidConfigError
 
-__all__ = ["GroupState", "GroupConfig", "MIGRATION_POLICIES", "migration_policy", "check_consumer_group_bounds", "JoinedMember", "JoinResult", "SyncResult", "MemberDescription",
+__all__ = ["GroupState", "GroupConfig", "MIGRATION_POLICIES", "migration_policy", "check_consumer_group_bounds",
+           "JoinedMember", "JoinResult", "SyncResult", "MemberDescription",
            "GroupDescription", "GroupListing"]
 
 
@@ -45,10 +46,10 @@ def check_consumer_group_bounds(session: int, min_session: int, max_session: int
     """Kafka's checks of the group.consumer.* session timeout and heartbeat interval against their bounds
     (InvalidConfigError with Kafka's message for the first that fails)."""
     hb, st = "group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"
-    checks = ((max_interval >= min_interval, "group.consumer.max.heartbeat.interval.ms must be greater than or "
-               "equal to group.consumer.min.heartbeat.interval.ms"),
-              (interval >= min_interval, f"{hb} must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
-              (interval <= max_interval, f"{hb} must be less than or equal to group.consumer.max.heartbeat.interval.ms"),
+    min_hb, max_hb = "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"
+    checks = ((max_interval >= min_interval, f"{max_hb} must be greater than or equal to {min_hb}"),
+              (interval >= min_interval, f"{hb} must be greater than or equal to {min_hb}"),
+              (interval <= max_interval, f"{hb} must be less than or equal to {max_hb}"),
               (max_session >= min_session, "group.consumer.max.session.timeout.ms must be greater than or equal to "
                "group.consumer.min.session.timeout.ms"),
               (session >= min_session, f"{st} must be greater than or equal to group.consumer.min.session.timeout.ms"),
