@@ -737,10 +737,17 @@ class Node:
                                   initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
                                   max_size=c.group_max_size,
                                   consumer_session_timeout_ms=c.group_consumer_session_timeout_ms,
+                                  consumer_min_session_timeout_ms=c.group_consumer_min_session_timeout_ms,
+                                  consumer_max_session_timeout_ms=c.group_consumer_max_session_timeout_ms,
                                   consumer_heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
-                                  consumer_assignors=tuple(c.group_consumer_assignors))
+                                  consumer_min_heartbeat_interval_ms=c.group_consumer_min_heartbeat_interval_ms,
+                                  consumer_max_heartbeat_interval_ms=c.group_consumer_max_heartbeat_interval_ms,
+                                  consumer_max_size=c.group_consumer_max_size,
+                                  consumer_assignors=tuple(c.group_consumer_assignors),
+                                  consumer_migration_policy=c.group_consumer_migration_policy)
                 led = set(self._offsets_led) if self.cluster_managed else None
-                self._coordinator = GroupCoordinator(LogOffsetStore(self, led), cfg, topics=self._group_topics)
+                self._coordinator = GroupCoordinator(LogOffsetStore(self, led), cfg, topics=self._group_topics,
+                                                     topic_ids=self._group_topic_ids)
             return self._coordinator
 
     # -- transactions -------------------------------------------------------------------------------------------
@@ -771,6 +778,10 @@ class Node:
     def _group_topics(self) -> dict[str, int]:
         """Partition count of each topic consumer groups may subscribe to (internal topics left out)."""
         return {name: info.partitions for name, info in list(self._topics.items()) if not info.internal}
+
+    def _group_topic_ids(self) -> dict[str, uuid.UUID]:
+        """The id of each topic consumer groups may subscribe to (their records name topics by id)."""
+        return {name: info.topic_id for name, info in list(self._topics.items()) if not info.internal}
 
     def _partition_exists(self, topic: str, p: int) -> bool:
         """Whether the topic partition exists (in a cluster member: in the cluster, hosted here or not)."""
