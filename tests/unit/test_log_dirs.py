@@ -251,7 +251,7 @@ CHILD = textwrap.dedent("""
     a, b, mode = sys.argv[1:]
     node = seglog.open([a, b])
     if mode == "copy":
-        node.replica_alter_log_dirs_rate = 100_000
+        node.replica_alter_log_dirs_rate = 200_000
     plan = FaultPlan()
     if mode == "swap":
         plan.delay("rename", 60.0, path="*-future")
@@ -266,8 +266,8 @@ CHILD = textwrap.dedent("""
 def test_kill_9_during_a_move_loses_nothing(dirs, mode):
     a, b = dirs[:2]
     with seglog.open([a, b]) as node:
-        node.create_topic("t", 1, {"segment.bytes": "100000"})
-        end = fill(node, "t", 0, 5000)
+        node.create_topic("t", 1, {"segment.bytes": "1000000"})
+        end = fill(node, "t", 0, 50000)                      # 5 MB: copied at 200 kB/s after the first MiB
     child = subprocess.Popen([sys.executable, "-c", CHILD, a, b, mode], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "moving"
