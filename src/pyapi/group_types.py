@@ -94,10 +94,8 @@ class GroupConfig:
               "group.consumer.migration.policy": "consumer_migration_policy"}
 
     def __post_init__(self):
-        from .group_assignors import SERVER_ASSIGNORS
-        if not self.consumer_assignors or any(a not in SERVER_ASSIGNORS for a in self.consumer_assignors):
-            raise InvalidConfigError(f"Invalid value {self.consumer_assignors!r} for group.consumer.assignors: "
-                                     f"a non-empty list of {sorted(SERVER_ASSIGNORS)}")
+        from .group_assignors import configured_assignors
+        object.__setattr__(self, "consumer_assignors", configured_assignors(self.consumer_assignors))
         object.__setattr__(self, "consumer_migration_policy", migration_policy(self.consumer_migration_policy))
         for f in fields(self):
             if f.name in ("consumer_assignors", "consumer_migration_policy"):
@@ -123,7 +121,7 @@ class GroupConfig:
                 kw["consumer_migration_policy"] = str(raw)
                 continue
             if name == "group.consumer.assignors":
-                kw["consumer_assignors"] = tuple(a.strip() for a in (raw.split(",") if isinstance(raw, str) else raw))
+                kw["consumer_assignors"] = tuple(a for a in (raw.split(",") if isinstance(raw, str) else raw) if a.strip())
                 continue
             try:
                 kw[cls._KAFKA[name]] = int(raw)

@@ -388,6 +388,11 @@ def test_group_consumer_configs_take_kafkas_names_defaults_and_checks():
     assert BrokerConfig(group_consumer_migration_policy="DISABLED").group_consumer_migration_policy == "disabled"
     with pytest.raises(InvalidConfigError, match="assignors"):
         GroupConfig(consumer_assignors=("sticky",))
+    kafka37 = ("org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+               "org.apache.kafka.coordinator.group.assignor.RangeAssignor")        # Kafka 3.7's default
+    assert BrokerConfig(group_consumer_assignors=kafka37).group_consumer_assignors == ("uniform", "range")
+    with pytest.raises(InvalidConfigError, match="must not be duplicated"):
+        BrokerConfig(group_consumer_assignors="range,org.apache.kafka.coordinator.group.assignor.RangeAssignor")
     with pytest.raises(InvalidConfigError, match="heartbeat.interval.ms must be less than or equal"):
         GroupConfig(consumer_heartbeat_interval_ms=20000)
     g = GroupConfig.from_kafka({"group.consumer.assignors": "range,uniform", "group.consumer.max.size": "3",
