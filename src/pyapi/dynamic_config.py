@@ -21,9 +21,10 @@ import os
 import threading
 from typing import Callable, Mapping
 
-from .checkpoints import fsync_dir
+from .checkpoints import replace_file
 from .config import BrokerConfig, _BROKER_KAFKA_TO_ATTR
 from .errors import InvalidConfigError, InvalidRequestError, StorageError
+from .replication.throttle import DYNAMIC_BROKER_KEYS, check_broker_rate
 
 log = logging.getLogger("seglog.config")
 
@@ -72,7 +73,8 @@ SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2
 """Kafka's DescribeConfigs config_source ids of broker-level values."""
 
 STORE_FILE = "broker-configs.json"
-"""A lone broker's dynamic configs, in its data directory: {"<default>": {...}, "<broker id>": {...}}."""
+"""A lone broker's dynamic configs, in its (first) data directory: {"brokers/<default>": {...}, "brokers/<id>":
+{...}}."""
 
 
 def config_text(value) -> str | None:
@@ -162,6 +164,9 @@ class DynamicBrokerConfig:
         with self._lock:
             default, broker = (new, self.broker) if not name else (self.default, new)
         try:
+            for k, v in new.items():
+                if k in DYNAMIC_BROKER_KEYS:          # the rates: Kafka's DynamicConfig.Broker, not BrokerConfig's
+                    check_broker_rate(k, v)
             self.effective(default, broker)
         except InvalidConfigError as e:
             raise invalid(name, str(e)) from None
@@ -193,7 +198,8 @@ class DynamicBrokerConfig:
 
 
 def read_stored(data_dir: str) -> dict[str, dict[str, str]]:
-    """A lone broker's stored dynamic configs by entity ("<default>", its id); {} when none were set."""
+    """A lone broker's stored dynamic configs by entity path ("brokers/<default>", "brokers/<id>", as a
+    cluster's ZooKeeper names them); {} when none were set."""
     path = os.path.join(data_dir, STORE_FILE)
     try:
         with open(path, encoding="utf-8") as f:
@@ -202,23 +208,14 @@ def read_stored(data_dir: str) -> dict[str, dict[str, str]]:
         return {}
     except (OSError, ValueError) as e:
         raise StorageError(f"cannot read dynamic broker configs: {e}", path) from None
-    return {str(k): {str(n): str(v) for n, v in c.items()} for k, c in data.get("entities", {}).items()}
+    return {str(p): {str(n): str(v) for n, v in c.items()} for p, c in data.items()}
 
 
 def write_stored(data_dir: str, entities: Mapping[str, Mapping[str, str]]) -> None:
-    """Replace a lone broker's stored dynamic configs (atomically, durably)."""
-    path = os.path.join(data_dir, STORE_FILE)
-    tmp = path + ".tmp"
-    data = {"version": 1, "entities": {k: dict(c) for k, c in sorted(entities.items()) if c}}
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(data_dir)
-    except OSError as e:
-        raise StorageError(f"cannot write dynamic broker configs: {e.strerror}", path, e.errno) from None
+    """Replace a lone broker's stored dynamic configs (atomically, durably; entities without configs left out)."""
+    replace_file(os.path.join(data_dir, STORE_FILE),
+                 json.dumps({p: dict(c) for p, c in sorted(entities.items()) if c}, sort_keys=True).encode(),
+                 "cannot write dynamic broker configs")
 
 
 __all__ = ["CLUSTER_WIDE", "DEFAULT_ENTITY", "DynamicBrokerConfig", "LOG_SYNONYMS", "PER_BROKER_ONLY", "STORE_FILE",

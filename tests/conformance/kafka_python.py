@@ -51,7 +51,6 @@ _SSL_FIXTURE = ("needs the suite's own TLS fixture (JKS keystores generated for 
                 "not an external broker")
 #: test id (file::name) -> why seglog does not pass it yet.
 KNOWN_FAILURES = {
-    "test_admin_integration.py::test_alter_replica_log_dirs": "no AlterReplicaLogDirs: one data dir per broker",
     "test_ssl_integration.py::TestSSLConnection::test_ssl_handshake": _SSL_FIXTURE,
     "test_ssl_integration.py::TestSSLConnection::test_legacy_kafka_client_ssl": _SSL_FIXTURE,
 }

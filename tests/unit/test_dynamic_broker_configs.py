@@ -87,7 +87,19 @@ def test_refusals_are_kafkas(broker):
         INVALID_REQUEST, "Unexpected broker id, expected 0 or empty string, but received 7")
     code, message = alter(broker, "0", ("advertised.listeners", SET, "OTHER://h:1"))
     assert code == INVALID_REQUEST and "advertised.listeners" in message
+    code, message = alter(broker, "0", ("replica.alter.log.dirs.io.max.bytes.per.second", SET, "-1"))
+    assert code == INVALID_REQUEST and "Value must be at least 0" in message
     assert broker.node.dynamic.broker == broker.node.dynamic.default == {}        # nothing stored
+
+
+def test_the_log_dir_copy_rate_is_a_lone_brokers_dynamic_rate(broker):
+    key = "replica.alter.log.dirs.io.max.bytes.per.second"
+    assert alter(broker, "", (key, SET, "1000")) == (0, None)
+    assert broker.node.replica_alter_log_dirs_rate == 1000
+    entry = describe(broker, 4, "0", [key])[key]
+    assert (entry["value"], entry["config_source"], entry["read_only"]) == ("1000", DYNAMIC_DEFAULT, False)
+    assert alter(broker, "", (key, DELETE, None)) == (0, None)
+    assert broker.node.replica_alter_log_dirs_rate is None
 
 
 def test_precedence_and_sources_with_synonyms(broker):

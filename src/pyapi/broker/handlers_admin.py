@@ -5,13 +5,12 @@ AlterConfigs, IncrementalAlterConfigs."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 
 from .. import errors
 from ..config import KAFKA_NAMES, BrokerConfig, _Key
 from ..dynamic_config import LOG_SYNONYMS, config_text
 from ..errors import SeglogError
-from ..replication.throttle import BROKER_RATE_KEYS, LONG_MAX
+from ..replication.throttle import DYNAMIC_BROKER_KEYS, LONG_MAX
 from ..protocol.schema import NIL_UUID
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
@@ -23,7 +22,7 @@ from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_TOPIC, EXCESS
 
 BROKER_KEYS = {f.metadata["key"].kafka: f.metadata["key"] for f in dataclasses.fields(BrokerConfig)
                if "key" in f.metadata}
-RATE_KEY = _Key("leader.replication.throttled.rate", "long")       # the type of both throttled rates
+RATE_KEY = _Key("leader.replication.throttled.rate", "long")       # the type of every rate (DYNAMIC_BROKER_KEYS)
 BROKER_LIST_DEFAULTS = {f.metadata["key"].kafka: config_text(f.default) for f in dataclasses.fields(BrokerConfig)
                         if "key" in f.metadata and f.metadata["key"].kind == "list"}
 """Kafka's default of each broker list config (IncrementalAlterConfigs APPEND / SUBTRACT start from it)."""
@@ -240,26 +239,32 @@ class AdminHandlers:
                             for b in view.brokers()]}
 
     async def handle_describe_log_dirs(self, header, body):
-        """The one log dir of this broker: the partitions it holds (of the topics asked for, or all), their
-        sizes, and the disk's total and usable bytes (v4+). Describe on the cluster, else no log dir and
-        CLUSTER_AUTHORIZATION_FAILED (v3+)."""
+        """Each log dir of this broker: the partitions it holds (of the topics asked for, or all; future logs of
+        replicas moving there with is_future_key), their sizes and offset lags, and the disk's total and usable
+        bytes (v4+). Describe on the cluster, else no log dir and CLUSTER_AUTHORIZATION_FAILED (v3+)."""
         if not self.broker.allowed(Op.DESCRIBE, Res.CLUSTER):
             return {"error_code": errors.ClusterAuthorizationFailedError.code, "results": []}
-        return {"results": [await self.broker.on_disk(self._describe_log_dir, body["topics"])]}
+        asked = None if body["topics"] is None else {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
+        found = await self.broker.on_disk(self.node.describe_log_dirs, asked)
+        return {"error_code": 0, "results": [
+            {"error_code": 0, "log_dir": d["path"], "total_bytes": d["total_bytes"], "usable_bytes": d["usable_bytes"],
+             "topics": [{"name": t, "partitions": parts} for t, parts in by_topic(
+                 [((t, p), (size, lag, future)) for t, p, size, lag, future in d["partitions"]], lambda p, r: {
+                     "partition_index": p, "partition_size": r[0], "offset_lag": r[1], "is_future_key": r[2]}
+             ).items()]}
+            for d in found]}
 
-    def _describe_log_dir(self, wanted) -> dict:
-        node = self.node
-        asked = None if wanted is None else {(t["topic"], p) for t in wanted for p in t["partitions"]}
-        topics = []
-        for name in node.topics(include_internal=True):
-            parts = [{"partition_index": part.index, "partition_size": part.log.size_bytes,
-                      "offset_lag": max(part.high_watermark - part.log_end_offset, 0), "is_future_key": False}
-                     for part in node.partitions(name) if asked is None or (name, part.index) in asked]
-            if parts:
-                topics.append({"name": name, "partitions": parts})
-        disk = shutil.disk_usage(node.path)
-        return {"error_code": 0, "log_dir": node.path, "topics": topics, "total_bytes": disk.total,
-                "usable_bytes": disk.free}
+    async def handle_alter_replica_log_dirs(self, header, body):
+        """AlterReplicaLogDirs: move this broker's replicas of the partitions named to the log dirs named
+        (seglog.node.Node.alter_replica_log_dirs); per partition NONE or the error. Alter on the cluster, else
+        CLUSTER_AUTHORIZATION_FAILED for every partition."""
+        moves = {(t["name"], p): d["path"] for d in body["dirs"] for t in d["topics"] for p in t["partitions"]}
+        if not self.broker.allowed(Op.ALTER, Res.CLUSTER):
+            done = dict.fromkeys(moves, errors.ClusterAuthorizationFailedError("Cluster authorization failed"))
+        else:
+            done = await self.broker.on_disk(self.node.alter_replica_log_dirs, moves)
+        answers = by_topic(sorted(done.items()), lambda p, e: {"partition_index": p, "error_code": _err(e) if e else 0})
+        return {"results": [{"topic_name": t, "partitions": parts} for t, parts in answers.items()]}
 
     async def handle_describe_configs(self, header, body):
         results = []
@@ -433,7 +438,7 @@ class AdminHandlers:
             current = dynamic.current
             values = {key.kafka: (config_text(getattr(current, f.name)), key)
                       for f in dataclasses.fields(current) if (key := f.metadata.get("key")) is not None}
-            for k in BROKER_RATE_KEYS:          # seglog.replication.throttle; unset: no limit
+            for k in DYNAMIC_BROKER_KEYS:       # seglog.replication.throttle; unset: no limit
                 if k in dynamic_names:
                     values[k] = (dynamic.broker.get(k, dynamic.default.get(k, str(LONG_MAX))), RATE_KEY)
         else:

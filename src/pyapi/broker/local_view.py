@@ -19,6 +19,7 @@ from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidRep
                       NoReassignmentInProgressError, NotEnoughReplicasError,
                       NotLeaderOrFollowerError, SeglogError, TopicAlreadyExistsError, UnknownLeaderEpochError,
                       UnknownTopicOrPartitionError)
+from ..replication.throttle import ALTER_LOG_DIRS_RATE_KEY, rates_for_broker
 from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
 
@@ -34,8 +35,10 @@ class LocalView:
         self._configs_lock = threading.Lock()
         self._apply_stored(read_stored(node.path))      # the dynamic configs set before a restart
 
-    dynamic_names = CLUSTER_WIDE | PER_BROKER_ONLY
-    """The broker configs a lone broker changes at run time (seglog.dynamic_config)."""
+    dynamic_names = CLUSTER_WIDE | PER_BROKER_ONLY | {ALTER_LOG_DIRS_RATE_KEY}
+    """The broker configs a lone broker changes at run time (seglog.dynamic_config; the copy rate of replicas
+    moving between its log directories, seglog.log_dir_mover). Not the replication throttled rates: nothing to
+    replicate."""
 
     @property
     def host(self) -> str:
@@ -123,21 +126,24 @@ class LocalView:
 
     def alter_broker_config(self, name: str, change, validate_only: bool = False) -> None:
         """Replace the dynamic configs of this broker (`name` its id; "": the default) with ``change(current)``,
-        checked as Kafka checks them (InvalidRequestError, nothing stored), then stored in the data directory
-        and applied at once. The replication throttled rates are not among them: nothing to replicate."""
-        entity = name or DEFAULT_ENTITY
+        checked as Kafka checks them (InvalidRequestError, nothing stored), then stored in its (first) data
+        directory and applied at once."""
+        path = f"brokers/{name or DEFAULT_ENTITY}"
         with self._configs_lock:
             stored = read_stored(self.node.path)
-            new = change(dict(stored.get(entity, {})))
+            new = change(dict(stored.get(path, {})))
             self.node.dynamic.validate(name, new, self.dynamic_names, PER_BROKER_ONLY)
             if validate_only:
                 return
-            stored[entity] = new
+            stored[path] = new
             write_stored(self.node.path, stored)
             self._apply_stored(stored)
 
     def _apply_stored(self, stored: dict[str, dict[str, str]]) -> None:
-        self.node.dynamic.apply(stored.get(DEFAULT_ENTITY, {}), stored.get(str(self.broker_id), {}))
+        self.node.dynamic.apply(stored.get(f"brokers/{DEFAULT_ENTITY}", {}),
+                                stored.get(f"brokers/{self.broker_id}", {}))
+        rate = rates_for_broker(stored, self.broker_id).get(ALTER_LOG_DIRS_RATE_KEY)
+        self.node.replica_alter_log_dirs_rate = None if rate is None else rate[0]
 
     def init_producer_id(self) -> int:
         return self.node.init_producer_id()

@@ -21,9 +21,9 @@ import time
 import uuid
 from typing import Callable, Sequence
 
-from ..dynamic_config import CLUSTER_WIDE, DEFAULT_ENTITY, PER_BROKER_ONLY, invalid
+from ..dynamic_config import CLUSTER_WIDE, DEFAULT_ENTITY, PER_BROKER_ONLY
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
-                      InvalidConfigError, InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError,
+                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError,
                       ListenerNotFoundError, LogClosedError, NotControllerError, NotCoordinatorError,
                       RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                       UnknownLeaderEpochError, UnknownTopicOrPartitionError)
@@ -34,7 +34,8 @@ from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
 from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from ..replication.manager import ReplicaManager
-from ..replication.throttle import BROKER_RATE_KEYS, LEADER, ReplicationThrottles, check_broker_rate, rates_for_broker
+from ..replication.throttle import (ALTER_LOG_DIRS_RATE_KEY, DYNAMIC_BROKER_KEYS, LEADER, ReplicationThrottles,
+                                   rates_for_broker)
 from ..security.client import inter_broker_security
 from .controller import Controller, list_reassignments
 from .metastore import (NO_LEADER, BrokerInfo, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
@@ -284,12 +285,15 @@ class ClusterMember:
 
     def _on_entity_configs(self, configs: dict[str, dict[str, str]]) -> None:
         """Dynamic broker configs (this broker's entity over the default's): applied at once (seglog.dynamic_config,
-        the node's ``dynamic``), and this broker's replication throttled rates."""
+        the node's ``dynamic``), this broker's replication throttled rates and the copy rate of its replicas
+        moving between log directories."""
         with self._lock:
             self.broker_configs = {p: dict(c) for p, c in configs.items() if p.startswith("brokers/")}
         self.node.dynamic.apply(configs.get(f"brokers/{DEFAULT_ENTITY}", {}),
                                 configs.get(f"brokers/{self.broker_id}", {}))
-        self.throttles.set_rates(rates_for_broker(configs, self.broker_id))
+        rates = rates_for_broker(configs, self.broker_id)
+        self.throttles.set_rates(rates)
+        self.node.replica_alter_log_dirs_rate = rates.get(ALTER_LOG_DIRS_RATE_KEY, (None,))[0]
 
     def _reconfigured(self, old, new) -> None:
         """The effective broker config changed: read from now on (the controller too: a default
@@ -546,9 +550,9 @@ class ClusterView:
         """Bytes of leader-throttled partitions served to followers."""
         self.m.throttles.record(LEADER, nbytes)
 
-    dynamic_names = CLUSTER_WIDE | PER_BROKER_ONLY | frozenset(BROKER_RATE_KEYS)
+    dynamic_names = CLUSTER_WIDE | PER_BROKER_ONLY | frozenset(DYNAMIC_BROKER_KEYS)
     """The broker configs a cluster member changes at run time (seglog.dynamic_config; the replication
-    throttled rates, seglog.replication.throttle)."""
+    throttled rates and the log-dir copy rate, seglog.replication.throttle)."""
 
     def alter_broker_config(self, name: str, change, validate_only: bool = False) -> None:
         """Replace the dynamic configs of broker `name` ("": every broker's default) with ``change(current)``,
@@ -560,12 +564,6 @@ class ClusterView:
         def checked(current: dict[str, str]) -> dict[str, str]:
             new = change(dict(current))
             self.m.node.dynamic.validate(name, new, self.dynamic_names, PER_BROKER_ONLY)
-            for k, v in new.items():
-                if k in BROKER_RATE_KEYS:
-                    try:
-                        check_broker_rate(k, v)
-                    except InvalidConfigError as e:
-                        raise invalid(name, str(e)) from None
             return new
         if validate_only:
             with self.m._lock:
