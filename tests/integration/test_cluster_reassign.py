@@ -476,8 +476,8 @@ def test_a_leader_reelected_for_a_replica_set_change_keeps_waiting_produces_and_
 
 
 def test_log_dirs_in_the_plan_place_the_replicas_and_verify_follows_them(zookeeper_server, tmp_path):
-    c = Cluster(zookeeper_server.connect_string, tmp_path / "c", 3, chroot=f"/logdirs-{int(time.time() * 1000) % 10**8}",
-                log_dirs=2)
+    c = Cluster(zookeeper_server.connect_string, tmp_path / "c", 3,
+                chroot=f"/logdirs-{int(time.time() * 1000) % 10**8}", log_dirs=2)
     try:
         c.start()
         create(c, "jbod", [0, 1])
