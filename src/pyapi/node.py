@@ -141,7 +141,8 @@ class Node:
         self.replication_waiter: Callable[[Partition, int], None] | None = None
         self._located: dict[tuple[str, int], str] = {}     # partition -> the log directory holding it
         self._dirs = LogDirs(dirs, self.config.broker_id)
-        self._mover = ReplicaAlterLogDirs(self)
+        self._mover = ReplicaAlterLogDirs(self, self.config.replication_quota_window_num,
+                                          self.config.replication_quota_window_size_seconds)
         try:
             self._load()
             if TRANSACTION_STATE_TOPIC in self._topics and not self.config.zookeeper_connect:
