@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import signal
+import shutil
 import socket
 import struct
 import subprocess
@@ -551,8 +552,8 @@ class Cluster:
         wait_until(lambda: self.controller()[0] is not None, 20, "a controller", details=self.describe)
         return self
 
-    def close(self) -> None:
-        """Kill every broker (SIGKILL) and the proxies; close the ZooKeeper reader."""
+    def kill_brokers(self) -> None:
+        """SIGKILL every live broker (a paused one is resumed first); their data dirs stay as they are."""
         for b in self.brokers.values():
             try:
                 if b.alive:
@@ -561,6 +562,19 @@ class Cluster:
                     b.kill()
             except Exception:
                 pass
+
+    def close(self, keep_data: Path | None = None) -> None:
+        """Kill every broker (SIGKILL) and the proxies; close the ZooKeeper reader. ``keep_data``: a directory
+        each broker's data dir is copied into (as ``d<id>``) once the brokers are dead, before the tmpfs
+        mounts (if any) go away with what they held (a full-disk fault's ballast is left out)."""
+        self.kill_brokers()
+        if keep_data is not None:
+            from faults import BALLAST
+            for i, b in self.brokers.items():
+                if b.proc is not None:
+                    b.proc.wait(10)
+                shutil.copytree(b.data_dir, Path(keep_data) / f"d{i}", dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns(BALLAST))
         if self.hub is not None:
             self.hub.close()
         if self._zk is not None:

@@ -149,6 +149,7 @@ class Node:
         self.transaction_verifier: Callable[..., dict] | None = None
         self.cluster_managed = False
         self.replication_waiter: Callable[[Partition, int], None] | None = None
+        self.log_dir_failure: StorageError | None = None    # set by fail_log_dir: produces are refused
         self._lock_fd = -1
         try:
             os.makedirs(self.path, exist_ok=True)
@@ -602,6 +603,15 @@ class Node:
         if info is None:
             return
         self._delete_dirs([self._retire_partition(name, p) for p in range(info.partitions)], f"delete topic {name}")
+
+    def fail_log_dir(self, error: StorageError) -> None:
+        """The data directory failed (a cluster member stopping on a full disk): as Kafka's offline log
+        directory, every later produce to its partitions is refused with KAFKA_STORAGE_ERROR before its log is
+        read (no sequence check: the retry of a batch the failed write lost must not be answered
+        OUT_OF_ORDER_SEQUENCE_NUMBER, which makes an idempotent client bump its epoch and send again under the
+        new one batches it cannot tell were stored, on every partition). The first failure is kept."""
+        if self.log_dir_failure is None:
+            self.log_dir_failure = error
 
     # -- producers ----------------------------------------------------------------------------------------------
 
