@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import InvalidConfigError, UnknownConfigError
+from .group_assignors import configured_assignors
+from .group_types import check_consumer_group_bounds, migration_policy
 from .replication.throttle import parse_throttled_replicas
 from .security.authorizer import check_authorizer_class, parse_super_users
 from .security.listeners import broker_listeners
@@ -272,9 +274,15 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = _k("group.max.session.timeout.ms", "int", 1_800_000, low=0)
     group_max_size: int = _k("group.max.size", "int", INT_MAX, low=1)
     group_consumer_session_timeout_ms: int = _k("group.consumer.session.timeout.ms", "int", 45000, low=1)
+    group_consumer_min_session_timeout_ms: int = _k("group.consumer.min.session.timeout.ms", "int", 45000, low=1)
+    group_consumer_max_session_timeout_ms: int = _k("group.consumer.max.session.timeout.ms", "int", 60000, low=1)
     group_consumer_heartbeat_interval_ms: int = _k("group.consumer.heartbeat.interval.ms", "int", 5000, low=1)
+    group_consumer_min_heartbeat_interval_ms: int = _k("group.consumer.min.heartbeat.interval.ms", "int", 5000, low=1)
+    group_consumer_max_heartbeat_interval_ms: int = _k("group.consumer.max.heartbeat.interval.ms", "int", 15000, low=1)
+    group_consumer_max_size: int = _k("group.consumer.max.size", "int", INT_MAX, low=1)
+    group_consumer_migration_policy: str = _k("group.consumer.migration.policy", "string", "bidirectional")
     group_consumer_assignors: tuple[str, ...] = _k("group.consumer.assignors", "list", ("uniform", "range"),
-                                                   choices=("uniform", "range"), ordered=True)
+                                                   ordered=True)
     socket_request_max_bytes: int = _k("socket.request.max.bytes", "int", 100 * 1024 * 1024, low=1)
     num_io_threads: int = _k("num.io.threads", "int", 8, low=1)
     max_connections_per_ip: int = _k("max.connections.per.ip", "int", INT_MAX, low=0)
@@ -380,9 +388,13 @@ class BrokerConfig:
         if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
             raise InvalidConfigError("max.connections.per.ip can be set to zero only if "
                                      "max.connections.per.ip.overrides property is set.")
-        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
-            raise InvalidConfigError("group.consumer.heartbeat.interval.ms must be less than "
-                                     "group.consumer.session.timeout.ms")
+        object.__setattr__(self, "group_consumer_migration_policy",
+                           migration_policy(self.group_consumer_migration_policy))
+        object.__setattr__(self, "group_consumer_assignors", configured_assignors(self.group_consumer_assignors))
+        check_consumer_group_bounds(self.group_consumer_session_timeout_ms, self.group_consumer_min_session_timeout_ms,
+                                    self.group_consumer_max_session_timeout_ms, self.group_consumer_heartbeat_interval_ms,
+                                    self.group_consumer_min_heartbeat_interval_ms,
+                                    self.group_consumer_max_heartbeat_interval_ms)
         broker_listeners(self)                     # every listener, protocol map and inter-broker name checked
         check_authorizer_class(self.authorizer_class_name)
         parse_super_users(self.super_users)

@@ -72,7 +72,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
     thread: deadlines then fire only from :meth:`tick`. Groups and offsets in ``store`` are loaded at start
     (groups with members come back Stable and must heartbeat within their session timeout). After
     :meth:`close` every call fails with CoordinatorNotAvailableError. KIP-848 consumer groups (group_consumer)
-    share the lock and the deadlines; ``topics`` gives the partition count of each topic they may subscribe to.
+    share the lock and the deadlines; ``topics`` gives the partition count of each topic they may subscribe to,
+    ``topic_ids`` the id of each topic (their records name topics by id: a topic without one is not stored).
     """
 
     #: join_group / sync_group return at once (their Futures complete later): a caller needs no thread of its
@@ -81,7 +82,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
 
     def __init__(self, store: OffsetStore | None = None, config: GroupConfig | None = None, *,
                  clock: Callable[[], float] = _default_clock, timer: bool = True,
-                 topics: Callable[[], Mapping[str, int]] = dict) -> None:
+                 topics: Callable[[], Mapping[str, int]] = dict,
+                 topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict) -> None:
         self.store = store if store is not None else InMemoryOffsetStore()
         self.config = config if config is not None else GroupConfig()
         self._clock = clock
@@ -97,6 +99,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         self._consumer_groups: dict = {}          # group id -> group_consumer_state.ConsumerGroup
         self._consumer_holds: list = []            # (group id predicate, until): see _hold_consumer_groups
         self._topics = topics
+        self._topic_ids = topic_ids
         self._writes = StoreWrites()
         self._closed = False
         self._load(self.store.load_groups(), self.store.groups())
@@ -541,7 +544,9 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
             for gid in group_ids:
                 group = self._groups.get(gid)
                 if group is None:                 # unknown, or a consumer group (described by ConsumerGroupDescribe)
-                    out.append(GroupDescription(gid, _DEAD, "", ""))
+                    why = (f"Group {gid} is not a classic group." if gid in self._consumer_groups
+                           else f"Group {gid} not found.")
+                    out.append(GroupDescription(gid, _DEAD, "", "", (), why))
                     continue
                 out.append(group.describe())
             return out
@@ -760,7 +765,13 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         self._writes.finish(done, wait)
 
     def _load(self, stored: dict[str, GroupMetadata], names: set[str]) -> None:
-        """Rebuild groups from the store: groups with members come back Stable with fresh sessions."""
+        """Rebuild groups from the store: groups with members come back Stable with fresh sessions. Writes
+        the loading queued (a consumer group of seglog's earlier record format, written again) are started,
+        not waited for."""
+        self._load_locked(stored, names)
+        self._finish([], wait=False)
+
+    def _load_locked(self, stored: dict[str, GroupMetadata], names: set[str]) -> None:
         with self._lock:
             now = self._clock()
             for gid in names | set(stored):

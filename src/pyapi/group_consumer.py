@@ -41,11 +41,12 @@ from .errors import (FencedInstanceIdError, SeglogError, FencedMemberEpochError,
                      InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
                      UnsupportedAssignorError, UnsupportedVersionError)
 from .group_assignors import MemberSubscription, server_assignor
-from .group_consumer_records import group_records, restore_group
+from .group_consumer_records import changes, group_records, restore_group
 from .group_consumer_state import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerGroupState,
                                    ConsumerMember, MemberState, reconcile)
 from .group_state import log_store_failure
 from .group_timers import TimerKind
+from .offsets_format import LEGACY_CONSUMER_GROUP_KEY_VERSION
 from .group_types import GroupState
 
 log = logging.getLogger(__name__)
@@ -181,23 +182,43 @@ class ConsumerGroups:
 
     def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
-        group; a classic group with members is GroupIdNotFoundError ("not a consumer group"), as Kafka
-        answers when it does not convert it."""
+        group, its offsets kept and its metadata tombstoned (Kafka's maybeDeleteEmptyClassicGroup); a classic
+        group with members is GroupIdNotFoundError with Kafka's reason (see _not_upgraded)."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
         classic = self._groups.get(group_id)
         if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
-            raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
+            raise GroupIdNotFoundError(self._not_upgraded(classic) if create
+                                       else f"Group {group_id} is not a consumer group.")
         if not create:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
         if classic is not None:
             del self._groups[group_id]
+            self._writes.queue(lambda: self.store.start_drop_group_metadata(group_id), log_store_failure)
+            log.info("group %s: the empty classic group becomes a consumer group", group_id)
         group = self._consumer_groups[group_id] = ConsumerGroup(group_id)
         now = self._clock()
         self._consumer_holds = [(ours, until) for ours, until in self._consumer_holds if until > now]
         group.hold_until = max((until for ours, until in self._consumer_holds if ours(group_id)), default=None)
         return group
+
+    def _not_upgraded(self, classic) -> str:
+        """Why a classic group with members does not become a consumer group when a member joins with
+        ConsumerGroupHeartbeat: Kafka's reasons (group.consumer.migration.policy without upgrade, a group not
+        of the consumer protocol type, too many members), and else seglog's own: it does not convert a classic
+        group with members (Kafka 4.0's online upgrade); they must leave first."""
+        gid, policy = classic.group_id, self.config.consumer_migration_policy
+        if policy not in ("upgrade", "bidirectional"):
+            return f"Cannot upgrade classic group {gid} to consumer group because online upgrade is disabled."
+        if classic.protocol_type != "consumer":
+            return (f"Cannot upgrade classic group {gid} to consumer group because the group does not use the "
+                    f"consumer embedded protocol.")
+        if len(classic.members) > self.config.consumer_max_size:
+            return (f"Cannot upgrade classic group {gid} to consumer group because the group size exceeds the "
+                    f"consumer group maximum size.")
+        return (f"Cannot upgrade classic group {gid} to consumer group: this broker does not convert a classic "
+                f"group with members online; they must leave the group first.")
 
     def _hold_consumer_groups(self, ours, now: float) -> None:
         """This coordinator took over the offsets partition of the group ids ``ours`` accepts (lock held). Their
@@ -232,9 +253,9 @@ class ConsumerGroups:
                     group.target[member_id] = group.target.pop(holder)
                 log.info("group %s: static member %s replaced %s", group.group_id, member_id, holder)
                 return member, False
-        if old is None and len(group.members) >= self.config.max_size:
+        if old is None and len(group.members) >= self.config.consumer_max_size:
             raise GroupMaxSizeReachedError(f"The consumer group has reached its maximum capacity of "
-                                           f"{self.config.max_size} members.")
+                                           f"{self.config.consumer_max_size} members.")
         member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, rebalance_ms)
         if old is not None:
             member.subscribed_names, member.subscribed_regex = old.subscribed_names, old.subscribed_regex
@@ -311,14 +332,18 @@ class ConsumerGroups:
             group.subscribed_metadata = subscribed
         if group.group_epoch == group.target_epoch:
             return
-        names = [m.server_assignor for m in group.members.values() if m.server_assignor]
-        chosen = max(sorted(set(names)), key=names.count) if names else self.config.consumer_assignors[0]
+        chosen = self._preferred_assignor(group)
         specs = {m.member_id: MemberSubscription(frozenset(self._subscribed(m, topics)), m.instance_id)
                  for m in group.members.values()}
         group.target = (server_assignor(chosen).assign(specs, subscribed, group.target) if group.hold_until is None
                         else {m: {} for m in specs})
         group.assignor = chosen
         group.target_epoch = group.group_epoch
+
+    def _preferred_assignor(self, group: ConsumerGroup) -> str:
+        """The assignor most members name (ties: the first by name), else group.consumer.assignors' first."""
+        names = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        return max(sorted(set(names)), key=names.count) if names else self.config.consumer_assignors[0]
 
     @staticmethod
     def _subscribed(member: ConsumerMember, topics: Mapping[str, int]) -> set[str]:
@@ -433,13 +458,15 @@ class ConsumerGroups:
 
     def _classic_may_take(self, group_id: str) -> None:
         """A classic JoinGroup for ``group_id`` (lock held): an empty consumer group of that id is dropped (its
-        offsets stay); one with members is InconsistentGroupProtocolError."""
+        records tombstoned, its offsets kept: Kafka's maybeDeleteEmptyConsumerGroup); one with members is
+        InconsistentGroupProtocolError (Kafka 4.0 would serve the classic member inside the consumer group, an
+        online migration seglog does not do)."""
         group = self._consumer_groups.get(group_id)
         if group is None:
             return
         if group.members:
             raise InconsistentGroupProtocolError(f"Group {group_id} is a consumer group (group.protocol=consumer) "
-                                                 f"with members: classic members cannot join it.")
+                                                 f"with members: this broker does not serve classic members in it.")
         del self._consumer_groups[group_id]
         self._queue_consumer_changes(group, dropped=True)
 
@@ -450,21 +477,20 @@ class ConsumerGroups:
         changed records, tombstones for members gone (for every record when ``dropped``); None when nothing
         changed. The group's ``stored`` records are updated at once (writes start in the order queued); a write
         that fails marks every record it had as unwritten, so the next change writes them all again."""
-        records = {} if dropped else group_records(group)
-        changes = [(k, v) for k, v in records.items() if group.stored.get(k) != v]
-        changes += [(k, None) for k in group.stored if k not in records]
-        if not changes:
+        records = {} if dropped else group_records(group, self._topic_ids())
+        todo = changes(group.stored, records)
+        if not todo:
             return None
         group.stored = records
         gid = group.group_id
 
         def unwritten() -> None:
             with self._lock:
-                group.stored = dict.fromkeys(set(group.stored) | {k for k, _ in changes}, b"")
+                group.stored = dict.fromkeys(set(group.stored) | {k for k, _ in todo}, b"")
 
         def start():
             try:
-                wait = self.store.start_consumer_records(gid, changes)
+                wait = self.store.start_consumer_records(gid, todo)
             except BaseException:
                 unwritten()
                 raise
@@ -489,14 +515,19 @@ class ConsumerGroups:
         pending revocation start now. Whether it was rebuilt."""
         records = self.store.consumer_records(group_id)
         try:
-            group = restore_group(group_id, records) if records else None
+            names = {i: name for name, i in self._topic_ids().items()}
+            group = restore_group(group_id, records, names) if records else None
         except SeglogError as e:
             log.error("group %s: consumer group records do not load (%s); its members rejoin", group_id, e)
             return False
         if group is None:
             return False
         group.stored = records
+        group.assignor = self._preferred_assignor(group)
         self._consumer_groups[group_id] = group
+        if any(int.from_bytes(k[:2], "big") >= LEGACY_CONSUMER_GROUP_KEY_VERSION for k in records):
+            log.info("group %s: records of seglog's earlier format are written again in Kafka's", group_id)
+            self._queue_consumer_changes(group)
         for member in group.members.values():
             self._arm_consumer_session(group, member, now)
             if member.revoking:

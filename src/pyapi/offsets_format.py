@@ -10,8 +10,9 @@ Layouts (big-endian; string = int16 length + UTF-8, -1 for null; bytes = int32 l
 
 * offset commit value v3: offset int64, leader_epoch int32, metadata string, commit_timestamp int64
   (v0 and v2 lack leader_epoch; v1 lacks it and ends with expire_timestamp int64).
-* consumer group records (seglog's own key versions 1000 and 1001, see group_consumer_records): key
-  version, group string (1000: the group's epochs), then member_id string (1001: one member).
+* KIP-848 consumer group records (key versions 3-8, see group_consumer_records): key version, group string,
+  then member_id string for the per-member types 5, 7 and 8. Versions 1000 (group) and 1001 (group, member)
+  are seglog's earlier format of them (group_consumer_legacy), read to be converted.
 * group metadata value v3: protocol_type string, generation int32, protocol string?, leader string?,
   current_state_timestamp int64 (v2+), members [member_id string, group_instance_id string? (v3+),
   client_id string, client_host string, rebalance_timeout int32 (v1+), session_timeout int32,
@@ -117,8 +118,10 @@ class GroupKey:
 
 @dataclass(frozen=True)
 class ConsumerGroupKey:
-    """Key of a KIP-848 consumer group record: the group's own (``member`` None) or one member's."""
+    """Key of a KIP-848 consumer group record: its type (the key version) and group, and for a member's
+    record (``record_type`` in MEMBER_KEY_VERSIONS) the member id."""
 
+    record_type: int
     group: str
     member: str | None = None
 
@@ -254,8 +257,12 @@ OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
 GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3
-CONSUMER_GROUP_KEY_VERSION = 1000
-CONSUMER_MEMBER_KEY_VERSION = 1001
+CONSUMER_GROUP_KEY_VERSIONS = frozenset({3, 4, 6})     # ConsumerGroup{,Partition,TargetAssignment}Metadata
+CONSUMER_MEMBER_KEY_VERSIONS = frozenset({5, 7, 8})    # MemberMetadata, TargetAssignmentMember, CurrentMemberAssignment
+LEGACY_CONSUMER_GROUP_KEY_VERSION = 1000
+LEGACY_CONSUMER_MEMBER_KEY_VERSION = 1001
+_GROUP_KEYS = CONSUMER_GROUP_KEY_VERSIONS | {LEGACY_CONSUMER_GROUP_KEY_VERSION}
+_MEMBER_KEYS = CONSUMER_MEMBER_KEY_VERSIONS | {LEGACY_CONSUMER_MEMBER_KEY_VERSION}
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -268,27 +275,33 @@ def encode_group_key(group: str) -> bytes:
     return bytes(Writer().int16(GROUP_KEY_VERSION).string(group))
 
 
-def encode_consumer_key(group: str, member: str | None = None) -> bytes:
-    """Consumer group key: version 1000 + group, or (a member) version 1001 + group + member id."""
-    if member is None:
-        return bytes(Writer().int16(CONSUMER_GROUP_KEY_VERSION).string(group))
-    return bytes(Writer().int16(CONSUMER_MEMBER_KEY_VERSION).string(group).string(member))
+def encode_consumer_key(record_type: int, group: str, member: str | None = None) -> bytes:
+    """Consumer group record key: version ``record_type`` (3-8), group, and the member id of a member's record
+    (types 5, 7, 8; None for the others). ValueError for another type or a member id that does not fit it."""
+    if record_type not in CONSUMER_GROUP_KEY_VERSIONS | CONSUMER_MEMBER_KEY_VERSIONS:
+        raise ValueError(f"{record_type} is not a consumer group record type (3-8)")
+    if (member is None) != (record_type in CONSUMER_GROUP_KEY_VERSIONS):
+        raise ValueError(f"consumer group record type {record_type} {'needs' if member is None else 'has no'} "
+                         f"member id")
+    w = Writer().int16(record_type).string(group)
+    return bytes(w if member is None else w.string(member))
 
 
 def decode_key(data) -> OffsetKey | GroupKey | ConsumerGroupKey:
-    """An ``__consumer_offsets`` key. UnsupportedVersionError for record types other than 0-2, 1000, 1001."""
+    """An ``__consumer_offsets`` key. UnsupportedVersionError for record types other than 0-8, 1000, 1001
+    (share and streams groups, regular expressions: other Kafka record types)."""
     r = Reader(data, "__consumer_offsets key")
     version = r.int16()
     if version in (0, 1):
         return OffsetKey(r.string(), r.string(), r.int32())
     if version == 2:
         return GroupKey(r.string())
-    if version == CONSUMER_GROUP_KEY_VERSION:
-        return ConsumerGroupKey(r.string())
-    if version == CONSUMER_MEMBER_KEY_VERSION:
-        return ConsumerGroupKey(r.string(), r.string())
-    raise UnsupportedVersionError(f"__consumer_offsets key version {version} is not an offset commit (0, 1) "
-                                  f"or group metadata (2) key")
+    if version in _GROUP_KEYS:
+        return ConsumerGroupKey(version, r.string())
+    if version in _MEMBER_KEYS:
+        return ConsumerGroupKey(version, r.string(), r.string())
+    raise UnsupportedVersionError(f"__consumer_offsets key version {version} is not an offset commit (0, 1), "
+                                  f"group metadata (2) or consumer group (3-8) key")
 
 
 def encode_offset_value(om: OffsetAndMetadata) -> bytes:

@@ -30,7 +30,12 @@ from helpers.kafka_wire import stored_batches  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
-FAST_GROUP = {"heartbeat_interval_ms": 100, "session_timeout_ms": 6000, "retry_backoff_ms": 50}
+#: metadata_max_age_ms: kafka-python 3.0 drops an update requested while a Metadata request is in flight (the
+#: stale answer clears its need-update flag), so a consumer that subscribed during its bootstrap refresh can lead
+#: a rebalance without the topic's partitions ("No partition metadata for topic") and, at the default 300 s age,
+#: not learn them for 5 minutes. A 1 s age bounds that, as topic.metadata.refresh.interval.ms does for librdkafka.
+FAST_GROUP = {"heartbeat_interval_ms": 100, "session_timeout_ms": 6000, "retry_backoff_ms": 50,
+              "metadata_max_age_ms": 1000}
 
 
 def make_records(n: int, seed: int, ts0: int, null_header_values: bool = False):

@@ -23,7 +23,8 @@ from seglog.cli import main  # noqa: E402
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
 # heartbeats every 300 ms, sessions of 4 s: groups settle in about a second, a killed member goes in 4 s
-OVERRIDES = {"group_consumer_heartbeat_interval_ms": 300, "group_consumer_session_timeout_ms": 4000}
+OVERRIDES = {"group_consumer_heartbeat_interval_ms": 300, "group_consumer_session_timeout_ms": 4000,
+             "group_consumer_min_heartbeat_interval_ms": 100, "group_consumer_min_session_timeout_ms": 1000}
 
 
 @pytest.fixture
@@ -247,7 +248,8 @@ def test_the_group_keeps_its_assignment_when_its_coordinator_is_killed_on_three_
         entry, _ = node.group_coordinator.describe_consumer_group("moved")
         return entry["group_epoch"], sorted((m["member_id"], m["member_epoch"]) for m in entry["members"])
 
-    overrides = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+    overrides = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000,
+                 "group.consumer.min.heartbeat.interval.ms": 100, "group.consumer.min.session.timeout.ms": 1000}
     with Cluster(zookeeper_server.connect_string, tmp_path / "cluster", 3, overrides,
                  chroot=f"/kip848-{int(time.time() * 1000) % 10**8}") as cluster:
         cluster.create_topic("kc", 4)
@@ -301,3 +303,105 @@ def test_the_group_keeps_its_assignment_when_its_coordinator_is_killed_on_three_
         finally:
             for c in cs:
                 c.close()
+
+
+def classic_consumer(broker, group, topic):
+    from kafka import KafkaConsumer
+    return KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                         auto_offset_reset="earliest", enable_auto_commit=False, heartbeat_interval_ms=100,
+                         session_timeout_ms=6000, retry_backoff_ms=50, metadata_max_age_ms=1000)
+
+
+def classic_read(c, n, seconds=30):
+    """Up to ``n`` (partition, offset) read by a kafka-python consumer, committed once read."""
+    got = []
+    deadline = time.monotonic() + seconds
+    while len(got) < n and time.monotonic() < deadline:
+        for records in c.poll(timeout_ms=100, max_records=n - len(got)).values():
+            got += [(r.partition, r.offset) for r in records]
+    c.commit()
+    return got
+
+
+def group_type(broker, group):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    listed = admin.list_consumer_groups().result(10).valid
+    return {g.group_id: g.type for g in listed}.get(group)
+
+
+def test_an_empty_group_changes_protocol_keeping_its_offsets(broker):
+    """Kafka 4.0's conversion of empty groups: a classic group whose members left (kafka-python) is taken over by
+    a consumer-protocol member (librdkafka), which goes on from the committed offsets, and back again; ListGroups
+    gives the group's type at each step and DescribeGroups v6 (kafka-python's admin) answers GROUP_ID_NOT_FOUND
+    for the consumer group."""
+    from kafka.admin import KafkaAdminClient
+    make_topic(broker, "mig", 2, records=90)
+    c = classic_consumer(broker, "mig-g", "mig")
+    first = classic_read(c, 30)
+    c.close()
+    assert len(first) == 30 and group_type(broker, "mig-g") == ConsumerGroupType.CLASSIC
+    k = consumer(broker, "mig-g")
+    second = []
+    try:
+        k.subscribe(["mig"])
+        deadline = time.monotonic() + 30
+        while len(second) < 30 and time.monotonic() < deadline:
+            m = k.poll(0.1)
+            if m is not None and m.error() is None:
+                second.append((m.partition(), m.offset()))
+        k.commit(asynchronous=False)
+        assert group_type(broker, "mig-g") == ConsumerGroupType.CONSUMER
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            assert admin.describe_groups(["mig-g"])["mig-g"]["error"] == (
+                "[Error 69] GroupIdNotFoundError: Group mig-g is not a classic group.")
+        finally:
+            admin.close()
+    finally:
+        k.close()
+    c = classic_consumer(broker, "mig-g", "mig")
+    third = classic_read(c, 30)
+    c.close()
+    assert group_type(broker, "mig-g") == ConsumerGroupType.CLASSIC
+    assert len(second) == 30 and len(third) == 30
+    assert len(set(first) | set(second) | set(third)) == 90, "a record read twice or left out across the changes"
+
+
+def test_a_group_with_members_refuses_the_other_protocol_under_policy_disabled(start_broker):
+    """group.consumer.migration.policy=disabled: a consumer-protocol member heartbeating to a classic group with
+    members gets GROUP_ID_NOT_FOUND (librdkafka: fatal), a classic member joining a consumer group with members
+    INCONSISTENT_GROUP_PROTOCOL."""
+    from kafka.errors import InconsistentGroupProtocolError
+    broker = start_broker(**OVERRIDES, group_consumer_migration_policy="disabled")
+    make_topic(broker, "live", 2, records=10)
+    c = classic_consumer(broker, "live-c", "live")
+    errors = []
+    try:
+        assert classic_read(c, 10)
+        k = consumer(broker, "live-c", error_cb=errors.append)
+        try:
+            k.subscribe(["live"])
+            deadline = time.monotonic() + 20
+            while not errors and time.monotonic() < deadline:
+                m = k.poll(0.1)
+                if m is not None and m.error() is not None:
+                    errors.append(m.error())
+        finally:
+            k.close()
+        assert errors and errors[0].code() == ck.KafkaError._FATAL and "The group id does not exist" in errors[0].str()
+    finally:
+        c.close()
+    k = consumer(broker, "live-k")
+    try:
+        k.subscribe(["live"])
+        settle([k], lambda a: a == [{0, 1}])
+        c = classic_consumer(broker, "live-k", "live")
+        try:
+            with pytest.raises(InconsistentGroupProtocolError):
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    c.poll(timeout_ms=100)
+        finally:
+            c.close()
+    finally:
+        k.close()

@@ -2,7 +2,9 @@
 (join, reconcile, revoke before assign, leave, static members, fencing, session and rebalance timeouts),
 cross-protocol rules and the offset checks of consumer-group members."""
 
+import dataclasses
 import random
+import uuid
 
 import pytest
 
@@ -27,8 +29,10 @@ class Clock:
 def env():
     topics = {"a": 6, "b": 3}
     clock = Clock()
-    coord = GroupCoordinator(config=GroupConfig(consumer_session_timeout_ms=10_000, initial_rebalance_delay_ms=0), clock=clock, timer=False,
-                             topics=lambda: dict(topics))
+    config = GroupConfig(consumer_session_timeout_ms=10_000, consumer_min_session_timeout_ms=1000,
+                         initial_rebalance_delay_ms=0)
+    coord = GroupCoordinator(config=config, clock=clock, timer=False, topics=lambda: dict(topics),
+                             topic_ids=lambda: {t: uuid.uuid5(uuid.NAMESPACE_DNS, t) for t in topics})
     yield coord, clock, topics
     coord.close()
 
@@ -274,6 +278,51 @@ def test_classic_and_consumer_groups_of_one_id(env):
     assert isinstance(desc, GroupIdNotFoundError)
 
 
+def test_an_empty_group_of_either_kind_is_taken_over_with_its_offsets(env):
+    """Kafka 4.0, whatever group.consumer.migration.policy: an empty classic group becomes a consumer group when
+    a member heartbeats (its metadata tombstoned, its offsets kept), an empty consumer group a classic one when
+    a member joins (its records tombstoned, its offsets kept)."""
+    from seglog.offsets_format import OffsetAndMetadata
+    coord, _, _ = env
+    coord.config = dataclasses.replace(coord.config, consumer_migration_policy="disabled")
+    r = coord.join_group("g", "", "consumer", [("range", b"")], 10_000).result(5)
+    coord.sync_group("g", r.generation_id, r.member_id, {r.member_id: b""}).result(5)
+    coord.commit_offsets("g", {("a", 0): OffsetAndMetadata(7)}, generation_id=r.generation_id, member_id=r.member_id)
+    coord.leave_group("g", [(r.member_id, None)])
+    assert "g" in coord.store.load_groups()                        # the empty generation is stored
+    m = join(coord, "m1")
+    assert coord.store.load_groups() == {} and coord.fetch_offsets("g", [("a", 0)])[("a", 0)].offset == 7
+    assert [(g.group_type, g.state.value) for g in coord.list_groups()] == [("consumer", "Stable")]
+    coord.commit_offsets("g", {("a", 0): OffsetAndMetadata(9)}, generation_id=m.member_epoch, member_id="m1",
+                         epoch_version=True)
+    coord.consumer_group_heartbeat("g", "m1", -1)
+    assert coord.store.consumer_records("g")
+    r = coord.join_group("g", "", "consumer", [("range", b"")], 10_000).result(5)
+    assert coord.store.consumer_records("g") == {} and coord.fetch_offsets("g", [("a", 0)])[("a", 0)].offset == 9
+    assert [(g.group_type, g.state.value) for g in coord.list_groups()] == [("classic", "CompletingRebalance")]
+
+
+@pytest.mark.parametrize("policy, protocol_type, reason", [
+    ("disabled", "consumer", "because online upgrade is disabled"),
+    ("downgrade", "consumer", "because online upgrade is disabled"),
+    ("bidirectional", "connect", "because the group does not use the consumer embedded protocol"),
+    ("upgrade", "consumer", "does not convert a classic group with members online")])
+def test_a_group_with_members_of_the_other_kind_refuses(env, policy, protocol_type, reason):
+    """A heartbeat to a classic group with members: GROUP_ID_NOT_FOUND with Kafka's reason (the online upgrade
+    Kafka 4.0 does under upgrade/bidirectional is not built: its own reason); a JoinGroup to a consumer group
+    with members: INCONSISTENT_GROUP_PROTOCOL."""
+    coord, _, _ = env
+    coord.config = dataclasses.replace(coord.config, consumer_migration_policy=policy)
+    coord.join_group("classic", "", protocol_type, [("range", b"")], 10_000).result(5)
+    with pytest.raises(GroupIdNotFoundError, match=reason):
+        coord.consumer_group_heartbeat("classic", "x", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"])
+    with pytest.raises(GroupIdNotFoundError, match="Group classic is not a consumer group"):
+        coord.consumer_group_heartbeat("classic", "x", 3)
+    join(coord, "m1")
+    with pytest.raises(InconsistentGroupProtocolError):
+        coord.join_group("g", "", "consumer", [("range", b"")], 10_000).result(1)
+
+
 def test_offset_commit_and_fetch_check_member_and_epoch(env):
     coord, _, _ = env
     coord.store.partition_exists = lambda topic, p: True
@@ -311,16 +360,61 @@ def test_offset_delete_keeps_the_subscribed_topics_of_a_consumer_group(env):
     assert kept[("a", 0)].offset == 5 and kept[("b", 0)] is None
 
 
-def test_heartbeat_interval_must_be_below_the_session_timeout():
+def test_group_consumer_configs_take_kafkas_names_defaults_and_checks():
     from seglog.config import BrokerConfig
     from seglog.errors import InvalidConfigError
 
-    with pytest.raises(InvalidConfigError, match="heartbeat.interval"):
-        BrokerConfig(group_consumer_heartbeat_interval_ms=5000, group_consumer_session_timeout_ms=5000)
+    c = BrokerConfig()
+    assert (c.group_consumer_session_timeout_ms, c.group_consumer_min_session_timeout_ms,
+            c.group_consumer_max_session_timeout_ms, c.group_consumer_heartbeat_interval_ms,
+            c.group_consumer_min_heartbeat_interval_ms, c.group_consumer_max_heartbeat_interval_ms,
+            c.group_consumer_max_size, c.group_consumer_migration_policy) == (
+        45000, 45000, 60000, 5000, 5000, 15000, 2**31 - 1, "bidirectional")
+    low = dict(group_consumer_min_session_timeout_ms=1000, group_consumer_min_heartbeat_interval_ms=100)
+    for bad, message in (
+            (dict(group_consumer_session_timeout_ms=30000), "session.timeout.ms must be greater than or equal to "
+                                                            "group.consumer.min.session.timeout.ms"),
+            (dict(group_consumer_session_timeout_ms=61000), "session.timeout.ms must be less than or equal to "
+                                                            "group.consumer.max.session.timeout.ms"),
+            (dict(group_consumer_heartbeat_interval_ms=4000), "heartbeat.interval.ms must be greater than or equal"),
+            (dict(group_consumer_heartbeat_interval_ms=16000), "heartbeat.interval.ms must be less than or equal"),
+            (dict(group_consumer_max_session_timeout_ms=40000), "max.session.timeout.ms must be greater"),
+            (dict(low, group_consumer_heartbeat_interval_ms=5000, group_consumer_session_timeout_ms=5000),
+             "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
+            (dict(group_consumer_max_size=0), "at least 1"),
+            (dict(group_consumer_migration_policy="sideways"), "case insensitive")):
+        with pytest.raises(InvalidConfigError, match=message):
+            BrokerConfig(**bad)
+    assert BrokerConfig(group_consumer_migration_policy="DISABLED").group_consumer_migration_policy == "disabled"
     with pytest.raises(InvalidConfigError, match="assignors"):
         GroupConfig(consumer_assignors=("sticky",))
-    assert GroupConfig.from_kafka({"group.consumer.assignors": "range,uniform"}).consumer_assignors == ("range",
-                                                                                                      "uniform")
+    kafka37 = ("org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+               "org.apache.kafka.coordinator.group.assignor.RangeAssignor")        # Kafka 3.7's default
+    assert BrokerConfig(group_consumer_assignors=kafka37).group_consumer_assignors == ("uniform", "range")
+    with pytest.raises(InvalidConfigError, match="must not be duplicated"):
+        BrokerConfig(group_consumer_assignors="range,org.apache.kafka.coordinator.group.assignor.RangeAssignor")
+    with pytest.raises(InvalidConfigError, match="heartbeat.interval.ms must be less than or equal"):
+        GroupConfig(consumer_heartbeat_interval_ms=20000)
+    g = GroupConfig.from_kafka({"group.consumer.assignors": "range,uniform", "group.consumer.max.size": "3",
+                                "group.consumer.migration.policy": "Upgrade"})
+    assert (g.consumer_assignors, g.consumer_max_size, g.consumer_migration_policy) == (("range", "uniform"), 3,
+                                                                                       "upgrade")
+
+
+def test_group_consumer_max_size_bounds_consumer_groups_only(env):
+    """group.consumer.max.size: a new member past it is GROUP_MAX_SIZE_REACHED; members already in rejoin;
+    group.max.size (classic groups) does not apply."""
+    from seglog.errors import GroupMaxSizeReachedError
+
+    coord, _, _ = env
+    coord.config = GroupConfig(consumer_session_timeout_ms=10_000, consumer_min_session_timeout_ms=1000, max_size=1,
+                               consumer_max_size=2, initial_rebalance_delay_ms=0)
+    a, b = join(coord, "ma"), join(coord, "mb")
+    with pytest.raises(GroupMaxSizeReachedError, match="maximum capacity of 2 members"):
+        join(coord, "mc")
+    assert join(coord, "ma").member_id == "ma"                 # a member already in may rejoin (epoch 0)
+    coord.consumer_group_heartbeat("g", b.member_id, -1)
+    assert join(coord, "mc").member_id == "mc"
 
 
 def test_a_group_reformed_after_a_coordinator_takeover_waits_a_session_before_assigning(env):

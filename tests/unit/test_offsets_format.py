@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from seglog.errors import InvalidRequestError, UnsupportedVersionError
-from seglog.offsets_format import (GroupKey, GroupMetadata, MemberMetadata, OffsetAndMetadata, OffsetKey,
+from seglog.offsets_format import (ConsumerGroupKey, GroupKey, GroupMetadata, MemberMetadata, OffsetAndMetadata, OffsetKey,
                                    decode_group_value, decode_key, decode_offset_value, encode_group_key,
                                    encode_group_value, encode_offset_key, encode_offset_value)
 
@@ -81,8 +81,10 @@ def test_decode_keys():
     assert decode_key(encode_offset_key("g", "t", 3)) == OffsetKey("g", "t", 3)
     assert decode_key(struct.pack(">h", 0) + s16("g") + s16("t") + struct.pack(">i", 3)) == OffsetKey("g", "t", 3)
     assert decode_key(encode_group_key("g")) == GroupKey("g")
+    assert decode_key(struct.pack(">h", 3) + s16("g")) == ConsumerGroupKey(3, "g")          # KIP-848 groups
+    assert decode_key(struct.pack(">h", 8) + s16("g") + s16("m")) == ConsumerGroupKey(8, "g", "m")
     with pytest.raises(UnsupportedVersionError):
-        decode_key(struct.pack(">h", 3) + s16("g"))         # KIP-848 record types are not ours
+        decode_key(struct.pack(">h", 9) + s16("g"))         # share groups: not a record type seglog keeps
     with pytest.raises(InvalidRequestError):
         decode_key(struct.pack(">h", 1) + s16("g") + s16("t"))          # partition missing
 
