@@ -5,7 +5,8 @@ ConsumerGroupDescribe, and the member checks of offset commits and fetches.
 ``_consumer_groups`` (group_consumer_state.ConsumerGroup records), ``_groups`` (classic groups: one id is
 either kind), ``_deadlines``, ``_clock``, ``config`` and ``_topics`` (partition count of each topic members may
 subscribe to). Every call takes the one lock; a heartbeat then waits (lock released) for the store write
-of the changes it made.
+of the changes it made. Members using the classic protocol inside a consumer group, and the conversion of a
+classic group with members, are group_consumer_classic's.
 
 Rules (Kafka's GroupMetadataManager): a member joins with epoch 0 (with the member id it generated, or ""
 for one from the coordinator), leaves with -1, and a static member (instance id) leaves for a while with -2,
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import (FencedInstanceIdError, SeglogError, FencedMemberEpochError, GroupIdNotFoundError,
-                     GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError, InvalidRegularExpressionError,
+                     GroupMaxSizeReachedError, IllegalGenerationError, InvalidRegularExpressionError,
                      InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
                      UnsupportedAssignorError, UnsupportedVersionError)
 from .group_assignors import MemberSubscription, server_assignor
@@ -76,6 +77,7 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
+    classic: bool = False                          # the member uses the classic protocol (group_consumer_classic)
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ class ConsumerGroups:
                               subscribed_topic_names, subscribed_topic_regex, server_assignor)
         owned = None if owned is None else {t: frozenset(ps) for t, ps in owned.items() if ps}
         interval = self.config.consumer_heartbeat_interval_ms
+        done: list = []
         with self._lock:
             self._check_open()
             if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -117,19 +120,19 @@ class ConsumerGroups:
             else:
                 result = self._consumer_beat(group_id, member_id, member_epoch, instance_id, rack_id,
                                              rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
-                                             server_assignor, owned, client_id, client_host, interval)
+                                             server_assignor, owned, client_id, client_host, interval, done)
             group = self._consumer_groups.get(group_id)
             written = self._queue_write(None if group is None else self._consumer_changes(group))
-        self._finish([])
+        self._finish(done)
         written.result()
         return result
 
     def _consumer_beat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                        subscribed_topic_names, subscribed_topic_regex, server_assignor, owned, client_id,
-                       client_host, interval) -> HeartbeatResult:
-        """A heartbeat with epoch >= 0 (lock held)."""
+                       client_host, interval, done) -> HeartbeatResult:
+        """A heartbeat with epoch >= 0 (lock held); ``done`` takes completions of requests it ends."""
         now = self._clock()
-        group = self._consumer_group(group_id, create=member_epoch == 0)
+        group = self._consumer_group(group_id, create=member_epoch == 0, done=done)
         changed = False
         if member_epoch == 0:
             member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
@@ -180,17 +183,21 @@ class ConsumerGroups:
                 raise InvalidRegularExpressionError(f"SubscribedTopicRegex {regex!r} is not a valid regular "
                                                     f"expression: {e}") from None
 
-    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _consumer_group(self, group_id: str, create: bool, done: list) -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
         group, its offsets kept and its metadata tombstoned (Kafka's maybeDeleteEmptyClassicGroup); a classic
-        group with members is GroupIdNotFoundError with Kafka's reason (see _not_upgraded)."""
+        group with members too when ``create`` and the migration policy allows it (group_consumer_classic:
+        its members become classic members of the consumer group), else it is GroupIdNotFoundError with
+        Kafka's reason (see _not_upgraded)."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
         classic = self._groups.get(group_id)
         if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
-            raise GroupIdNotFoundError(self._not_upgraded(classic) if create
-                                       else f"Group {group_id} is not a consumer group.")
+            why = self._not_upgraded(classic) if create else f"Group {group_id} is not a consumer group."
+            if why is not None:
+                raise GroupIdNotFoundError(why)
+            return self._upgrade_classic_group(classic, self._clock(), done)
         if not create:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
         if classic is not None:
@@ -203,11 +210,10 @@ class ConsumerGroups:
         group.hold_until = max((until for ours, until in self._consumer_holds if ours(group_id)), default=None)
         return group
 
-    def _not_upgraded(self, classic) -> str:
+    def _not_upgraded(self, classic) -> str | None:
         """Why a classic group with members does not become a consumer group when a member joins with
-        ConsumerGroupHeartbeat: Kafka's reasons (group.consumer.migration.policy without upgrade, a group not
-        of the consumer protocol type, too many members), and else seglog's own: it does not convert a classic
-        group with members (Kafka 4.0's online upgrade); they must leave first."""
+        ConsumerGroupHeartbeat (Kafka's reasons: group.consumer.migration.policy without upgrade, a group not
+        of the consumer protocol type, too many members); None when it does."""
         gid, policy = classic.group_id, self.config.consumer_migration_policy
         if policy not in ("upgrade", "bidirectional"):
             return f"Cannot upgrade classic group {gid} to consumer group because online upgrade is disabled."
@@ -217,8 +223,7 @@ class ConsumerGroups:
         if len(classic.members) > self.config.consumer_max_size:
             return (f"Cannot upgrade classic group {gid} to consumer group because the group size exceeds the "
                     f"consumer group maximum size.")
-        return (f"Cannot upgrade classic group {gid} to consumer group: this broker does not convert a classic "
-                f"group with members online; they must leave the group first.")
+        return None
 
     def _hold_consumer_groups(self, ours, now: float) -> None:
         """This coordinator took over the offsets partition of the group ids ``ours`` accepts (lock held). Their
@@ -357,7 +362,8 @@ class ConsumerGroups:
     # --- timers (lock held; called from the coordinator's deadline table) ------------------------------------
 
     def _arm_consumer_session(self, group: ConsumerGroup, member: ConsumerMember, now: float) -> None:
-        member.session_deadline = now + self.config.consumer_session_timeout_ms
+        member.session_deadline = now + (self.config.consumer_session_timeout_ms if member.classic is None
+                                         else member.classic.session_timeout_ms)
         if not member.timer_armed:
             member.timer_armed = True
             self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
@@ -401,7 +407,8 @@ class ConsumerGroups:
                                                     group.assignor, tuple(
                     ConsumerMemberDescription(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
                                               m.client_host, m.subscribed_names, m.subscribed_regex,
-                                              dict(m.assigned), dict(group.target.get(m.member_id, {})))
+                                              dict(m.assigned), dict(group.target.get(m.member_id, {})),
+                                              m.classic is not None)
                     for m in group.members.values())))
         return out
 
@@ -417,6 +424,11 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
+        if member.classic is not None:
+            if member_epoch != member.member_epoch:
+                raise IllegalGenerationError(f"The received generation id {member_epoch} does not match the "
+                                             f"expected member epoch {member.member_epoch}.")
+            return
         if not epoch_version:
             raise UnsupportedVersionError("OffsetCommit version 9 or above must be used by members using the "
                                           "consumer group protocol")
@@ -457,16 +469,12 @@ class ConsumerGroups:
                                             f"(current {member.member_epoch}).")
 
     def _classic_may_take(self, group_id: str) -> None:
-        """A classic JoinGroup for ``group_id`` (lock held): an empty consumer group of that id is dropped (its
-        records tombstoned, its offsets kept: Kafka's maybeDeleteEmptyConsumerGroup); one with members is
-        InconsistentGroupProtocolError (Kafka 4.0 would serve the classic member inside the consumer group, an
-        online migration seglog does not do)."""
+        """A classic JoinGroup for ``group_id`` that no consumer group with members serves (lock held): an empty
+        consumer group of that id is dropped (its records tombstoned, its offsets kept: Kafka's
+        maybeDeleteEmptyConsumerGroup)."""
         group = self._consumer_groups.get(group_id)
         if group is None:
             return
-        if group.members:
-            raise InconsistentGroupProtocolError(f"Group {group_id} is a consumer group (group.protocol=consumer) "
-                                                 f"with members: this broker does not serve classic members in it.")
         del self._consumer_groups[group_id]
         self._queue_consumer_changes(group, dropped=True)
 
