@@ -324,9 +324,13 @@ def classic_read(c, n, seconds=30):
 
 
 def group_type(broker, group):
+    """The group's type as ListGroups gives it; the types filter (ListGroups v5) agrees."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    listed = admin.list_consumer_groups().result(10).valid
-    return {g.group_id: g.type for g in listed}.get(group)
+    listed = {g.group_id: g.type for g in admin.list_consumer_groups().result(10).valid}.get(group)
+    for kind in (ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER):
+        only = {g.group_id: g.type for g in admin.list_consumer_groups(types=[kind]).result(10).valid}
+        assert (group in only) == (listed == kind) and set(only.values()) <= {kind}
+    return listed
 
 
 def test_an_empty_group_changes_protocol_keeping_its_offsets(broker):
