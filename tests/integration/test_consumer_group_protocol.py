@@ -328,7 +328,7 @@ def group_type(broker, group):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     listed = {g.group_id: g.type for g in admin.list_consumer_groups().result(10).valid}.get(group)
     for kind in (ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER):
-        only = {g.group_id: g.type for g in admin.list_consumer_groups(types=[kind]).result(10).valid}
+        only = {g.group_id: g.type for g in admin.list_consumer_groups(types={kind}).result(10).valid}
         assert (group in only) == (listed == kind) and set(only.values()) <= {kind}
     return listed
 
