@@ -42,6 +42,7 @@ from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupI
                      InvalidSessionTimeoutError, MemberIdRequiredError, NonEmptyGroupError, NotCoordinatorError,
                      RebalanceInProgressError, SeglogError, UnknownMemberIdError)
 from .group_consumer import ConsumerGroups
+from .group_consumer_classic import ClassicMembers
 from .group_offsets import GroupOffsets
 from .group_state import Done as _Done, Group as _Group, JoinArgs as _JoinArgs, Member as _Member, StoreWrites
 from .group_state import check_group_id, complete as _complete, fail as _fail, log_store_failure, ok as _ok, wall_ms
@@ -64,7 +65,7 @@ def _default_clock() -> float:
     return time.monotonic() * 1000.0
 
 
-class GroupCoordinator(GroupOffsets, ConsumerGroups):
+class GroupCoordinator(GroupOffsets, ConsumerGroups, ClassicMembers):
     """Kafka's classic group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
     OffsetFetch, DescribeGroups, ListGroups, DeleteGroups) over an :class:`OffsetStore`.
 
@@ -148,6 +149,11 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
             raise InvalidSessionTimeoutError(
                 f"session timeout {session_ms} ms is outside group.min.session.timeout.ms "
                 f"{cfg.min_session_timeout_ms} .. group.max.session.timeout.ms {cfg.max_session_timeout_ms}")
+        consumer = self._serves_classic(group_id)
+        if consumer is not None:
+            self._classic_join_consumer(fut, done, now, consumer, member_id, protocol_type, protocols, session_ms,
+                                        rebalance_ms, instance_id, client_id, client_host, require_known)
+            return
         self._classic_may_take(group_id)
         group = self._groups.get(group_id)
         if group is None and member_id:
@@ -415,6 +421,12 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
 
     def _sync(self, fut, done, now, group_id, generation_id, member_id, assignments, instance_id,
               protocol_type, protocol_name):
+        consumer = self._serves_classic(group_id)
+        if consumer is not None:
+            self._check_open()
+            self._classic_sync_consumer(fut, done, consumer, generation_id, member_id, instance_id, protocol_type,
+                                        protocol_name)
+            return
         group, member = self._generation_member(group_id, generation_id, member_id, instance_id)
         if (protocol_type is not None and protocol_type != group.protocol_type
                 or protocol_name is not None and protocol_name != group.protocol_name):
@@ -472,6 +484,10 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         session is still refreshed: rejoin), IllegalGenerationError, UnknownMemberIdError,
         FencedInstanceIdError, InvalidGroupIdError, CoordinatorNotAvailableError."""
         with self._lock:
+            consumer = self._serves_classic(group_id)
+            if consumer is not None:
+                self._check_open()
+                return self._classic_heartbeat_consumer(consumer, generation_id, member_id, group_instance_id)
             group, member = self._generation_member(group_id, generation_id, member_id, group_instance_id)
             member.session_deadline = self._clock() + member.session_timeout_ms
             if group.state is _PREPARING:
@@ -487,26 +503,34 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
             self._check_open()
             check_group_id(group_id, allow_empty=False)
             now = self._clock()
-            group = self._groups.get(group_id)
-            results: list[SeglogError | None] = []
-            changed = False
-            for member_id, instance_id in members:
-                try:
-                    if group is None:
-                        raise UnknownMemberIdError(f"group {group_id!r} does not exist")
-                    if instance_id is None and member_id in group.pending:
-                        del group.pending[member_id]
-                    else:
-                        if instance_id is not None and not member_id:
-                            member_id = group.static_members.get(instance_id, "")
-                        self._remove_member(group, group.current_member(member_id, instance_id), done)
-                    changed = True
-                    results.append(None)
-                except SeglogError as e:
-                    results.append(e)
-            if changed:
-                self._after_member_left(group, done, now)
+            consumer = self._serves_classic(group_id)
+            if consumer is not None:
+                results = [self._classic_leave_consumer(consumer, m, i, done) for m, i in members]
+            else:
+                results = self._leave(self._groups.get(group_id), group_id, members, done, now)
         self._finish(done)
+        return results
+
+    def _leave(self, group, group_id, members, done, now) -> list[SeglogError | None]:
+        """LeaveGroup of a classic group's members (lock held)."""
+        results: list[SeglogError | None] = []
+        changed = False
+        for member_id, instance_id in members:
+            try:
+                if group is None:
+                    raise UnknownMemberIdError(f"group {group_id!r} does not exist")
+                if instance_id is None and member_id in group.pending:
+                    del group.pending[member_id]
+                else:
+                    if instance_id is not None and not member_id:
+                        member_id = group.static_members.get(instance_id, "")
+                    self._remove_member(group, group.current_member(member_id, instance_id), done)
+                changed = True
+                results.append(None)
+            except SeglogError as e:
+                results.append(e)
+        if changed:
+            self._after_member_left(group, done, now)
         return results
 
     def abandon_join(self, group_id: str, fut: "Future[JoinResult]") -> None:

@@ -5,7 +5,8 @@ ConsumerGroupDescribe, and the member checks of offset commits and fetches.
 ``_consumer_groups`` (group_consumer_state.ConsumerGroup records), ``_groups`` (classic groups: one id is
 either kind), ``_deadlines``, ``_clock``, ``config`` and ``_topics`` (partition count of each topic members may
 subscribe to). Every call takes the one lock; a heartbeat then waits (lock released) for the store write
-of the changes it made.
+of the changes it made. Members using the classic protocol inside a consumer group, and the conversion of a
+classic group with members, are group_consumer_classic's.
 
 Rules (Kafka's GroupMetadataManager): a member joins with epoch 0 (with the member id it generated, or ""
 for one from the coordinator), leaves with -1, and a static member (instance id) leaves for a while with -2,
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import (FencedInstanceIdError, SeglogError, FencedMemberEpochError, GroupIdNotFoundError,
-                     GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError, InvalidRegularExpressionError,
+                     GroupMaxSizeReachedError, IllegalGenerationError, InvalidRegularExpressionError,
                      InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
                      UnsupportedAssignorError, UnsupportedVersionError)
 from .group_assignors import MemberSubscription, server_assignor
@@ -76,6 +77,7 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
+    classic: bool = False                          # the member uses the classic protocol (group_consumer_classic)
 
 
 @dataclass(frozen=True)
@@ -110,26 +112,27 @@ class ConsumerGroups:
                               subscribed_topic_names, subscribed_topic_regex, server_assignor)
         owned = None if owned is None else {t: frozenset(ps) for t, ps in owned.items() if ps}
         interval = self.config.consumer_heartbeat_interval_ms
+        done: list = []
         with self._lock:
             self._check_open()
             if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                result = self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval)
+                result = self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval, done)
             else:
                 result = self._consumer_beat(group_id, member_id, member_epoch, instance_id, rack_id,
                                              rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
-                                             server_assignor, owned, client_id, client_host, interval)
+                                             server_assignor, owned, client_id, client_host, interval, done)
             group = self._consumer_groups.get(group_id)
             written = self._queue_write(None if group is None else self._consumer_changes(group))
-        self._finish([])
+        self._finish(done)
         written.result()
         return result
 
     def _consumer_beat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                        subscribed_topic_names, subscribed_topic_regex, server_assignor, owned, client_id,
-                       client_host, interval) -> HeartbeatResult:
-        """A heartbeat with epoch >= 0 (lock held)."""
+                       client_host, interval, done) -> HeartbeatResult:
+        """A heartbeat with epoch >= 0 (lock held); ``done`` takes completions of requests it ends."""
         now = self._clock()
-        group = self._consumer_group(group_id, create=member_epoch == 0)
+        group = self._consumer_group(group_id, create=member_epoch == 0, done=done)
         changed = False
         if member_epoch == 0:
             member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
@@ -180,17 +183,21 @@ class ConsumerGroups:
                 raise InvalidRegularExpressionError(f"SubscribedTopicRegex {regex!r} is not a valid regular "
                                                     f"expression: {e}") from None
 
-    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _consumer_group(self, group_id: str, create: bool, done: list) -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
         group, its offsets kept and its metadata tombstoned (Kafka's maybeDeleteEmptyClassicGroup); a classic
-        group with members is GroupIdNotFoundError with Kafka's reason (see _not_upgraded)."""
+        group with members too when ``create`` and the migration policy allows it (group_consumer_classic:
+        its members become classic members of the consumer group), else it is GroupIdNotFoundError with
+        Kafka's reason (see _not_upgraded)."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
         classic = self._groups.get(group_id)
         if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
-            raise GroupIdNotFoundError(self._not_upgraded(classic) if create
-                                       else f"Group {group_id} is not a consumer group.")
+            why = self._not_upgraded(classic) if create else f"Group {group_id} is not a consumer group."
+            if why is not None:
+                raise GroupIdNotFoundError(why)
+            return self._upgrade_classic_group(classic, self._clock(), done)
         if not create:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
         if classic is not None:
@@ -203,11 +210,10 @@ class ConsumerGroups:
         group.hold_until = max((until for ours, until in self._consumer_holds if ours(group_id)), default=None)
         return group
 
-    def _not_upgraded(self, classic) -> str:
+    def _not_upgraded(self, classic) -> str | None:
         """Why a classic group with members does not become a consumer group when a member joins with
-        ConsumerGroupHeartbeat: Kafka's reasons (group.consumer.migration.policy without upgrade, a group not
-        of the consumer protocol type, too many members), and else seglog's own: it does not convert a classic
-        group with members (Kafka 4.0's online upgrade); they must leave first."""
+        ConsumerGroupHeartbeat (Kafka's reasons: group.consumer.migration.policy without upgrade, a group not
+        of the consumer protocol type, too many members); None when it does."""
         gid, policy = classic.group_id, self.config.consumer_migration_policy
         if policy not in ("upgrade", "bidirectional"):
             return f"Cannot upgrade classic group {gid} to consumer group because online upgrade is disabled."
@@ -217,8 +223,7 @@ class ConsumerGroups:
         if len(classic.members) > self.config.consumer_max_size:
             return (f"Cannot upgrade classic group {gid} to consumer group because the group size exceeds the "
                     f"consumer group maximum size.")
-        return (f"Cannot upgrade classic group {gid} to consumer group: this broker does not convert a classic "
-                f"group with members online; they must leave the group first.")
+        return None
 
     def _hold_consumer_groups(self, ours, now: float) -> None:
         """This coordinator took over the offsets partition of the group ids ``ours`` accepts (lock held). Their
@@ -288,7 +293,7 @@ class ConsumerGroups:
             member.rebalance_timeout_ms = rebalance_ms
         return changed
 
-    def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval) -> HeartbeatResult:
+    def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval, done) -> HeartbeatResult:
         """Epoch -1: the member leaves, its partitions go to the others. Epoch -2 (static): it keeps its
         partitions until its session ends or its instance id rejoins."""
         group = self._consumer_groups.get(group_id)
@@ -307,16 +312,20 @@ class ConsumerGroups:
                 member.previous_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
         else:
             log.info("group %s: member %s leaves", group_id, member_id)
-            self._remove_consumer(group, member)
+            self._remove_consumer(group, member, done)
         return HeartbeatResult(member_id, epoch, interval)
 
-    def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        """Drop a member (lock held): its partitions are released, the group epoch moves."""
+    def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember, done: list) -> None:
+        """Drop a member (lock held): its partitions are released, the group epoch moves. When it was the
+        last member using the consumer protocol and classic members remain, the group may become a classic
+        group again (group_consumer_classic._maybe_downgrade; ``done`` takes completions)."""
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
         self._refresh_target(group, True, self._clock())
+        if member.classic is None:
+            self._maybe_downgrade(group, done)
 
     def _refresh_target(self, group: ConsumerGroup, changed: bool, now: float) -> None:
         """Bump the group epoch if ``changed`` or the subscribed topics' metadata moved, and recompute the
@@ -357,7 +366,8 @@ class ConsumerGroups:
     # --- timers (lock held; called from the coordinator's deadline table) ------------------------------------
 
     def _arm_consumer_session(self, group: ConsumerGroup, member: ConsumerMember, now: float) -> None:
-        member.session_deadline = now + self.config.consumer_session_timeout_ms
+        member.session_deadline = now + (self.config.consumer_session_timeout_ms if member.classic is None
+                                         else member.classic.session_timeout_ms)
         if not member.timer_armed:
             member.timer_armed = True
             self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
@@ -371,7 +381,7 @@ class ConsumerGroups:
             self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
             return
         log.info("group %s: member %s session expired", group.group_id, member.member_id)
-        self._remove_consumer(group, member)
+        self._remove_consumer(group, member, done)
         self._queue_consumer_changes(group)
 
     def _on_consumer_revoke(self, group, member, done, now) -> None:
@@ -380,7 +390,7 @@ class ConsumerGroups:
             return
         log.info("group %s: member %s did not revoke its partitions within its rebalance timeout",
                  group.group_id, member.member_id)
-        self._remove_consumer(group, member)
+        self._remove_consumer(group, member, done)
         self._queue_consumer_changes(group)
 
     # --- describe, offsets -----------------------------------------------------------------------------------
@@ -401,7 +411,8 @@ class ConsumerGroups:
                                                     group.assignor, tuple(
                     ConsumerMemberDescription(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
                                               m.client_host, m.subscribed_names, m.subscribed_regex,
-                                              dict(m.assigned), dict(group.target.get(m.member_id, {})))
+                                              dict(m.assigned), dict(group.target.get(m.member_id, {})),
+                                              m.classic is not None)
                     for m in group.members.values())))
         return out
 
@@ -417,6 +428,11 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
+        if member.classic is not None:
+            if member_epoch != member.member_epoch:
+                raise IllegalGenerationError(f"The received generation id {member_epoch} does not match the "
+                                             f"expected member epoch {member.member_epoch}.")
+            return
         if not epoch_version:
             raise UnsupportedVersionError("OffsetCommit version 9 or above must be used by members using the "
                                           "consumer group protocol")
@@ -457,16 +473,12 @@ class ConsumerGroups:
                                             f"(current {member.member_epoch}).")
 
     def _classic_may_take(self, group_id: str) -> None:
-        """A classic JoinGroup for ``group_id`` (lock held): an empty consumer group of that id is dropped (its
-        records tombstoned, its offsets kept: Kafka's maybeDeleteEmptyConsumerGroup); one with members is
-        InconsistentGroupProtocolError (Kafka 4.0 would serve the classic member inside the consumer group, an
-        online migration seglog does not do)."""
+        """A classic JoinGroup for ``group_id`` that no consumer group with members serves (lock held): an empty
+        consumer group of that id is dropped (its records tombstoned, its offsets kept: Kafka's
+        maybeDeleteEmptyConsumerGroup)."""
         group = self._consumer_groups.get(group_id)
         if group is None:
             return
-        if group.members:
-            raise InconsistentGroupProtocolError(f"Group {group_id} is a consumer group (group.protocol=consumer) "
-                                                 f"with members: this broker does not serve classic members in it.")
         del self._consumer_groups[group_id]
         self._queue_consumer_changes(group, dropped=True)
 
@@ -477,6 +489,8 @@ class ConsumerGroups:
         changed records, tombstones for members gone (for every record when ``dropped``); None when nothing
         changed. The group's ``stored`` records are updated at once (writes start in the order queued); a write
         that fails marks every record it had as unwritten, so the next change writes them all again."""
+        if not dropped and self._consumer_groups.get(group.group_id) is not group:
+            return None                                 # no longer this id's consumer group: nothing to write
         records = {} if dropped else group_records(group, self._topic_ids())
         todo = changes(group.stored, records)
         if not todo:

@@ -6,7 +6,8 @@ computed by the server-side assignor at that epoch (``target_epoch``). Each :cla
 own *member epoch* and moves towards its target by :func:`reconcile`, Kafka's CurrentAssignmentBuilder:
 
 * partitions it holds but its target does not are revoked first: the member keeps only the others and stays
-  at its epoch in ``unrevoked_partitions`` until it reports (owned partitions in a heartbeat) that it let them go;
+  at its epoch in ``unrevoked_partitions`` until it reports (owned partitions in a heartbeat) that it let them go
+  (at once when the owned partitions it reports already leave them out, as Kafka's ownsRevokedPartitions);
 * then it moves to the target epoch and gets the partitions of its target that no other member still holds
   (assigned or pending revocation); those still held elsewhere wait (``unreleased_partitions``) and are
   granted on a later heartbeat once released.
@@ -21,8 +22,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping
 
-__all__ = ["Assignment", "MemberState", "ConsumerGroupState", "ConsumerMember", "ConsumerGroup", "reconcile",
-           "held_elsewhere", "minus", "union", "intersect", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH"]
+__all__ = ["Assignment", "MemberState", "ConsumerGroupState", "ClassicProtocols", "ConsumerMember", "ConsumerGroup",
+           "reconcile", "held_elsewhere", "minus", "union", "intersect", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH"]
 
 Assignment = dict[str, frozenset[int]]
 """Partitions per topic name; topics without partitions are left out."""
@@ -66,6 +67,14 @@ def union(a: Mapping[str, frozenset[int]], b: Mapping[str, frozenset[int]]) -> A
     return _clean({t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)})
 
 
+@dataclass(frozen=True)
+class ClassicProtocols:
+    """What a member using the classic protocol (JoinGroup/SyncGroup) inside a consumer group joined with."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]          # (name, ConsumerProtocol subscription), its preference order
+
+
 @dataclass(eq=False)
 class ConsumerMember:
     """One member. ``assigned`` is what it may consume now, ``revoking`` what it must give up before its
@@ -89,6 +98,7 @@ class ConsumerMember:
     revoke_deadline: float | None = None
     timer_armed: bool = False
     last_sent: Assignment | None = None          # the assignment last sent to the client (None: none yet)
+    classic: ClassicProtocols | None = None      # set for a member using the classic protocol
 
 
 @dataclass(eq=False)
@@ -141,8 +151,8 @@ def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | 
         return
     target = group.target.get(member.member_id, {})
     to_revoke = minus(member.assigned, target)
-    if to_revoke:
-        member.assigned = intersect(member.assigned, target)
+    member.assigned = intersect(member.assigned, target)
+    if to_revoke and (owned is None or intersect(owned, to_revoke)):
         member.revoking = to_revoke
         member.state = MemberState.UNREVOKED_PARTITIONS
         member.revoke_deadline = now + member.rebalance_timeout_ms

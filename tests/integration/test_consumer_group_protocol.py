@@ -324,9 +324,13 @@ def classic_read(c, n, seconds=30):
 
 
 def group_type(broker, group):
+    """The group's type as ListGroups gives it; the types filter (ListGroups v5) agrees."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    listed = admin.list_consumer_groups().result(10).valid
-    return {g.group_id: g.type for g in listed}.get(group)
+    listed = {g.group_id: g.type for g in admin.list_consumer_groups().result(10).valid}.get(group)
+    for kind in (ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER):
+        only = {g.group_id: g.type for g in admin.list_consumer_groups(types={kind}).result(10).valid}
+        assert (group in only) == (listed == kind) and set(only.values()) <= {kind}
+    return listed
 
 
 def test_an_empty_group_changes_protocol_keeping_its_offsets(broker):
@@ -367,11 +371,9 @@ def test_an_empty_group_changes_protocol_keeping_its_offsets(broker):
     assert len(set(first) | set(second) | set(third)) == 90, "a record read twice or left out across the changes"
 
 
-def test_a_group_with_members_refuses_the_other_protocol_under_policy_disabled(start_broker):
+def test_a_classic_group_with_members_refuses_a_consumer_member_under_policy_disabled(start_broker):
     """group.consumer.migration.policy=disabled: a consumer-protocol member heartbeating to a classic group with
-    members gets GROUP_ID_NOT_FOUND (librdkafka: fatal), a classic member joining a consumer group with members
-    INCONSISTENT_GROUP_PROTOCOL."""
-    from kafka.errors import InconsistentGroupProtocolError
+    members gets GROUP_ID_NOT_FOUND (librdkafka: fatal)."""
     broker = start_broker(**OVERRIDES, group_consumer_migration_policy="disabled")
     make_topic(broker, "live", 2, records=10)
     c = classic_consumer(broker, "live-c", "live")
@@ -391,17 +393,91 @@ def test_a_group_with_members_refuses_the_other_protocol_under_policy_disabled(s
         assert errors and errors[0].code() == ck.KafkaError._FATAL and "The group id does not exist" in errors[0].str()
     finally:
         c.close()
-    k = consumer(broker, "live-k")
+
+
+@pytest.mark.parametrize("first", ["classic", "consumer"])
+def test_classic_and_consumer_members_share_a_group(broker, first):
+    """Kafka 4.0's online migration (policy bidirectional): a kafka-python classic consumer and a librdkafka
+    consumer-protocol consumer in one group, whichever came first (a classic group with a member is converted
+    when the consumer-protocol member joins; a classic member joining a consumer group is served by it), split
+    the partitions with none owned twice, and every record is read."""
+    make_topic(broker, f"mixed-{first}", 4, records=200)
+    seen = set()
+
+    def poll_classic(c):
+        for records in c.poll(timeout_ms=50).values():
+            seen.update((r.partition, r.offset) for r in records)
+
+    def poll_consumer(k):
+        m = k.poll(0.05)
+        if m is not None and m.error() is None:
+            seen.add((m.partition(), m.offset()))
+
+    c = k = None
     try:
-        k.subscribe(["live"])
-        settle([k], lambda a: a == [{0, 1}])
-        c = classic_consumer(broker, "live-k", "live")
-        try:
-            with pytest.raises(InconsistentGroupProtocolError):
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline:
-                    c.poll(timeout_ms=100)
-        finally:
-            c.close()
+        if first == "classic":
+            c = classic_consumer(broker, f"mixed-{first}-g", f"mixed-{first}")
+            deadline = time.monotonic() + 20
+            while len(c.assignment()) < 4 and time.monotonic() < deadline:
+                poll_classic(c)
+            assert len(c.assignment()) == 4
+        k = consumer(broker, f"mixed-{first}-g")
+        k.subscribe([f"mixed-{first}"])
+        if first == "consumer":
+            settle([k], lambda a: a == [{0, 1, 2, 3}])
+            c = classic_consumer(broker, f"mixed-{first}-g", f"mixed-{first}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            poll_classic(c)
+            poll_consumer(k)
+            mine, theirs = {tp.partition for tp in c.assignment()}, {tp.partition for tp in k.assignment()}
+            assert not mine & theirs, f"a partition owned twice: {mine} {theirs}"
+            if len(mine) == len(theirs) == 2 and len(seen) == 200:
+                break
+        assert (len(mine), len(theirs), len(seen)) == (2, 2, 200)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        [d] = admin.describe_consumer_groups([f"mixed-{first}-g"]).values()
+        assert len(d.result(10).members) == 2
     finally:
-        k.close()
+        for x in (c, k):
+            if x is not None:
+                x.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_group_upgraded_and_downgraded_as_its_members_change_protocol(broker, strategy):
+    """librdkafka's upgrade/downgrade scenario (its suite's test_consumer_upgrade_downgrade): a classic member;
+    a consumer-protocol one joins (the group becomes a CONSUMER group); the classic one leaves; a classic one
+    joins (still CONSUMER); the consumer-protocol one leaves (CLASSIC again). At every step the members split
+    the partitions, none owned twice."""
+    topic = f"updown-{strategy}"
+    make_topic(broker, topic, 4)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+    def classic():
+        return Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": topic, "group.protocol": "classic",
+                         "partition.assignment.strategy": strategy, "auto.offset.reset": "earliest",
+                         "heartbeat.interval.ms": 300, "session.timeout.ms": 6000})
+
+    def group_type():
+        return admin.describe_consumer_groups([topic])[topic].result(10).type
+
+    members = []
+    for add, expected in ((classic, ConsumerGroupType.CLASSIC), (lambda: consumer(broker, topic),
+                                                                 ConsumerGroupType.CONSUMER),
+                          (None, ConsumerGroupType.CONSUMER), (classic, ConsumerGroupType.CONSUMER),
+                          (None, ConsumerGroupType.CLASSIC)):
+        if add is None:
+            members.pop(0).close()
+        else:
+            members.append(add())
+            members[-1].subscribe([topic])
+        share = 4 // len(members)
+        settle(members, lambda a: all(len(x) == share for x in a) and len(set().union(*a)) == 4, seconds=60)
+        deadline = time.monotonic() + 20
+        while group_type() != expected and time.monotonic() < deadline:
+            for m in members:
+                m.poll(0.05)
+        assert group_type() == expected
+    for m in members:
+        m.close()
