@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import (FencedInstanceIdError, SeglogError, FencedMemberEpochError, GroupIdNotFoundError,
-                     GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError, InvalidRegularExpressionError,
+                     GroupMaxSizeReachedError, IllegalGenerationError, InvalidRegularExpressionError,
                      InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
                      UnsupportedAssignorError, UnsupportedVersionError)
 from .group_assignors import MemberSubscription, server_assignor
@@ -76,6 +76,7 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
+    classic: bool = False           # the member uses the classic protocol (group_migration)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class ConsumerGroupDescription:
     members: tuple[ConsumerMemberDescription, ...] = ()
 
 
-def _new_member_id() -> str:
+def new_member_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 random bytes, unpadded."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -110,29 +111,30 @@ class ConsumerGroups:
                               subscribed_topic_names, subscribed_topic_regex, server_assignor)
         owned = None if owned is None else {t: frozenset(ps) for t, ps in owned.items() if ps}
         interval = self.config.consumer_heartbeat_interval_ms
+        done: list = []
         with self._lock:
             self._check_open()
             if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                result = self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval)
+                result = self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval, done)
             else:
                 result = self._consumer_beat(group_id, member_id, member_epoch, instance_id, rack_id,
                                              rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
-                                             server_assignor, owned, client_id, client_host, interval)
+                                             server_assignor, owned, client_id, client_host, interval, done)
             group = self._consumer_groups.get(group_id)
             written = self._queue_write(None if group is None else self._consumer_changes(group))
-        self._finish([])
+        self._finish(done)
         written.result()
         return result
 
     def _consumer_beat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                        subscribed_topic_names, subscribed_topic_regex, server_assignor, owned, client_id,
-                       client_host, interval) -> HeartbeatResult:
+                       client_host, interval, done) -> HeartbeatResult:
         """A heartbeat with epoch >= 0 (lock held)."""
         now = self._clock()
-        group = self._consumer_group(group_id, create=member_epoch == 0)
+        group = self._consumer_group(group_id, member_epoch == 0, done)
         changed = False
         if member_epoch == 0:
-            member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
+            member, changed = self._consumer_join(group, member_id or new_member_id(), instance_id, rack_id,
                                                   rebalance_timeout_ms, client_id, client_host)
         else:
             member = self._current_consumer(group, member_id, instance_id)
@@ -180,15 +182,17 @@ class ConsumerGroups:
                 raise InvalidRegularExpressionError(f"SubscribedTopicRegex {regex!r} is not a valid regular "
                                                     f"expression: {e}") from None
 
-    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _consumer_group(self, group_id: str, create: bool, done) -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
-        group; a classic group with members is GroupIdNotFoundError ("not a consumer group"), as Kafka
-        answers when it does not convert it."""
+        group; a classic group with members is upgraded by a joining member (group_migration), else
+        GroupIdNotFoundError ("not a consumer group"), as Kafka answers when it does not convert it."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
         classic = self._groups.get(group_id)
         if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+            if create:
+                return self._upgrade(classic, done)
             raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
         if not create:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
@@ -268,7 +272,7 @@ class ConsumerGroups:
             member.rebalance_timeout_ms = rebalance_ms
         return changed
 
-    def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval) -> HeartbeatResult:
+    def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval, done) -> HeartbeatResult:
         """Epoch -1: the member leaves, its partitions go to the others. Epoch -2 (static): it keeps its
         partitions until its session ends or its instance id rejoins."""
         group = self._consumer_groups.get(group_id)
@@ -287,7 +291,7 @@ class ConsumerGroups:
                 member.previous_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
         else:
             log.info("group %s: member %s leaves", group_id, member_id)
-            self._remove_consumer(group, member)
+            self._fence_consumer(group, member, done, self._clock())
         return HeartbeatResult(member_id, epoch, interval)
 
     def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -337,7 +341,8 @@ class ConsumerGroups:
     # --- timers (lock held; called from the coordinator's deadline table) ------------------------------------
 
     def _arm_consumer_session(self, group: ConsumerGroup, member: ConsumerMember, now: float) -> None:
-        member.session_deadline = now + self.config.consumer_session_timeout_ms
+        member.session_deadline = now + (self.config.consumer_session_timeout_ms if member.classic is None
+                                         else member.classic.session_timeout_ms)
         if not member.timer_armed:
             member.timer_armed = True
             self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
@@ -351,8 +356,9 @@ class ConsumerGroups:
             self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
             return
         log.info("group %s: member %s session expired", group.group_id, member.member_id)
-        self._remove_consumer(group, member)
-        self._queue_consumer_changes(group)
+        self._fence_consumer(group, member, done, now)
+        if self._consumer_groups.get(group.group_id) is group:
+            self._queue_consumer_changes(group)
 
     def _on_consumer_revoke(self, group, member, done, now) -> None:
         if group.members.get(member.member_id) is not member or member.revoke_deadline is None \
@@ -360,8 +366,9 @@ class ConsumerGroups:
             return
         log.info("group %s: member %s did not revoke its partitions within its rebalance timeout",
                  group.group_id, member.member_id)
-        self._remove_consumer(group, member)
-        self._queue_consumer_changes(group)
+        self._fence_consumer(group, member, done, now)
+        if self._consumer_groups.get(group.group_id) is group:
+            self._queue_consumer_changes(group)
 
     # --- describe, offsets -----------------------------------------------------------------------------------
 
@@ -381,7 +388,8 @@ class ConsumerGroups:
                                                     group.assignor, tuple(
                     ConsumerMemberDescription(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
                                               m.client_host, m.subscribed_names, m.subscribed_regex,
-                                              dict(m.assigned), dict(group.target.get(m.member_id, {})))
+                                              dict(m.assigned), dict(group.target.get(m.member_id, {})),
+                                              m.classic is not None)
                     for m in group.members.values())))
         return out
 
@@ -397,12 +405,21 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
-        if not epoch_version:
+        if not epoch_version and member.classic is None:
             raise UnsupportedVersionError("OffsetCommit version 9 or above must be used by members using the "
                                           "consumer group protocol")
-        if member_epoch != member.member_epoch:
-            raise StaleMemberEpochError(f"The member epoch {member_epoch} of {member_id} is stale "
-                                        f"(current {member.member_epoch}).")
+        self._check_member_epoch(member, member_epoch)
+
+    @staticmethod
+    def _check_member_epoch(member: ConsumerMember, member_epoch: int) -> None:
+        """StaleMemberEpochError, or IllegalGenerationError for a classic member (its generation is its epoch)."""
+        if member_epoch == member.member_epoch:
+            return
+        if member.classic is not None:
+            raise IllegalGenerationError(f"The generation {member_epoch} of {member.member_id} is not its member "
+                                         f"epoch {member.member_epoch}.")
+        raise StaleMemberEpochError(f"The member epoch {member_epoch} of {member.member_id} is stale "
+                                    f"(current {member.member_epoch}).")
 
     @staticmethod
     def _check_consumer_txn_commit(group: ConsumerGroup, member_epoch: int, member_id: str) -> None:
@@ -432,21 +449,19 @@ class ConsumerGroups:
             member = group.members.get(member_id)
             if member is None:
                 raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
-            if member_epoch != member.member_epoch:
-                raise StaleMemberEpochError(f"The member epoch {member_epoch} of {member_id} is stale "
-                                            f"(current {member.member_epoch}).")
+            self._check_member_epoch(member, member_epoch)
 
-    def _classic_may_take(self, group_id: str) -> None:
+    def _classic_may_take(self, group_id: str) -> ConsumerGroup | None:
         """A classic JoinGroup for ``group_id`` (lock held): an empty consumer group of that id is dropped (its
-        offsets stay); one with members is InconsistentGroupProtocolError."""
+        offsets stay); one with members is returned (it takes the member in: group_migration)."""
         group = self._consumer_groups.get(group_id)
         if group is None:
-            return
+            return None
         if group.members:
-            raise InconsistentGroupProtocolError(f"Group {group_id} is a consumer group (group.protocol=consumer) "
-                                                 f"with members: classic members cannot join it.")
+            return group
         del self._consumer_groups[group_id]
         self._queue_consumer_changes(group, dropped=True)
+        return None
 
     # --- the group's records in the store ----------------------------------------------------------------------
 

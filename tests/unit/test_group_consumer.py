@@ -263,7 +263,7 @@ def test_regex_subscription_picks_up_new_topics_and_partitions(env):
 def test_classic_and_consumer_groups_of_one_id(env):
     coord, _, _ = env
     join(coord, "m1")
-    fut = coord.join_group("g", "", "consumer", [("range", b"")], 10_000)
+    fut = coord.join_group("g", "", "connect", [("range", b"")], 10_000)    # only the consumer protocol type
     with pytest.raises(InconsistentGroupProtocolError):
         fut.result(1)
     assert [(g.group_id, g.protocol_type, g.state.value, g.group_type) for g in coord.list_groups()] == [

@@ -372,7 +372,8 @@ class GroupHandlers:
                              "subscribed_topic_names": list(m.subscribed_topic_names),
                              "subscribed_topic_regex": m.subscribed_topic_regex,
                              "assignment": self._described(m.assignment),
-                             "target_assignment": self._described(m.target_assignment), "member_type": 1}
+                             "target_assignment": self._described(m.target_assignment),
+                             "member_type": 0 if m.classic else 1}
                             for m in d.members]})
             if body["include_authorized_operations"]:
                 out[-1]["authorized_operations"] = authorized_operations(self.broker, Res.GROUP, gid)
