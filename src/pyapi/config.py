@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import InvalidConfigError, UnknownConfigError
+from .group_assignors import configured_assignors
 from .group_types import check_consumer_group_bounds, migration_policy
 from .replication.throttle import parse_throttled_replicas
 from .security.authorizer import check_authorizer_class, parse_super_users
@@ -281,7 +282,7 @@ class BrokerConfig:
     group_consumer_max_size: int = _k("group.consumer.max.size", "int", INT_MAX, low=1)
     group_consumer_migration_policy: str = _k("group.consumer.migration.policy", "string", "bidirectional")
     group_consumer_assignors: tuple[str, ...] = _k("group.consumer.assignors", "list", ("uniform", "range"),
-                                                   choices=("uniform", "range"), ordered=True)
+                                                   ordered=True)
     socket_request_max_bytes: int = _k("socket.request.max.bytes", "int", 100 * 1024 * 1024, low=1)
     num_io_threads: int = _k("num.io.threads", "int", 8, low=1)
     max_connections_per_ip: int = _k("max.connections.per.ip", "int", INT_MAX, low=0)
@@ -389,6 +390,7 @@ class BrokerConfig:
                                      "max.connections.per.ip.overrides property is set.")
         object.__setattr__(self, "group_consumer_migration_policy",
                            migration_policy(self.group_consumer_migration_policy))
+        object.__setattr__(self, "group_consumer_assignors", configured_assignors(self.group_consumer_assignors))
         check_consumer_group_bounds(self.group_consumer_session_timeout_ms, self.group_consumer_min_session_timeout_ms,
                                     self.group_consumer_max_session_timeout_ms, self.group_consumer_heartbeat_interval_ms,
                                     self.group_consumer_min_heartbeat_interval_ms,

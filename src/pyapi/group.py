@@ -567,7 +567,9 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration):
             for gid in group_ids:
                 group = self._groups.get(gid)
                 if group is None:                 # unknown, or a consumer group (described by ConsumerGroupDescribe)
-                    out.append(GroupDescription(gid, _DEAD, "", ""))
+                    why = (f"Group {gid} is not a classic group." if gid in self._consumer_groups
+                           else f"Group {gid} not found.")
+                    out.append(GroupDescription(gid, _DEAD, "", "", (), why))
                     continue
                 out.append(group.describe())
             return out

@@ -19,10 +19,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Mapping
 
-from .errors import UnsupportedAssignorError
+from .errors import InvalidConfigError, UnsupportedAssignorError
 
 __all__ = ["MemberSubscription", "ServerAssignor", "UniformAssignor", "RangeAssignor", "SERVER_ASSIGNORS",
-           "server_assignor"]
+           "server_assignor", "configured_assignors"]
 
 Target = dict[str, dict[str, frozenset[int]]]
 
@@ -134,6 +134,29 @@ class RangeAssignor(ServerAssignor):
 
 
 SERVER_ASSIGNORS: dict[str, type[ServerAssignor]] = {a.name: a for a in (UniformAssignor, RangeAssignor)}
+
+_KAFKA_CLASSES = {f"org.apache.kafka.coordinator.group.assignor.{cls}": name
+                  for cls, name in (("UniformAssignor", "uniform"), ("RangeAssignor", "range"))}
+
+
+def configured_assignors(values) -> tuple[str, ...]:
+    """group.consumer.assignors as Kafka takes it: built-in names or Kafka's class names of the built-in
+    assignors (Kafka 3.7's default), any case; the names, in order. InvalidConfigError for an empty list, another
+    assignor (seglog loads no custom classes) or a repeated one."""
+    by_lower = {k.lower(): v for k, v in _KAFKA_CLASSES.items()} | {n: n for n in SERVER_ASSIGNORS}
+    names = []
+    for value in values:
+        name = by_lower.get(str(value).strip().lower())
+        if name is None:
+            raise InvalidConfigError(f"Invalid value {value!r} for group.consumer.assignors: one of "
+                                     f"{sorted(SERVER_ASSIGNORS)} or Kafka's class names of them")
+        if name in names:
+            raise InvalidConfigError("Configuration 'group.consumer.assignors' values must not be duplicated.")
+        names.append(name)
+    if not names:
+        raise InvalidConfigError("Invalid value [] for group.consumer.assignors: a non-empty list of "
+                                 f"{sorted(SERVER_ASSIGNORS)}")
+    return tuple(names)
 
 
 def server_assignor(name: str) -> ServerAssignor:

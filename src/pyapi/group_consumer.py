@@ -184,8 +184,9 @@ class ConsumerGroups:
 
     def _consumer_group(self, group_id: str, create: bool, done) -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
-        group; a classic group with members is upgraded by a joining member (group_migration), else
-        GroupIdNotFoundError ("not a consumer group"), as Kafka answers when it does not convert it."""
+        group, its offsets kept and its metadata tombstoned (Kafka's maybeDeleteEmptyClassicGroup); a classic
+        group with members is upgraded by a joining member (group_migration), else GroupIdNotFoundError ("not a
+        consumer group"), as Kafka answers when it does not convert it."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
@@ -198,6 +199,8 @@ class ConsumerGroups:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
         if classic is not None:
             del self._groups[group_id]
+            self._writes.queue(lambda: self.store.start_drop_group_metadata(group_id), log_store_failure)
+            log.info("group %s: the empty classic group becomes a consumer group", group_id)
         group = self._consumer_groups[group_id] = ConsumerGroup(group_id)
         now = self._clock()
         self._consumer_holds = [(ours, until) for ours, until in self._consumer_holds if until > now]
@@ -453,7 +456,8 @@ class ConsumerGroups:
 
     def _classic_may_take(self, group_id: str) -> ConsumerGroup | None:
         """A classic JoinGroup for ``group_id`` (lock held): an empty consumer group of that id is dropped (its
-        offsets stay); one with members is returned (it takes the member in: group_migration)."""
+        records tombstoned, its offsets kept: Kafka's maybeDeleteEmptyConsumerGroup); one with members is
+        returned (it takes the member in: group_migration)."""
         group = self._consumer_groups.get(group_id)
         if group is None:
             return None

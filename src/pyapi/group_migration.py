@@ -24,10 +24,11 @@ group coordinator (part of group.GroupCoordinator, a base class next to group_co
   each member's target assignment as its classic assignment, and then rebalances (its members are told to
   rejoin), as Kafka.
 
-Both conversions are written before what follows them: an upgrade stores the consumer group's records, then
-the classic group as an empty generation (a loaded classic generation with members would win over the
-records, group.GroupCoordinator._load); a downgrade stores the classic generation with its members, then
-tombstones the consumer group's records. Lock held in every method here.
+Both conversions are written before what follows them, the new kind's records first (a loaded classic
+generation with members wins over consumer group records, group.GroupCoordinator._load): an upgrade stores the
+consumer group's records, then tombstones the classic group's metadata (its offsets stay); a downgrade stores
+the classic generation with its members, then tombstones the consumer group's records. Lock held in every
+method here.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupI
 from .group_consumer import new_member_id
 from .group_consumer_state import (STATIC_LEAVE_EPOCH, Assignment, ClassicMetadata, ConsumerGroup, ConsumerMember,
                                    MemberState, held_elsewhere, intersect, minus, reconcile)
-from .group_state import Group, Member, fail, ok, wall_ms
+from .group_state import Group, Member, fail, log_store_failure, ok, wall_ms
 from .group_timers import TimerKind
 from .group_types import GroupState, JoinResult, SyncResult
 from .offsets_format import TopicPartition
@@ -90,13 +91,15 @@ class GroupMigration:
         """The consumer group a classic group with members becomes (see the module docstring);
         GroupIdNotFoundError when it may not."""
         gid = classic.group_id
-        refused = GroupIdNotFoundError(f"Group {gid} is not a consumer group.")
         if self.config.consumer_migration_policy not in ("upgrade", "bidirectional"):
-            log.info("group %s: not upgraded to a consumer group: group.consumer.migration.policy is %s", gid,
-                     self.config.consumer_migration_policy)
-            raise refused
-        if classic.protocol_type != PROTOCOL_TYPE or len(classic.members) > self.config.consumer_max_size:
-            raise refused
+            raise GroupIdNotFoundError(f"Cannot upgrade classic group {gid} to consumer group because online "
+                                       f"upgrade is disabled.")
+        if classic.protocol_type != PROTOCOL_TYPE:
+            raise GroupIdNotFoundError(f"Cannot upgrade classic group {gid} to consumer group because the group "
+                                       f"does not use the consumer embedded protocol.")
+        if len(classic.members) > self.config.consumer_max_size:
+            raise GroupIdNotFoundError(f"Cannot upgrade classic group {gid} to consumer group because the group "
+                                       f"size exceeds the consumer group maximum size.")
         group = ConsumerGroup(gid, classic.generation, classic.generation)
         topics = self._topics()
         try:
@@ -131,9 +134,7 @@ class GroupMigration:
         for member in group.members.values():
             self._arm_consumer_session(group, member, now)
         self._queue_consumer_changes(group)
-        emptied = Group(gid)
-        emptied.protocol_type, emptied.generation = classic.protocol_type, classic.generation
-        self._persist_group(emptied, {})
+        self._writes.queue(lambda: self.store.start_drop_group_metadata(gid), log_store_failure)
         log.info("group %s: upgraded from classic to consumer group at epoch %d with %d members", gid,
                  group.group_epoch, len(group.members))
         return group
@@ -223,7 +224,11 @@ class GroupMigration:
             err = MemberIdRequiredError(f"rejoin group {group.group_id!r} with member id {member_id!r}")
             err.member_id = member_id
             raise err
-        sub = Subscription.decode(protocols[0][1])
+        try:
+            sub = Subscription.decode(protocols[0][1])
+        except SeglogError as e:
+            raise InconsistentGroupProtocolError(f"Member {member_id}'s {protocols[0][0]} metadata is not a "
+                                                 f"consumer protocol subscription: {e}") from None
         member, changed, replaced = self._classic_member_joining(group, member_id, unknown, instance_id,
                                                                  rebalance_ms, client_id, client_host)
         names = tuple(sorted(set(sub.topics)))

@@ -9,7 +9,8 @@ from typing import Any, Mapping
 
 from .errors import InvalidConfigError
 
-__all__ = ["GroupState", "GroupConfig", "MIGRATION_POLICIES", "migration_policy", "check_consumer_group_bounds", "JoinedMember", "JoinResult", "SyncResult", "MemberDescription",
+__all__ = ["GroupState", "GroupConfig", "MIGRATION_POLICIES", "migration_policy", "check_consumer_group_bounds",
+           "JoinedMember", "JoinResult", "SyncResult", "MemberDescription",
            "GroupDescription", "GroupListing"]
 
 
@@ -45,10 +46,10 @@ def check_consumer_group_bounds(session: int, min_session: int, max_session: int
     """Kafka's checks of the group.consumer.* session timeout and heartbeat interval against their bounds
     (InvalidConfigError with Kafka's message for the first that fails)."""
     hb, st = "group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"
-    checks = ((max_interval >= min_interval, "group.consumer.max.heartbeat.interval.ms must be greater than or "
-               "equal to group.consumer.min.heartbeat.interval.ms"),
-              (interval >= min_interval, f"{hb} must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
-              (interval <= max_interval, f"{hb} must be less than or equal to group.consumer.max.heartbeat.interval.ms"),
+    min_hb, max_hb = "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"
+    checks = ((max_interval >= min_interval, f"{max_hb} must be greater than or equal to {min_hb}"),
+              (interval >= min_interval, f"{hb} must be greater than or equal to {min_hb}"),
+              (interval <= max_interval, f"{hb} must be less than or equal to {max_hb}"),
               (max_session >= min_session, "group.consumer.max.session.timeout.ms must be greater than or equal to "
                "group.consumer.min.session.timeout.ms"),
               (session >= min_session, f"{st} must be greater than or equal to group.consumer.min.session.timeout.ms"),
@@ -93,10 +94,8 @@ class GroupConfig:
               "group.consumer.migration.policy": "consumer_migration_policy"}
 
     def __post_init__(self):
-        from .group_assignors import SERVER_ASSIGNORS
-        if not self.consumer_assignors or any(a not in SERVER_ASSIGNORS for a in self.consumer_assignors):
-            raise InvalidConfigError(f"Invalid value {self.consumer_assignors!r} for group.consumer.assignors: "
-                                     f"a non-empty list of {sorted(SERVER_ASSIGNORS)}")
+        from .group_assignors import configured_assignors
+        object.__setattr__(self, "consumer_assignors", configured_assignors(self.consumer_assignors))
         object.__setattr__(self, "consumer_migration_policy", migration_policy(self.consumer_migration_policy))
         for f in fields(self):
             if f.name in ("consumer_assignors", "consumer_migration_policy"):
@@ -122,7 +121,7 @@ class GroupConfig:
                 kw["consumer_migration_policy"] = str(raw)
                 continue
             if name == "group.consumer.assignors":
-                kw["consumer_assignors"] = tuple(a.strip() for a in (raw.split(",") if isinstance(raw, str) else raw))
+                kw["consumer_assignors"] = tuple(a for a in (raw.split(",") if isinstance(raw, str) else raw) if a.strip())
                 continue
             try:
                 kw[cls._KAFKA[name]] = int(raw)
@@ -179,13 +178,16 @@ class MemberDescription:
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """DescribeGroups data; an unknown group is described as Dead with no members (no error, like Kafka)."""
+    """DescribeGroups data. A group that is not a classic group is described as Dead with no members, and
+    ``not_found`` says why (Kafka's message, which DescribeGroups v6+ answers with GROUP_ID_NOT_FOUND; older
+    versions get the Dead description with no error)."""
 
     group_id: str
     state: GroupState
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...] = ()
+    not_found: str | None = None
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,11 @@ class OffsetStore(ABC):
         self.delete_offsets(group, partitions)
         return _no_wait
 
+    def start_drop_group_metadata(self, group: str) -> Callable[[], None]:
+        """Start forgetting the group's metadata (a tombstone for its key), its offsets kept: a classic group
+        that became a consumer group (see :meth:`start_commit`). This default is a store that keeps none."""
+        return _no_wait
+
     # KIP-848 consumer groups (group_consumer_records): their records are kept as written, key -> value.
 
     def consumer_records(self, group: str) -> dict[bytes, bytes]:
@@ -178,6 +183,11 @@ class InMemoryOffsetStore(OffsetStore):
     def start_consumer_records(self, group, records):
         with self._lock:
             self._put_consumer(group, records)
+        return _no_wait
+
+    def start_drop_group_metadata(self, group):
+        with self._lock:
+            self._groups.pop(group, None)
         return _no_wait
 
     def _drop_offset(self, group: str, tp: TopicPartition) -> None:
@@ -501,6 +511,12 @@ class LogOffsetStore(InMemoryOffsetStore):
 
     def delete_group(self, group) -> None:
         self.start_delete_group(group)()
+
+    def start_drop_group_metadata(self, group) -> Callable[[], None]:
+        with self._lock:
+            if group not in self._groups:
+                return _no_wait
+            return self._start(group, [(fmt.encode_group_key(group), None)])
 
     def start_delete_offsets(self, group, partitions) -> Callable[[], None]:
         with self._lock:

@@ -299,10 +299,13 @@ class RemoteGroupCoordinator(RemoteCoordinator):
     # -- administration -----------------------------------------------------------------------------------
 
     def describe_group(self, group_id: str) -> tuple[dict, tuple[int, str, int]]:
-        """The DescribeGroups entry of one group and the coordinator (id, host, port) that answered."""
+        """The DescribeGroups entry of one group and the coordinator (id, host, port) that answered. No classic
+        group of that id (v6+ answers GROUP_ID_NOT_FOUND) is the Dead entry with no members older versions give."""
         r = self.request(group_id, ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]},
                          lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
         [entry] = r["groups"]
+        if entry["error_code"] == GroupIdNotFoundError.code:
+            return {**entry, "error_code": 0, "group_state": "Dead", "members": []}, self.coordinator(group_id)
         if entry["error_code"]:
             raise error_for(entry["error_code"], f"DescribeGroups of group {group_id!r}: "
                                                  f"{for_code(entry['error_code']).kafka_name}")

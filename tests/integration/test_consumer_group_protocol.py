@@ -303,3 +303,111 @@ def test_the_group_keeps_its_assignment_when_its_coordinator_is_killed_on_three_
         finally:
             for c in cs:
                 c.close()
+
+
+def classic_consumer(broker, group, topic):
+    from kafka import KafkaConsumer
+    return KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                         auto_offset_reset="earliest", enable_auto_commit=False, heartbeat_interval_ms=100,
+                         session_timeout_ms=6000, retry_backoff_ms=50, metadata_max_age_ms=1000)
+
+
+def classic_read(c, n, seconds=30):
+    """Up to ``n`` (partition, offset) read by a kafka-python consumer, committed once read."""
+    got = []
+    deadline = time.monotonic() + seconds
+    while len(got) < n and time.monotonic() < deadline:
+        for records in c.poll(timeout_ms=100, max_records=n - len(got)).values():
+            got += [(r.partition, r.offset) for r in records]
+    c.commit()
+    return got
+
+
+def group_type(broker, group):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    listed = admin.list_consumer_groups().result(10).valid
+    return {g.group_id: g.type for g in listed}.get(group)
+
+
+def test_an_empty_group_changes_protocol_keeping_its_offsets(broker):
+    """Kafka 4.0's conversion of empty groups: a classic group whose members left (kafka-python) is taken over by
+    a consumer-protocol member (librdkafka), which goes on from the committed offsets, and back again; ListGroups
+    gives the group's type at each step and DescribeGroups v6 (kafka-python's admin) answers GROUP_ID_NOT_FOUND
+    for the consumer group."""
+    from kafka.admin import KafkaAdminClient
+    make_topic(broker, "mig", 2, records=90)
+    c = classic_consumer(broker, "mig-g", "mig")
+    first = classic_read(c, 30)
+    c.close()
+    assert len(first) == 30 and group_type(broker, "mig-g") == ConsumerGroupType.CLASSIC
+    k = consumer(broker, "mig-g")
+    second = []
+    try:
+        k.subscribe(["mig"])
+        deadline = time.monotonic() + 30
+        while len(second) < 30 and time.monotonic() < deadline:
+            m = k.poll(0.1)
+            if m is not None and m.error() is None:
+                second.append((m.partition(), m.offset()))
+        k.commit(asynchronous=False)
+        assert group_type(broker, "mig-g") == ConsumerGroupType.CONSUMER
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            assert admin.describe_groups(["mig-g"])["mig-g"]["error"] == (
+                "[Error 69] GroupIdNotFoundError: Group mig-g is not a classic group.")
+        finally:
+            admin.close()
+    finally:
+        k.close()
+    c = classic_consumer(broker, "mig-g", "mig")
+    third = classic_read(c, 30)
+    c.close()
+    assert group_type(broker, "mig-g") == ConsumerGroupType.CLASSIC
+    assert len(second) == 30 and len(third) == 30
+    assert len(set(first) | set(second) | set(third)) == 90, "a record read twice or left out across the changes"
+
+
+def test_policy_disabled_refuses_the_upgrade_but_serves_classic_members_in_a_consumer_group(start_broker):
+    """group.consumer.migration.policy=disabled: a consumer-protocol member heartbeating to a classic group with
+    members gets GROUP_ID_NOT_FOUND (librdkafka: fatal); a classic member (kafka-python) joining a consumer group
+    with members is served inside it whatever the policy, as Kafka, and the group stays a consumer group when
+    the consumer-protocol member leaves (no downgrade)."""
+    broker = start_broker(**OVERRIDES, group_consumer_migration_policy="disabled")
+    make_topic(broker, "live", 2, records=10)
+    c = classic_consumer(broker, "live-c", "live")
+    errors = []
+    try:
+        assert classic_read(c, 10)
+        k = consumer(broker, "live-c", error_cb=errors.append)
+        try:
+            k.subscribe(["live"])
+            deadline = time.monotonic() + 20
+            while not errors and time.monotonic() < deadline:
+                m = k.poll(0.1)
+                if m is not None and m.error() is not None:
+                    errors.append(m.error())
+        finally:
+            k.close()
+        assert errors and errors[0].code() == ck.KafkaError._FATAL and "The group id does not exist" in errors[0].str()
+    finally:
+        c.close()
+    k = consumer(broker, "live-k")
+    k.subscribe(["live"])
+    settle([k], lambda a: a == [{0, 1}])
+    c = classic_consumer(broker, "live-k", "live")
+    try:
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not (len(c.assignment()) == 1 and assignments([k]) == [
+                    {0, 1} - {tp.partition for tp in c.assignment()}]):
+                c.poll(timeout_ms=50)
+                k.poll(0.05)
+            assert len(c.assignment()) == 1 and group_type(broker, "live-k") == ConsumerGroupType.CONSUMER
+        finally:
+            k.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(c.assignment()) != 2:
+            c.poll(timeout_ms=100)
+        assert len(c.assignment()) == 2 and group_type(broker, "live-k") == ConsumerGroupType.CONSUMER
+    finally:
+        c.close()

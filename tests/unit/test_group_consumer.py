@@ -2,6 +2,7 @@
 (join, reconcile, revoke before assign, leave, static members, fencing, session and rebalance timeouts),
 cross-protocol rules and the offset checks of consumer-group members."""
 
+import dataclasses
 import random
 import uuid
 
@@ -277,6 +278,51 @@ def test_classic_and_consumer_groups_of_one_id(env):
     assert isinstance(desc, GroupIdNotFoundError)
 
 
+def test_an_empty_group_of_either_kind_is_taken_over_with_its_offsets(env):
+    """Kafka 4.0, whatever group.consumer.migration.policy: an empty classic group becomes a consumer group when
+    a member heartbeats (its metadata tombstoned, its offsets kept), an empty consumer group a classic one when
+    a member joins (its records tombstoned, its offsets kept)."""
+    from seglog.offsets_format import OffsetAndMetadata
+    coord, _, _ = env
+    coord.config = dataclasses.replace(coord.config, consumer_migration_policy="disabled")
+    r = coord.join_group("g", "", "consumer", [("range", b"")], 10_000).result(5)
+    coord.sync_group("g", r.generation_id, r.member_id, {r.member_id: b""}).result(5)
+    coord.commit_offsets("g", {("a", 0): OffsetAndMetadata(7)}, generation_id=r.generation_id, member_id=r.member_id)
+    coord.leave_group("g", [(r.member_id, None)])
+    assert "g" in coord.store.load_groups()                        # the empty generation is stored
+    m = join(coord, "m1")
+    assert coord.store.load_groups() == {} and coord.fetch_offsets("g", [("a", 0)])[("a", 0)].offset == 7
+    assert [(g.group_type, g.state.value) for g in coord.list_groups()] == [("consumer", "Stable")]
+    coord.commit_offsets("g", {("a", 0): OffsetAndMetadata(9)}, generation_id=m.member_epoch, member_id="m1",
+                         epoch_version=True)
+    coord.consumer_group_heartbeat("g", "m1", -1)
+    assert coord.store.consumer_records("g")
+    r = coord.join_group("g", "", "consumer", [("range", b"")], 10_000).result(5)
+    assert coord.store.consumer_records("g") == {} and coord.fetch_offsets("g", [("a", 0)])[("a", 0)].offset == 9
+    assert [(g.group_type, g.state.value) for g in coord.list_groups()] == [("classic", "CompletingRebalance")]
+
+
+@pytest.mark.parametrize("policy, protocol_type, reason", [
+    ("disabled", "consumer", "because online upgrade is disabled"),
+    ("downgrade", "consumer", "because online upgrade is disabled"),
+    ("bidirectional", "connect", "because the group does not use the consumer embedded protocol"),
+    ("upgrade", "consumer", "because the embedded consumer protocol is malformed")])
+def test_a_group_with_members_of_the_other_kind_refuses(env, policy, protocol_type, reason):
+    """A heartbeat to a classic group with members that may not be upgraded: GROUP_ID_NOT_FOUND with Kafka's
+    reason; a JoinGroup to a consumer group with members whose metadata is not the consumer protocol:
+    INCONSISTENT_GROUP_PROTOCOL."""
+    coord, _, _ = env
+    coord.config = dataclasses.replace(coord.config, consumer_migration_policy=policy)
+    coord.join_group("classic", "", protocol_type, [("range", b"")], 10_000).result(5)
+    with pytest.raises(GroupIdNotFoundError, match=reason):
+        coord.consumer_group_heartbeat("classic", "x", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"])
+    with pytest.raises(GroupIdNotFoundError, match="Group classic is not a consumer group"):
+        coord.consumer_group_heartbeat("classic", "x", 3)
+    join(coord, "m1")
+    with pytest.raises(InconsistentGroupProtocolError):
+        coord.join_group("g", "", "consumer", [("range", b"")], 10_000).result(1)
+
+
 def test_offset_commit_and_fetch_check_member_and_epoch(env):
     coord, _, _ = env
     coord.store.partition_exists = lambda topic, p: True
@@ -342,6 +388,11 @@ def test_group_consumer_configs_take_kafkas_names_defaults_and_checks():
     assert BrokerConfig(group_consumer_migration_policy="DISABLED").group_consumer_migration_policy == "disabled"
     with pytest.raises(InvalidConfigError, match="assignors"):
         GroupConfig(consumer_assignors=("sticky",))
+    kafka37 = ("org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+               "org.apache.kafka.coordinator.group.assignor.RangeAssignor")        # Kafka 3.7's default
+    assert BrokerConfig(group_consumer_assignors=kafka37).group_consumer_assignors == ("uniform", "range")
+    with pytest.raises(InvalidConfigError, match="must not be duplicated"):
+        BrokerConfig(group_consumer_assignors="range,org.apache.kafka.coordinator.group.assignor.RangeAssignor")
     with pytest.raises(InvalidConfigError, match="heartbeat.interval.ms must be less than or equal"):
         GroupConfig(consumer_heartbeat_interval_ms=20000)
     g = GroupConfig.from_kafka({"group.consumer.assignors": "range,uniform", "group.consumer.max.size": "3",

@@ -368,3 +368,49 @@ def test_a_failed_write_is_written_again_with_the_next_change():
     assert store.consumer_records("g") == group_records(coord._consumer_groups["g"], TOPIC_IDS)
     assert encode_consumer_key(5, "g", gone) not in store.consumer_records("g")
     coord.close()
+
+
+def test_dump_log_offsets_decoder_shows_the_records(node, capsys):
+    """`seglog dump-log --offsets-decoder` prints __consumer_offsets records as kafka-dump-log.sh does: the
+    consumer group records with Kafka's JSON names, tombstones as <DELETE>, offset commits, and seglog's
+    earlier record types as unknown."""
+    import base64
+    import json
+    import pathlib
+
+    from seglog.cli import main
+    from seglog.offsets_format import OffsetAndMetadata
+    from seglog.offsets_store import LogOffsetStore
+    store = LogOffsetStore(node)
+    store.start_consumer_records("old", list(legacy_records("old").items()))()
+    coord = coordinator(store, Clock())
+    members = form_group(coord, n=2)
+    gone, (r, _) = next(iter(members.items()))
+    node.create_topic("a", 6)
+    assert coord.commit_offsets("g", {("a", 0): OffsetAndMetadata(5, metadata="m")}, generation_id=r.member_epoch,
+                                member_id=gone) == {("a", 0): None}
+    coord.consumer_group_heartbeat("g", gone, -1)
+    coord.close()
+    [part] = node.partitions("__consumer_offsets")
+    capsys.readouterr()
+    segments = sorted(str(p) for p in pathlib.Path(part.log.path).glob("*.log"))
+    assert main(["dump-log", "--offsets-decoder", *segments]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| offset:")]
+    shown = [(line.split(" key: ")[1].split(" payload: ") + [None])[:2] for line in lines]
+    assert shown[0] == ["Unknown record type 1000 at offset 0, skipping.", None]
+    decoded = [(json.loads(k), None if v is None or v == "<DELETE>" else json.loads(v), v == "<DELETE>")
+               for k, v in shown if k.startswith("{")]
+    by_type = {}
+    for key, value, tombstone in decoded:
+        by_type.setdefault(key["type"], []).append((key["data"], value, tombstone))
+    assert set(by_type) >= {"1", "3", "4", "5", "6", "7", "8"}
+    [(key, value, tombstone)] = by_type["1"]
+    assert (key, value["version"], tombstone) == ({"group": "g", "topic": "a", "partition": 0}, "3", False)
+    assert list(value["data"].items())[:3] == [("offset", 5), ("leaderEpoch", -1), ("metadata", "m")]
+    assert list(value["data"]) == ["offset", "leaderEpoch", "metadata", "commitTimestamp"]
+    member = next(v for k, v, _ in by_type["5"] if k["memberId"] == gone)["data"]
+    assert member["subscribedTopicNames"] == ["a", "b"] and member["rebalanceTimeoutMs"] == 30_000
+    assigned = next(v for k, v, t in by_type["8"] if k["memberId"] == gone and not t)["data"]["assignedPartitions"]
+    assert {base64.urlsafe_b64decode(t["topicId"] + "==") for t in assigned} <= {i.bytes for i in TOPIC_IDS.values()}
+    assert [(k["memberId"], t) for k, _, t in by_type["8"] if t] == [(gone, True)]       # its tombstone
+    assert by_type["3"][-1][1]["version"] == "0" and by_type["3"][-1][1]["data"]["epoch"] >= 3

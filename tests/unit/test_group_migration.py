@@ -240,7 +240,7 @@ def test_static_classic_members(env):
 def test_policies_without_upgrade_refuse_a_consumer_member_in_a_classic_group(policy):
     coord = coordinator(consumer_migration_policy=policy)
     classic_group(coord)
-    with pytest.raises(GroupIdNotFoundError, match="not a consumer group"):
+    with pytest.raises(GroupIdNotFoundError, match="because online upgrade is disabled"):
         consumer_join(coord)
     assert group_type(coord) == "classic"
     coord.close()

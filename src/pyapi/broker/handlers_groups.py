@@ -236,6 +236,11 @@ class GroupHandlers:
                 out.append({"error_code": _err(e), "group_id": group, "group_state": "", "protocol_type": "",
                             "protocol_data": "", "members": []})
                 continue
+            if d.not_found is not None and header.api_version >= 6:          # KIP-1043
+                out.append({"error_code": errors.GroupIdNotFoundError.code, "error_message": d.not_found,
+                            "group_id": group, "group_state": d.state.value, "protocol_type": "",
+                            "protocol_data": "", "members": []})
+                continue
             out.append({"error_code": 0, "group_id": d.group_id, "group_state": d.state.value,
                         "protocol_type": d.protocol_type, "protocol_data": d.protocol,
                         "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,

@@ -3,6 +3,7 @@ kafka-dump-log.sh's line formats.
 
     seglog dump-log FILE.log ...            every batch and every record
     seglog dump-log --print-payload ...     ... with each record's key, value and headers
+    seglog dump-log --offsets-decoder ...   ... with keys and values of __consumer_offsets decoded (JSON)
     seglog dump-log FILE.index FILE.timeindex
 
 A .log is read WINDOW bytes at a time, so its size does not matter. A batch whose CRC does not match is
@@ -38,6 +39,8 @@ def register(sub) -> None:
                     help="the same, spelled as kafka-dump-log.sh spells it")
     dl.add_argument("--print-payload", "--print-data-log", action="store_true",
                     help="print each record's key, value and headers too")
+    dl.add_argument("--offsets-decoder", action="store_true",
+                    help="print each record's key and value decoded as __consumer_offsets records (Kafka's JSON)")
     dl.add_argument("--deep-iteration", "--print-records", action="store_true",
                     help="accepted as kafka-dump-log.sh takes it: records are always printed")
     dl.set_defaults(func=cmd_dump_log)
@@ -56,7 +59,8 @@ def cmd_dump_log(args) -> int:
         kind = _kind(path)
         try:
             with open(path, "rb") as f:
-                damaged |= _dump_log(f, path, args.print_payload) if kind == "log" else _dump_index(f, path, kind)
+                shown = "offsets" if args.offsets_decoder else "raw" if args.print_payload else None
+                damaged |= _dump_log(f, path, shown) if kind == "log" else _dump_index(f, path, kind)
         except (OSError, _Unreadable) as e:
             print(f"{path}: {e.strerror if isinstance(e, OSError) else e}", file=sys.stderr)
             unreadable = True
@@ -74,7 +78,7 @@ def _kind(path: str) -> str:
 
 # ------------------------------------------------------------------------------------------------------ .log
 
-def _dump_log(f, path: str, payload: bool) -> bool:
+def _dump_log(f, path: str, payload: str | None) -> bool:
     """Print the batches and records of an open .log; True if anything was damaged."""
     from .. import _engine
     damaged = False
@@ -164,14 +168,20 @@ def _print_batch(b, position: int, valid: bool) -> None:
     print(" ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in fields.items()))
 
 
-def _print_record(r, b, payload: bool) -> None:
+def _print_record(r, b, payload: str | None) -> None:
+    """One record line; ``payload`` "raw" adds its key, value and headers, "offsets" its key and value decoded as
+    __consumer_offsets records (cli.offsets_decoder), None nothing."""
     sequence = (b.base_sequence + r.offset - b.base_offset) % (1 << 31) if b.base_sequence >= 0 else -1
     line = (f"| offset: {r.offset} {'LogAppendTime' if r.timestamp_type else 'CreateTime'}: {r.timestamp} "
             f"keySize: {-1 if r.key is None else len(r.key)} valueSize: {-1 if r.value is None else len(r.value)} "
             f"sequence: {sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]")
-    if payload:
+    if payload == "raw":
         line += (f" key: {_show(r.key)} payload: {_show(r.value)} "
                  f"headers: [{','.join(f'{k}:{_show(v)}' for k, v in r.headers)}]")
+    elif payload == "offsets":
+        from .offsets_decoder import key_and_payload
+        key, value = key_and_payload(r.key, r.value, r.offset)
+        line += f" key: {key}" + ("" if value is None else f" payload: {value}")
     print(line)
 
 

@@ -170,13 +170,14 @@ SYNC_GROUP = Api(14, "SyncGroup", (0, 5), flexible=4, request=(
     field("assignment", "bytes"),
 ))
 
-DESCRIBE_GROUPS = Api(15, "DescribeGroups", (0, 5), flexible=5, request=(
+DESCRIBE_GROUPS = Api(15, "DescribeGroups", (0, 6), flexible=5, request=(
     field("groups", "[]string"),
     field("include_authorized_operations", "bool", "3+"),
 ), response=(
     field("throttle_time_ms", "int32", "1+"),
     array("groups",
           field("error_code", "int16"),
+          field("error_message", "string", "6+", nullable="6+"),
           field("group_id", "string"),
           field("group_state", "string"),
           field("protocol_type", "string"),
