@@ -410,6 +410,7 @@ def test_dump_log_offsets_decoder_shows_the_records(node, capsys):
     assert list(value["data"]) == ["offset", "leaderEpoch", "metadata", "commitTimestamp"]
     member = next(v for k, v, _ in by_type["5"] if k["memberId"] == gone)["data"]
     assert member["subscribedTopicNames"] == ["a", "b"] and member["rebalanceTimeoutMs"] == 30_000
+    assert "classicMemberMetadata" not in member                  # a tagged field at its default: left out
     assigned = next(v for k, v, t in by_type["8"] if k["memberId"] == gone and not t)["data"]["assignedPartitions"]
     assert {base64.urlsafe_b64decode(t["topicId"] + "==") for t in assigned} <= {i.bytes for i in TOPIC_IDS.values()}
     assert [(k["memberId"], t) for k, _, t in by_type["8"] if t] == [(gone, True)]       # its tombstone
