@@ -265,13 +265,31 @@ def test_only_consumer_protocol_groups_upgrade(env):
         consumer_join(coord)
 
 
-def test_converted_groups_survive_a_coordinator_restart():
-    store, clock = InMemoryOffsetStore(), Clock()
-    coord = coordinator(store, clock)
+@pytest.fixture
+def node(tmp_path):
+    from seglog.node import Node
+    with Node(tmp_path / "data", {"offsets.topic.num.partitions": "1"}) as n:
+        yield n
+
+
+@pytest.mark.parametrize("kind", ["memory", "__consumer_offsets"])
+def test_converted_groups_survive_a_coordinator_restart(kind, request):
+    """Both conversions stored: a restarted coordinator (over __consumer_offsets: one that replays the log)
+    loads the group as it was, classic members with their protocols."""
+    from seglog.offsets_store import LogOffsetStore
+    if kind == "memory":
+        memory = InMemoryOffsetStore()
+        stores = lambda: memory  # noqa: E731
+    else:
+        node = request.getfixturevalue("node")
+        stores = lambda: LogOffsetStore(node)  # noqa: E731
+    clock = Clock()
+    coord = coordinator(stores(), clock)
     c = classic_group(coord)
     consumer_join(coord)
     coord.close()
-    coord = coordinator(store, clock)
+    coord = coordinator(stores(), clock)
+    assert group_type(coord) == "consumer"
     [d] = coord.describe_consumer_groups(["g"])
     members = {x.member_id: x for x in d.members}
     assert members[c.member_id].classic and len(parts(members[c.member_id].assignment)) == 10
@@ -279,7 +297,7 @@ def test_converted_groups_survive_a_coordinator_restart():
     assert r.protocol_name == "roundrobin" and len(classic_sync(coord, r)) == 5
     coord.consumer_group_heartbeat("g", "m", -1)
     coord.close()
-    coord = coordinator(store, clock)
+    coord = coordinator(stores(), clock)
     assert group_type(coord) == "classic"
     assert [m.member_id for m in coord.describe_groups(["g"])[0].members] == [c.member_id]
     coord.close()
