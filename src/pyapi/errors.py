@@ -116,6 +116,13 @@ class StorageError(SeglogError):
         return self.errno in _DISK_FAILURES
 
 
+class LogDirNotFoundError(SeglogError):
+    """The log directory named is not one of the broker's (log.dirs)."""
+
+    code = 57
+    kafka_name = "LOG_DIR_NOT_FOUND"
+
+
 class NoOffsetForPartitionError(SeglogError):
     """A consumer has no committed offset for a partition and its auto_offset_reset is "none"."""
 

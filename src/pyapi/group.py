@@ -22,8 +22,7 @@ writes this causes but does not wait for their replication); tests pass
 
 This module is the state machine, one class because every transition takes the one lock over the same group
 records. Around it: group_consumer (KIP-848 consumer groups, a base class sharing the lock and the deadlines;
-one group id is either a classic group here or a consumer group there), group_migration (a live group moving
-between the two kinds, and classic members inside a consumer group), group_offsets (OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete: a base class of
+one group id is either a classic group here or a consumer group there), group_offsets (OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete: a base class of
 GroupCoordinator), group_types (the values it returns, its config), group_state (a group's records, the
 deferred completions and store writes), group_timers (the deadline heap; kinds map to handlers through a
 table) and offsets_store (the OffsetStore interface, the in-memory store and the __consumer_offsets one).
@@ -43,7 +42,7 @@ from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupI
                      InvalidSessionTimeoutError, MemberIdRequiredError, NonEmptyGroupError, NotCoordinatorError,
                      RebalanceInProgressError, SeglogError, UnknownMemberIdError)
 from .group_consumer import ConsumerGroups
-from .group_migration import GroupMigration
+from .group_consumer_classic import ClassicMembers
 from .group_offsets import GroupOffsets
 from .group_state import Done as _Done, Group as _Group, JoinArgs as _JoinArgs, Member as _Member, StoreWrites
 from .group_state import check_group_id, complete as _complete, fail as _fail, log_store_failure, ok as _ok, wall_ms
@@ -66,7 +65,7 @@ def _default_clock() -> float:
     return time.monotonic() * 1000.0
 
 
-class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration):
+class GroupCoordinator(GroupOffsets, ConsumerGroups, ClassicMembers):
     """Kafka's classic group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
     OffsetFetch, DescribeGroups, ListGroups, DeleteGroups) over an :class:`OffsetStore`.
 
@@ -96,8 +95,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration):
                              TimerKind.JOIN: self._on_join, TimerKind.SYNC: self._on_sync,
                              TimerKind.INITIAL: self._on_initial,
                              TimerKind.CONSUMER_SESSION: self._on_consumer_session,
-                             TimerKind.CONSUMER_REVOKE: self._on_consumer_revoke,
-                             TimerKind.CONSUMER_CLASSIC: self._on_classic_deadline}
+                             TimerKind.CONSUMER_REVOKE: self._on_consumer_revoke}
         self._groups: dict[str, _Group] = {}
         self._consumer_groups: dict = {}          # group id -> group_consumer_state.ConsumerGroup
         self._consumer_holds: list = []            # (group id predicate, until): see _hold_consumer_groups
@@ -151,11 +149,12 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration):
             raise InvalidSessionTimeoutError(
                 f"session timeout {session_ms} ms is outside group.min.session.timeout.ms "
                 f"{cfg.min_session_timeout_ms} .. group.max.session.timeout.ms {cfg.max_session_timeout_ms}")
-        consumer = self._classic_may_take(group_id)
+        consumer = self._serves_classic(group_id)
         if consumer is not None:
             self._classic_join_consumer(fut, done, now, consumer, member_id, protocol_type, protocols, session_ms,
                                         rebalance_ms, instance_id, client_id, client_host, require_known)
             return
+        self._classic_may_take(group_id)
         group = self._groups.get(group_id)
         if group is None and member_id:
             raise UnknownMemberIdError(f"member {member_id!r} is not in group {group_id!r} (no such group)")
@@ -422,10 +421,11 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration):
 
     def _sync(self, fut, done, now, group_id, generation_id, member_id, assignments, instance_id,
               protocol_type, protocol_name):
-        consumer = self._classic_in_consumer_group(group_id)
+        consumer = self._serves_classic(group_id)
         if consumer is not None:
-            self._classic_sync_consumer(fut, done, now, consumer, generation_id, member_id, instance_id,
-                                        protocol_type, protocol_name)
+            self._check_open()
+            self._classic_sync_consumer(fut, done, consumer, generation_id, member_id, instance_id, protocol_type,
+                                        protocol_name)
             return
         group, member = self._generation_member(group_id, generation_id, member_id, instance_id)
         if (protocol_type is not None and protocol_type != group.protocol_type
@@ -484,10 +484,10 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration):
         session is still refreshed: rejoin), IllegalGenerationError, UnknownMemberIdError,
         FencedInstanceIdError, InvalidGroupIdError, CoordinatorNotAvailableError."""
         with self._lock:
-            consumer = self._classic_in_consumer_group(group_id)
+            consumer = self._serves_classic(group_id)
             if consumer is not None:
-                self._classic_heartbeat_consumer(consumer, generation_id, member_id, group_instance_id)
-                return
+                self._check_open()
+                return self._classic_heartbeat_consumer(consumer, generation_id, member_id, group_instance_id)
             group, member = self._generation_member(group_id, generation_id, member_id, group_instance_id)
             member.session_deadline = self._clock() + member.session_timeout_ms
             if group.state is _PREPARING:
@@ -502,16 +502,17 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration):
         with self._lock:
             self._check_open()
             check_group_id(group_id, allow_empty=False)
-            consumer = self._consumer_groups.get(group_id)
-            results = (self._classic_leave_consumer(consumer, members) if consumer is not None
-                       else self._leave(group_id, members, done))
+            now = self._clock()
+            consumer = self._serves_classic(group_id)
+            if consumer is not None:
+                results = [self._classic_leave_consumer(consumer, m, i) for m, i in members]
+            else:
+                results = self._leave(self._groups.get(group_id), group_id, members, done, now)
         self._finish(done)
         return results
 
-    def _leave(self, group_id: str, members: Sequence[tuple[str, str | None]], done: _Done
-               ) -> list[SeglogError | None]:
-        now = self._clock()
-        group = self._groups.get(group_id)
+    def _leave(self, group, group_id, members, done, now) -> list[SeglogError | None]:
+        """LeaveGroup of a classic group's members (lock held)."""
         results: list[SeglogError | None] = []
         changed = False
         for member_id, instance_id in members:
@@ -770,13 +771,6 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, GroupMigration):
             raise IllegalGenerationError(f"generation {generation_id} is not group {group_id!r}'s current "
                                          f"generation {group.generation}")
         return group, member
-
-    def _classic_in_consumer_group(self, group_id: str):
-        """The consumer group (group_migration) a SyncGroup / Heartbeat of ``group_id`` goes to, after the
-        checks every one gets (lock held); None for a classic group."""
-        self._check_open()
-        check_group_id(group_id, allow_empty=False)
-        return self._consumer_groups.get(group_id)
 
     def _group_or_unknown_member(self, group_id: str, member_id: str) -> _Group:
         group = self._groups.get(group_id)

@@ -5,7 +5,8 @@ ConsumerGroupDescribe, and the member checks of offset commits and fetches.
 ``_consumer_groups`` (group_consumer_state.ConsumerGroup records), ``_groups`` (classic groups: one id is
 either kind), ``_deadlines``, ``_clock``, ``config`` and ``_topics`` (partition count of each topic members may
 subscribe to). Every call takes the one lock; a heartbeat then waits (lock released) for the store write
-of the changes it made.
+of the changes it made. Members using the classic protocol inside a consumer group, and the conversion of a
+classic group with members, are group_consumer_classic's.
 
 Rules (Kafka's GroupMetadataManager): a member joins with epoch 0 (with the member id it generated, or ""
 for one from the coordinator), leaves with -1, and a static member (instance id) leaves for a while with -2,
@@ -76,7 +77,7 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
-    classic: bool = False           # the member uses the classic protocol (group_migration)
+    classic: bool = False                          # the member uses the classic protocol (group_consumer_classic)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class ConsumerGroupDescription:
     members: tuple[ConsumerMemberDescription, ...] = ()
 
 
-def new_member_id() -> str:
+def _new_member_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 random bytes, unpadded."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -129,12 +130,12 @@ class ConsumerGroups:
     def _consumer_beat(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                        subscribed_topic_names, subscribed_topic_regex, server_assignor, owned, client_id,
                        client_host, interval, done) -> HeartbeatResult:
-        """A heartbeat with epoch >= 0 (lock held)."""
+        """A heartbeat with epoch >= 0 (lock held); ``done`` takes completions of requests it ends."""
         now = self._clock()
-        group = self._consumer_group(group_id, member_epoch == 0, done)
+        group = self._consumer_group(group_id, create=member_epoch == 0, done=done)
         changed = False
         if member_epoch == 0:
-            member, changed = self._consumer_join(group, member_id or new_member_id(), instance_id, rack_id,
+            member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
                                                   rebalance_timeout_ms, client_id, client_host)
         else:
             member = self._current_consumer(group, member_id, instance_id)
@@ -182,19 +183,21 @@ class ConsumerGroups:
                 raise InvalidRegularExpressionError(f"SubscribedTopicRegex {regex!r} is not a valid regular "
                                                     f"expression: {e}") from None
 
-    def _consumer_group(self, group_id: str, create: bool, done) -> ConsumerGroup:
+    def _consumer_group(self, group_id: str, create: bool, done: list) -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
         group, its offsets kept and its metadata tombstoned (Kafka's maybeDeleteEmptyClassicGroup); a classic
-        group with members is upgraded by a joining member (group_migration), else GroupIdNotFoundError ("not a
-        consumer group"), as Kafka answers when it does not convert it."""
+        group with members too when ``create`` and the migration policy allows it (group_consumer_classic:
+        its members become classic members of the consumer group), else it is GroupIdNotFoundError with
+        Kafka's reason (see _not_upgraded)."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
         classic = self._groups.get(group_id)
         if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
-            if create:
-                return self._upgrade(classic, done)
-            raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
+            why = self._not_upgraded(classic) if create else f"Group {group_id} is not a consumer group."
+            if why is not None:
+                raise GroupIdNotFoundError(why)
+            return self._upgrade_classic_group(classic, self._clock(), done)
         if not create:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
         if classic is not None:
@@ -206,6 +209,21 @@ class ConsumerGroups:
         self._consumer_holds = [(ours, until) for ours, until in self._consumer_holds if until > now]
         group.hold_until = max((until for ours, until in self._consumer_holds if ours(group_id)), default=None)
         return group
+
+    def _not_upgraded(self, classic) -> str | None:
+        """Why a classic group with members does not become a consumer group when a member joins with
+        ConsumerGroupHeartbeat (Kafka's reasons: group.consumer.migration.policy without upgrade, a group not
+        of the consumer protocol type, too many members); None when it does."""
+        gid, policy = classic.group_id, self.config.consumer_migration_policy
+        if policy not in ("upgrade", "bidirectional"):
+            return f"Cannot upgrade classic group {gid} to consumer group because online upgrade is disabled."
+        if classic.protocol_type != "consumer":
+            return (f"Cannot upgrade classic group {gid} to consumer group because the group does not use the "
+                    f"consumer embedded protocol.")
+        if len(classic.members) > self.config.consumer_max_size:
+            return (f"Cannot upgrade classic group {gid} to consumer group because the group size exceeds the "
+                    f"consumer group maximum size.")
+        return None
 
     def _hold_consumer_groups(self, ours, now: float) -> None:
         """This coordinator took over the offsets partition of the group ids ``ours`` accepts (lock held). Their
@@ -276,8 +294,9 @@ class ConsumerGroups:
         return changed
 
     def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval, done) -> HeartbeatResult:
-        """Epoch -1: the member leaves, its partitions go to the others. Epoch -2 (static): it keeps its
-        partitions until its session ends or its instance id rejoins."""
+        """Epoch -1: the member leaves, its partitions go to the others (the last consumer-protocol member
+        leaving classic members may turn the group back into a classic group: group_consumer_classic). Epoch -2
+        (static): it keeps its partitions until its session ends or its instance id rejoins."""
         group = self._consumer_groups.get(group_id)
         if group is None:
             raise GroupIdNotFoundError(f"Group {group_id} not found.")
@@ -408,21 +427,17 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
-        if not epoch_version and member.classic is None:
+        if member.classic is not None:
+            if member_epoch != member.member_epoch:
+                raise IllegalGenerationError(f"The received generation id {member_epoch} does not match the "
+                                             f"expected member epoch {member.member_epoch}.")
+            return
+        if not epoch_version:
             raise UnsupportedVersionError("OffsetCommit version 9 or above must be used by members using the "
                                           "consumer group protocol")
-        self._check_member_epoch(member, member_epoch)
-
-    @staticmethod
-    def _check_member_epoch(member: ConsumerMember, member_epoch: int) -> None:
-        """StaleMemberEpochError, or IllegalGenerationError for a classic member (its generation is its epoch)."""
-        if member_epoch == member.member_epoch:
-            return
-        if member.classic is not None:
-            raise IllegalGenerationError(f"The generation {member_epoch} of {member.member_id} is not its member "
-                                         f"epoch {member.member_epoch}.")
-        raise StaleMemberEpochError(f"The member epoch {member_epoch} of {member.member_id} is stale "
-                                    f"(current {member.member_epoch}).")
+        if member_epoch != member.member_epoch:
+            raise StaleMemberEpochError(f"The member epoch {member_epoch} of {member_id} is stale "
+                                        f"(current {member.member_epoch}).")
 
     @staticmethod
     def _check_consumer_txn_commit(group: ConsumerGroup, member_epoch: int, member_id: str) -> None:
@@ -452,20 +467,19 @@ class ConsumerGroups:
             member = group.members.get(member_id)
             if member is None:
                 raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
-            self._check_member_epoch(member, member_epoch)
+            if member_epoch != member.member_epoch:
+                raise StaleMemberEpochError(f"The member epoch {member_epoch} of {member_id} is stale "
+                                            f"(current {member.member_epoch}).")
 
-    def _classic_may_take(self, group_id: str) -> ConsumerGroup | None:
-        """A classic JoinGroup for ``group_id`` (lock held): an empty consumer group of that id is dropped (its
-        records tombstoned, its offsets kept: Kafka's maybeDeleteEmptyConsumerGroup); one with members is
-        returned (it takes the member in: group_migration)."""
+    def _classic_may_take(self, group_id: str) -> None:
+        """A classic JoinGroup for ``group_id`` that no consumer group with members serves (lock held): an empty
+        consumer group of that id is dropped (its records tombstoned, its offsets kept: Kafka's
+        maybeDeleteEmptyConsumerGroup)."""
         group = self._consumer_groups.get(group_id)
         if group is None:
-            return None
-        if group.members:
-            return group
+            return
         del self._consumer_groups[group_id]
         self._queue_consumer_changes(group, dropped=True)
-        return None
 
     # --- the group's records in the store ----------------------------------------------------------------------
 

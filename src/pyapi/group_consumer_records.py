@@ -9,9 +9,9 @@ version 0, then the flexible encoding of protocol.schema with tagged fields; unk
 * 4 ConsumerGroupPartitionMetadata (group): topics [topic_id uuid, topic_name, num_partitions int32,
   partition_metadata [partition int32, racks []string]] -- the subscribed topics the target was computed from.
 * 5 ConsumerGroupMemberMetadata (group, member): instance_id?, rack_id?, client_id, client_host,
-  subscribed_topic_names [], subscribed_topic_regex?, rebalance_timeout_ms int32, server_assignor?, and tagged
-  field 0 classic_member_metadata? (session_timeout_ms int32, supported_protocols [name, metadata bytes]) for
-  a member using the classic protocol.
+  subscribed_topic_names [], subscribed_topic_regex?, rebalance_timeout_ms int32, server_assignor?, and for a
+  member using the classic protocol the tagged (0) classic_member_metadata {session_timeout_ms int32,
+  supported_protocols [name, metadata bytes]}.
 * 6 ConsumerGroupTargetAssignmentMetadata (group): assignment_epoch int32.
 * 7 ConsumerGroupTargetAssignmentMember (group, member): topic_partitions [topic_id uuid, partitions []int32].
 * 8 ConsumerGroupCurrentMemberAssignment (group, member): member_epoch, previous_member_epoch int32, state
@@ -37,11 +37,10 @@ from enum import IntEnum
 from typing import Mapping
 
 from .errors import InvalidRequestError, UnsupportedVersionError
-from .group_consumer_state import Assignment, ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState
+from .group_consumer_state import Assignment, ClassicProtocols, ConsumerGroup, ConsumerMember, MemberState
 from .offsets_format import ConsumerGroupKey, decode_key, encode_consumer_key
 from .protocol.compiler import compile_message
-from .protocol.schema import array, field
-from .protocol.schema import struct as struct_field
+from .protocol.schema import array, field, struct as nested
 
 __all__ = ["RecordType", "group_records", "restore_group", "changes", "encode_value", "decode_value",
            "tagged_fields"]
@@ -76,9 +75,9 @@ _VALUES = {
         field("client_id", "string"), field("client_host", "string"), field("subscribed_topic_names", "[]string"),
         field("subscribed_topic_regex", "string", nullable="0+"), field("rebalance_timeout_ms", "int32", default=-1),
         field("server_assignor", "string", nullable="0+"),
-        struct_field("classic_member_metadata", field("session_timeout_ms", "int32"),
-                     array("supported_protocols", field("name", "string"), field("metadata", "bytes")),
-                     nullable="0+", tag=0)),
+        nested("classic_member_metadata", field("session_timeout_ms", "int32"),
+               array("supported_protocols", field("name", "string"), field("metadata", "bytes")),
+               nullable="0+", tag=0)),
     RecordType.TARGET_ASSIGNMENT_METADATA: (field("assignment_epoch", "int32"),),
     RecordType.TARGET_ASSIGNMENT_MEMBER: (_topic_partitions("topic_partitions"),),
     RecordType.CURRENT_ASSIGNMENT: (
@@ -146,9 +145,10 @@ def group_records(group: ConsumerGroup, topic_ids: Mapping[str, uuid.UUID]) -> d
             {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
              "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_names),
              "subscribed_topic_regex": m.subscribed_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
-             "server_assignor": m.server_assignor, "classic_member_metadata": None if m.classic is None else {
+             "server_assignor": m.server_assignor,
+             "classic_member_metadata": None if m.classic is None else {
                  "session_timeout_ms": m.classic.session_timeout_ms,
-                 "supported_protocols": [{"name": n, "metadata": md} for n, md in m.classic.protocols]}})
+                 "supported_protocols": [{"name": n, "metadata": d} for n, d in m.classic.protocols]}})
     out[encode_consumer_key(RecordType.PARTITION_METADATA, gid)] = encode_value(RecordType.PARTITION_METADATA, {
         "topics": [{"topic_id": topic_ids[t], "topic_name": t, "num_partitions": n}
                    for t, n in sorted(group.subscribed_metadata.items()) if t in topic_ids]})
@@ -214,11 +214,8 @@ def restore_group(group_id: str, records: Mapping[bytes, bytes],
                            meta["subscribed_topic_regex"] or None, meta["server_assignor"])
         classic = meta["classic_member_metadata"]
         if classic is not None:
-            m.classic = ClassicMetadata(classic["session_timeout_ms"], tuple(
-                (p["name"], bytes(p["metadata"])) for p in classic["supported_protocols"]))
-            if not m.classic.protocols:
-                raise InvalidRequestError(f"consumer group {group_id!r} member {member_id}: classic member "
-                                          f"metadata without protocols")
+            m.classic = ClassicProtocols(classic["session_timeout_ms"], tuple(
+                (p["name"], p["metadata"]) for p in classic["supported_protocols"]))
         cur = current.get(member_id)
         if cur is not None:
             state = _STATES.get(cur["state"])

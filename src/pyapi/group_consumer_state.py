@@ -7,14 +7,10 @@ own *member epoch* and moves towards its target by :func:`reconcile`, Kafka's Cu
 
 * partitions it holds but its target does not are revoked first: the member keeps only the others and stays
   at its epoch in ``unrevoked_partitions`` until it reports (owned partitions in a heartbeat) that it let them go
-  (a member whose report already leaves them out moves on at once, as Kafka's CurrentAssignmentBuilder);
+  (at once when the owned partitions it reports already leave them out, as Kafka's ownsRevokedPartitions);
 * then it moves to the target epoch and gets the partitions of its target that no other member still holds
   (assigned or pending revocation); those still held elsewhere wait (``unreleased_partitions``) and are
   granted on a later heartbeat once released.
-
-A member may use the classic protocol (JoinGroup / SyncGroup / Heartbeat) inside a consumer group
-(``ConsumerMember.classic``, group_migration): it reports what it owns in its JoinGroup subscription, and
-is told to rejoin (REBALANCE_IN_PROGRESS) where a consumer-protocol member would be sent a new assignment.
 
 Invariant (what tests check across epoch histories): a partition is in at most one member's ``assigned`` or
 ``revoking`` at any time, so no two consumers ever own it at once.
@@ -26,8 +22,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping
 
-__all__ = ["Assignment", "ClassicMetadata", "MemberState", "ConsumerGroupState", "ConsumerMember", "ConsumerGroup", "reconcile",
-           "held_elsewhere", "minus", "union", "intersect", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH"]
+__all__ = ["Assignment", "MemberState", "ConsumerGroupState", "ClassicProtocols", "ConsumerMember", "ConsumerGroup",
+           "reconcile", "held_elsewhere", "minus", "union", "intersect", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH"]
 
 Assignment = dict[str, frozenset[int]]
 """Partitions per topic name; topics without partitions are left out."""
@@ -72,17 +68,11 @@ def union(a: Mapping[str, frozenset[int]], b: Mapping[str, frozenset[int]]) -> A
 
 
 @dataclass(frozen=True)
-class ClassicMetadata:
-    """What a member using the classic protocol said in its last JoinGroup (Kafka's ClassicMemberMetadata):
-    its session timeout and its protocols (name, ConsumerProtocolSubscription bytes) in preference order; the
-    first is the protocol it is answered with."""
+class ClassicProtocols:
+    """What a member using the classic protocol (JoinGroup/SyncGroup) inside a consumer group joined with."""
 
     session_timeout_ms: int
-    protocols: tuple[tuple[str, bytes], ...]
-
-    @property
-    def protocol_name(self) -> str:
-        return self.protocols[0][0]
+    protocols: tuple[tuple[str, bytes], ...]          # (name, ConsumerProtocol subscription), its preference order
 
 
 @dataclass(eq=False)
@@ -108,8 +98,7 @@ class ConsumerMember:
     revoke_deadline: float | None = None
     timer_armed: bool = False
     last_sent: Assignment | None = None          # the assignment last sent to the client (None: none yet)
-    classic: ClassicMetadata | None = None       # set while the member uses the classic protocol
-    classic_deadline: float | None = None        # a classic member must (re)join or sync by then
+    classic: ClassicProtocols | None = None      # set for a member using the classic protocol
 
 
 @dataclass(eq=False)
@@ -162,13 +151,12 @@ def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | 
         return
     target = group.target.get(member.member_id, {})
     to_revoke = minus(member.assigned, target)
+    member.assigned = intersect(member.assigned, target)
     if to_revoke and (owned is None or intersect(owned, to_revoke)):
-        member.assigned = intersect(member.assigned, target)
         member.revoking = to_revoke
         member.state = MemberState.UNREVOKED_PARTITIONS
         member.revoke_deadline = now + member.rebalance_timeout_ms
         return
-    member.assigned = intersect(member.assigned, target)      # those it reported it gave up already, if any
     wanted = minus(target, member.assigned)
     granted = minus(wanted, held_elsewhere(group, member))
     member.assigned = union(member.assigned, granted)

@@ -28,7 +28,6 @@ class TimerKind(enum.Enum):
     INITIAL = "initial"          # payload: the rebalance epoch of the initial rebalance delay
     CONSUMER_SESSION = "consumer-session"   # payload: the ConsumerMember (KIP-848) whose session may expire
     CONSUMER_REVOKE = "consumer-revoke"     # payload: the ConsumerMember that must have revoked partitions
-    CONSUMER_CLASSIC = "consumer-classic"   # payload: a classic ConsumerMember that must have rejoined or synced
 
 
 class Deadlines:

@@ -57,6 +57,7 @@ from .isolation import AbortedFilter
 from .leader_epochs import LeaderEpochCache
 from .local_log import INT64_MAX as _INT64_MAX, LocalLog, unlink_all
 from .log_args import int_arg as _int_arg
+from .log_future import LogFuture
 from .log_loader import CLEAN_SHUTDOWN_FILE, JOURNAL_FILE, STATE_FILE, RecoveryReport
 from .log_readonly import LogReadonly, read_batches as _read_batches
 from .log_replica import LogReplica
@@ -84,7 +85,7 @@ READ_UNCOMMITTED = "read_uncommitted"    # isolation levels, as Kafka's consumer
 READ_COMMITTED = "read_committed"
 
 
-class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly):
+class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly, LogFuture):
     """One partition log. See the module docstring for the files, offsets, durability and locking rules.
 
     ``Log(path, config)`` opens or creates the directory. ``readonly=True`` opens another process's log
@@ -776,31 +777,34 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly)
         """Write buffered records, fsync, trim the active segment's indexes, checkpoint and mark the shutdown
         clean. Idempotent. Views handed out earlier stay valid after close."""
         with self._lock:
-            if self._closed:
-                return
-            if self._task is not None:
-                self._task.cancel()
-            try:
-                if not self.readonly and not self._dirty:
-                    self._local.active.seal(sync=False)        # untouched since open: the old marker still holds
-                elif not self.readonly:
-                    self._seal_pending()
-                    self._local.active.seal()
-                    self._recovery_point = self.end_offset
-                    self._producers.write_snapshot(self.end_offset)
-                    self._write_state()
-                    marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
-                    with storage_errors("cannot write the clean-shutdown marker", marker):
-                        fd = _engine.file_open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                        try:
-                            _engine.file_fsync(fd, marker)
-                        finally:
-                            os.close(fd)
-                    fsync_dir(self.path)
-            finally:
-                self._closed = True
-                self._close_files()
-                self._local.release_dir_lock()
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._closed:
+            return
+        if self._task is not None:
+            self._task.cancel()
+        try:
+            if not self.readonly and not self._dirty:
+                self._local.active.seal(sync=False)        # untouched since open: the old marker still holds
+            elif not self.readonly:
+                self._seal_pending()
+                self._local.active.seal()
+                self._recovery_point = self.end_offset
+                self._producers.write_snapshot(self.end_offset)
+                self._write_state()
+                marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+                with storage_errors("cannot write the clean-shutdown marker", marker):
+                    fd = _engine.file_open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                    try:
+                        _engine.file_fsync(fd, marker)
+                    finally:
+                        os.close(fd)
+                fsync_dir(self.path)
+        finally:
+            self._closed = True
+            self._close_files()
+            self._local.release_dir_lock()
 
     def __enter__(self) -> "Log":
         return self

@@ -1,7 +1,7 @@
-"""Node: a data directory (Kafka's ``log.dirs``) holding topics and their partition logs.
+"""Node: the data directories (Kafka's ``log.dirs``) holding topics and their partition logs.
 
 This is the one core both doors use: the in-process Producer/Consumer call it directly, the network broker
-translates Kafka requests into the same calls. Layout::
+translates Kafka requests into the same calls. Layout of the first (or only) directory::
 
     data/
       meta.properties            cluster.id, broker.id (as Kafka writes it; a cluster member's is the cluster's)
@@ -10,6 +10,10 @@ translates Kafka requests into the same calls. Layout::
       <topic>-<partition>/       one seglog.Log per partition (Kafka's segment files)
       <topic>-<p>.<id>-delete/   a deleted topic's partition, removed in the background
       .lock                      held by the process that owns the directory
+
+With several directories (``log.dirs=a,b``: see seglog.log_dirs) each has its meta.properties, .lock and
+partition logs; a new partition goes to the one with the fewest, and AlterReplicaLogDirs moves a replica to
+another while it keeps serving (seglog.log_dir_mover).
 
 Topic names are checked as Kafka checks them. Offsets visible to consumers stop at a partition's high
 watermark (with one replica, its end offset). Partition directories found without an entry in topics.json
@@ -21,11 +25,9 @@ in :meth:`Node.wait_for_data` (in-process consumers) and run registered listener
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -33,14 +35,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .checkpoints import fsync_dir, lock_directory, read_checkpoint, storage_errors, write_checkpoint
+from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
 from .errors import (ElectionNotNeededError, InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
                      InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, LogClosedError,
-                     SeglogError, StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
-                     UnknownTopicOrPartitionError)
+                     LogDirNotFoundError, ReplicaNotAvailableError, SeglogError, StorageError, TopicAlreadyExistsError,
+                     TopicDeletionDisabledError, UnknownTopicOrPartitionError)
 from .group import GroupConfig, GroupCoordinator
 from .log import Log
+from .log_dir_mover import ReplicaAlterLogDirs
+from .log_dirs import LogDirs, delete_dir_name, future_dir_name, parse_log_dirs, read_meta_properties
 from .offsets_format import OFFSETS_TOPIC
 from .offsets_store import LogOffsetStore, partition_for_group
 from .partition import FetchResult, Partition
@@ -56,13 +60,9 @@ __all__ = ["Node", "Partition", "TopicInfo", "FetchResult", "offsets_topic_confi
 
 log = logging.getLogger("seglog.node")
 
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
-_DELETED_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 TOPICS_FILE = "topics.json"
 PRODUCER_ID_FILE = "producer-id-block"
 PRODUCER_ID_BLOCK = 1000
-_OPEN_DIRS: set[str] = set()          # real paths of the data directories Nodes of this process hold
-_OPEN_LOCK = threading.Lock()
 
 
 def offsets_topic_config(config: BrokerConfig) -> dict[str, str]:
@@ -93,20 +93,6 @@ def internal_topic_config(name: str, config: BrokerConfig) -> dict[str, str] | N
     return None if found is None else found[0](config)
 
 
-def read_meta_properties(data_dir: str | os.PathLike) -> dict[str, str]:
-    """The key=value pairs of ``<data_dir>/meta.properties`` (broker.id, cluster.id, version); {} when there
-    is none. StorageError when it cannot be read."""
-    path = os.path.join(data_dir, "meta.properties")
-    props: dict[str, str] = {}
-    if os.path.exists(path):
-        with storage_errors("cannot read meta.properties", path), open(path, encoding="utf-8") as f:
-            for line in f:
-                if "=" in line and not line.startswith("#"):
-                    k, v = line.strip().split("=", 1)
-                    props[k.strip()] = v.strip()
-    return props
-
-
 @dataclass
 class TopicInfo:
     """A topic as the node knows it: id, partition count, config overrides and the resulting LogConfig."""
@@ -122,10 +108,14 @@ class TopicInfo:
 
 
 class Node:
-    """A data directory of topics. ``seglog.open(path)`` returns one. Close it (or use ``with``)."""
+    """Data directories of topics. ``seglog.open(path)`` returns one. Close it (or use ``with``).
 
-    def __init__(self, path: str | os.PathLike, config: BrokerConfig | Mapping[str, Any] | None = None):
-        self.path = os.path.abspath(os.fspath(path))
+    ``path``: one directory, several comma-separated (``"a,b"``, as ``log.dirs``) or a list of them;
+    ``self.path`` is the first, ``self.log_dirs`` all of them."""
+
+    def __init__(self, path: str | os.PathLike | list, config: BrokerConfig | Mapping[str, Any] | None = None):
+        dirs = parse_log_dirs(path)
+        self.path = dirs[0]
         if config is None:
             config = BrokerConfig()
         elif not isinstance(config, BrokerConfig):
@@ -149,54 +139,34 @@ class Node:
         self.transaction_verifier: Callable[..., dict] | None = None
         self.cluster_managed = False
         self.replication_waiter: Callable[[Partition, int], None] | None = None
-        self._lock_fd = -1
-        try:
-            os.makedirs(self.path, exist_ok=True)
-        except OSError as e:
-            raise StorageError(f"cannot create data directory: {e.strerror}", self.path, e.errno) from None
-        self._take_lock()
+        self._located: dict[tuple[str, int], str] = {}     # partition -> the log directory holding it
+        self._dirs = LogDirs(dirs, self.config.broker_id)
+        self._mover = ReplicaAlterLogDirs(self)
         try:
             self._load()
             if TRANSACTION_STATE_TOPIC in self._topics and not self.config.zookeeper_connect:
                 self.txn_coordinator                # finishes the transactions a crash left prepared
         except BaseException:
+            self._mover.close()
             self._close_partitions()
-            self._release_lock()
+            self._dirs.release()
             raise
 
     # -- loading --------------------------------------------------------------------------------------------
 
-    def _take_lock(self) -> None:
-        key = os.path.realpath(self.path)
-        with _OPEN_LOCK:
-            if key in _OPEN_DIRS:
-                raise StorageError("data directory is already open in this process (a Node or a broker of "
-                                   "this process holds it: use that one, or close it first)", self.path)
-            fd = lock_directory(self.path, "data directory is in use by another process (a running broker?); "
-                                           "use --bootstrap-server to reach it")
-            _OPEN_DIRS.add(key)
-            self._lock_key = key
-            self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        with _OPEN_LOCK:
-            if self._lock_fd >= 0:
-                os.close(self._lock_fd)
-                self._lock_fd = -1
-                _OPEN_DIRS.discard(self._lock_key)
+    @property
+    def log_dirs(self) -> list[str]:
+        """The node's log directories (absolute), in the order given."""
+        return list(self._dirs.dirs)
 
     def _load(self) -> None:
         self.cluster_id = self._meta_properties()
         stored = self._read_topics()
+        located, futures = self._dirs.scan()
+        self._located = located
         found: dict[str, int] = {}
-        for name in os.listdir(self.path):
-            full = os.path.join(self.path, name)
-            if _DELETED_DIR.match(name):
-                shutil.rmtree(full, ignore_errors=True)
-                continue
-            m = _PARTITION_DIR.match(name)
-            if m and os.path.isdir(full):
-                found[m.group(1)] = max(found.get(m.group(1), 0), int(m.group(2)) + 1)
+        for name, p in located:
+            found[name] = max(found.get(name, 0), p + 1)
         for name, count in found.items():
             if name not in stored:
                 log.info("adopting partition directories of topic %s (%d partitions)", name, count)
@@ -207,44 +177,22 @@ class Node:
             for p in range(info.partitions):
                 self._open_partition(info, p)
         self._write_topics()
+        for tp, path in sorted(futures.items()):
+            part = self._partitions.get(tp)
+            if part is None:                        # not a partition of this node any more
+                self._delete_dirs([self._dirs.retire(path)], f"delete future log {tp[0]}-{tp[1]}")
+            else:
+                self._mover.add(part, self._open_future(part, path))
 
     def _meta_properties(self) -> str | None:
-        """The cluster.id of meta.properties. A lone broker makes one up for a new directory; a broker with
-        zookeeper.connect leaves it to the cluster (``adopt_cluster_id``) and returns None until then.
-
-        A stored broker.id other than the configured one is refused with InvalidConfigError before anything is
-        written, as Kafka refuses to start (InconsistentBrokerIdException). A file without broker.id (written
-        before it was stored) adopts the configured one."""
-        path = os.path.join(self.path, "meta.properties")
-        props = read_meta_properties(self.path)
-        stored_id = props.get("broker.id")
-        if stored_id is not None and not (stored_id.isdecimal() and int(stored_id) == self.config.broker_id):
-            raise InvalidConfigError(
-                f"Configured broker.id {self.config.broker_id} doesn't match stored broker.id {stored_id} in "
-                f"{path}. If you moved your data, make sure your configured broker.id matches. If you intend to "
-                f"create a new broker, you should remove all data in your data directories (log.dirs).")
-        self._cluster_id_stored = "cluster.id" in props      # there before this process opened the directory
-        if "cluster.id" not in props:
-            if self.config.zookeeper_connect:
-                return None
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            self._write_meta_properties(cluster_id)
-            return cluster_id
-        if stored_id is None:
-            self._write_meta_properties(props["cluster.id"])     # adopt the configured broker.id
-        return props["cluster.id"]
-
-    def _write_meta_properties(self, cluster_id: str) -> None:
-        path = os.path.join(self.path, "meta.properties")
-        props = {"version": "0", "broker.id": str(self.config.broker_id), "cluster.id": cluster_id}
-        tmp = path + ".tmp"
-        with storage_errors("cannot write meta.properties", path):
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write("#seglog\n" + "".join(f"{k}={v}\n" for k, v in props.items()))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        fsync_dir(self.path)
+        """The cluster.id of the directories' meta.properties (seglog.log_dirs.LogDirs.meta_properties checks
+        them: broker.id as configured, one cluster.id in all). A lone broker makes one up for new directories; a
+        broker with zookeeper.connect leaves it to the cluster (``adopt_cluster_id``) and returns None until
+        then."""
+        cluster_id, self._cluster_id_stored = self._dirs.meta_properties()
+        if cluster_id is None and not self.config.zookeeper_connect:
+            cluster_id = self._dirs.new_cluster_id()
+        return cluster_id
 
     def adopt_cluster_id(self, cluster_id: str) -> None:
         """Cluster mode: this directory belongs to the cluster `cluster_id` (the id its metadata store holds),
@@ -258,7 +206,7 @@ class Node:
                     f"The Cluster ID {cluster_id} doesn't match stored clusterId {self.cluster_id} in meta.properties "
                     f"of {self.path}. The broker is trying to join the wrong cluster. Configured zookeeper.connect "
                     f"may be wrong.")
-            self._write_meta_properties(cluster_id)     # new directory (or an id made up by this process)
+            self._dirs.write_cluster_id(cluster_id)     # new directories (or an id made up by this process)
             self._cluster_id_stored = True
             self.cluster_id = cluster_id
 
@@ -296,11 +244,27 @@ class Node:
         return TopicInfo(name, topic_id, partitions, {k: str(v) for k, v in overrides.items()}, cfg, internal)
 
     def _open_partition(self, info: TopicInfo, p: int) -> Partition:
-        lg = Log(os.path.join(self.path, f"{info.name}-{p}"), info.config, topic=info.name, partition=p,
+        """Open (or create, in the directory seglog.log_dirs.LogDirs.next_dir picks) a partition's log."""
+        tp = (info.name, p)
+        d = self._located.get(tp) or self._dirs.next_dir(tp, self._located, self._mover.dirs())
+        lg = Log(os.path.join(d, f"{info.name}-{p}"), info.config, topic=info.name, partition=p,
                  retention_check_interval_ms=self.config.log_retention_check_interval_ms)
+        self._located[tp] = d
         part = Partition(self, info.name, p, lg)
-        self._partitions[(info.name, p)] = part
+        self._partitions[tp] = part
         return part
+
+    def _open_future(self, part: Partition, path: str) -> Log:
+        """Open (or create) the future log of a partition at `path`, starting where the current log starts."""
+        lg = Log(path, part.log.config, topic=part.topic, partition=part.index,
+                 retention_check_interval_ms=self.config.log_retention_check_interval_ms)
+        try:
+            if lg.end_offset == lg.start_offset < part.log.start_offset:
+                lg.truncate_fully_and_start_at(part.log.start_offset)
+        except BaseException:
+            lg.close()
+            raise
+        return lg
 
     # -- topics -----------------------------------------------------------------------------------------------
 
@@ -527,27 +491,28 @@ class Node:
                 self._write_topics()
 
     def _drop_partition(self, name: str, p: int) -> None:
-        self._delete_dirs([self._retire_partition(name, p)], f"delete {name}-{p}")
+        self._delete_dirs(self._retire_partition(name, p), f"delete {name}-{p}")
 
-    def _retire_partition(self, name: str, p: int) -> str | None:
-        """Close a partition's log and rename its directory to ``<dir>.<uuid>-delete`` (lock held); the new
-        name, or None when it has no directory. Raises StorageError."""
+    def _retire_partition(self, name: str, p: int) -> list[str]:
+        """Close a partition's logs (its future log first: a future directory without a current one is a
+        finished move, see seglog.log_dirs.LogDirs.scan) and rename their directories to
+        ``<dir>.<uuid>-delete`` (lock held, renames fsynced); the new names. Raises StorageError."""
+        out = []
+        future = self._mover.remove((name, p))
+        if future is not None:
+            out.append(self._dirs.retire(future))
         part = self._partitions.pop((name, p), None)
         if part is not None:
             part.log.close()
-        src = os.path.join(self.path, f"{name}-{p}")
-        if not os.path.isdir(src):
-            return None
-        dst = f"{src}.{uuid.uuid4().hex}-delete"
-        with storage_errors("cannot delete partition directory", src):
-            os.rename(src, dst)
-        return dst
+        d = self._located.pop((name, p), None)
+        src = os.path.join(d, f"{name}-{p}") if d is not None else None
+        if src is not None and os.path.isdir(src):
+            out.append(self._dirs.retire(src))
+        return out
 
-    def _delete_dirs(self, doomed: list[str | None], what: str) -> None:
-        """Make the renames of retired partition directories durable, then delete them in the background."""
-        doomed = [d for d in doomed if d is not None]
+    def _delete_dirs(self, doomed: list[str], what: str) -> None:
+        """Delete retired partition directories in the background."""
         if doomed:
-            fsync_dir(self.path)
             default_scheduler().schedule(lambda: [shutil.rmtree(d, ignore_errors=True) for d in doomed], 0.0,
                                          name=what)
 
@@ -601,7 +566,105 @@ class Node:
         info = self._topics.pop(name, None)
         if info is None:
             return
-        self._delete_dirs([self._retire_partition(name, p) for p in range(info.partitions)], f"delete topic {name}")
+        self._delete_dirs([d for p in range(info.partitions) for d in self._retire_partition(name, p)],
+                          f"delete topic {name}")
+
+    # -- log directories -----------------------------------------------------------------------------------------
+
+    def describe_log_dirs(self, partitions: set[tuple[str, int]] | None = None) -> list[dict]:
+        """Kafka's DescribeLogDirs of this node: for each log directory its path, ``total_bytes`` and
+        ``usable_bytes`` of its file system, and the logs in it (of `partitions`, None: all) as
+        ``(topic, partition, size in bytes, offset lag, is_future)``; a future log's lag is how far it trails the
+        current one, a current log's how far its end is below the high watermark (0 unless it is a follower's)."""
+        with self._lock:
+            self._check_open()
+            parts = {tp: (part, self._located.get(tp)) for tp, part in self._partitions.items()
+                     if partitions is None or tp in partitions}
+            futures = self._mover.logs()
+        out = {d: [] for d in self._dirs.dirs}
+        for (t, p), (part, d) in sorted(parts.items()):
+            lg = part.log
+            if d in out:
+                out[d].append((t, p, lg.size_bytes, max(lg.high_watermark - lg.end_offset, 0), False))
+            fut = futures.get((t, p))
+            if fut is not None:
+                out[os.path.dirname(fut.path)].append((t, p, fut.size_bytes, max(lg.end_offset - fut.end_offset, 0),
+                                                       True))
+        result = []
+        for d in self._dirs.dirs:
+            total, usable = self._dirs.usage(d)
+            result.append({"path": d, "total_bytes": total, "usable_bytes": usable, "partitions": out[d]})
+        return result
+
+    @property
+    def replica_alter_log_dirs_rate(self) -> int | None:
+        """replica.alter.log.dirs.io.max.bytes.per.second: how many bytes/s replicas moving between log
+        directories copy (None: no limit)."""
+        return self._mover.quota.limit
+
+    @replica_alter_log_dirs_rate.setter
+    def replica_alter_log_dirs_rate(self, rate: int | None) -> None:
+        self._mover.quota.limit = rate
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int], str]) -> dict[tuple[str, int], SeglogError | None]:
+        """Kafka's AlterReplicaLogDirs: move each partition's replica to the log directory given, {(topic, p):
+        None or the error}. A move starts a future log there that copies the current one while the partition
+        keeps serving and replaces it once caught up (seglog.log_dir_mover); the partition's directory already
+        is a no-op, another directory for a partition already moving restarts the move there. Errors, as
+        Kafka's ReplicaManager: LogDirNotFoundError for a directory not in log.dirs, InvalidTopicError for a name
+        too long for a future directory, ReplicaNotAvailableError for a partition of the cluster this node does
+        not host (the directory is remembered for when it does), UnknownTopicOrPartitionError for one that does
+        not exist, StorageError when the future log cannot be created."""
+        out: dict[tuple[str, int], SeglogError | None] = {}
+        for tp, path in moves.items():
+            try:
+                self._alter_replica_log_dir(tp, path)
+                out[tp] = None
+            except SeglogError as e:
+                log.warning("Unable to alter log dirs for %s-%s: %s", tp[0], tp[1], e)
+                out[tp] = e
+        return out
+
+    def _alter_replica_log_dir(self, tp: tuple[str, int], path: str) -> None:
+        topic, p = tp
+        if len(future_dir_name(topic, p)) > 255:
+            raise InvalidTopicError("The topic name is too long.")
+        dest = self._dirs.find(path) if os.path.isabs(path) else None
+        if dest is None:
+            raise LogDirNotFoundError(f"Failed to find log dir {path}")
+        with self._lock:
+            self._check_open()
+            moving = self._mover.dir_of(tp)
+            if moving is not None and moving != dest:
+                self._delete_dirs([self._dirs.retire(self._mover.remove(tp))], f"delete future log {topic}-{p}")
+            part = self._partitions.get(tp)
+            if part is None:
+                if not self._partition_exists(topic, p):
+                    raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {topic}-{p}")
+                self._dirs.preferred[tp] = dest
+                raise ReplicaNotAvailableError(f"Replica of {topic}-{p} is not available on broker "
+                                               f"{self.config.broker_id}")
+            if self._located[tp] == dest or moving == dest:
+                return
+            self._mover.add(part, self._open_future(part, os.path.join(dest, future_dir_name(topic, p))))
+            log.info("moving the replica of %s-%d from %s to %s", topic, p, self._located[tp], dest)
+
+    def _replace_with_future(self, part: Partition, future: Log) -> bool:
+        """The mover's last step: swap the caught-up future log in (node lock, then the log's); False while the
+        current log has offsets the future lacks."""
+        tp = (part.topic, part.index)
+        with self._lock:
+            if self._closed or self._partitions.get(tp) is not part or self._mover.logs().get(tp) is not future:
+                return False
+            old_dir, new_dir = self._located[tp], os.path.dirname(future.path)
+            retired = os.path.join(old_dir, delete_dir_name(*tp))
+            if not part.log.replace_with_future(future, retired, os.path.join(new_dir, f"{tp[0]}-{tp[1]}")):
+                return False
+            self._mover.forget(tp)
+            self._located[tp] = new_dir
+            self._delete_dirs([retired], f"delete moved log {tp[0]}-{tp[1]}")
+            log.info("the replica of %s-%d moved from %s to %s", tp[0], tp[1], old_dir, new_dir)
+            return True
 
     # -- producers ----------------------------------------------------------------------------------------------
 
@@ -776,7 +839,8 @@ class Node:
         self._partitions.clear()
 
     def close(self) -> None:
-        """Stop the group coordinator, close every log cleanly, release the directory. Idempotent."""
+        """Stop the group coordinator, close every log cleanly, release the directories. Idempotent."""
+        self._mover.close()
         with self._lock:
             if self._closed:
                 return
@@ -786,7 +850,7 @@ class Node:
             if self._txn_coordinator is not None:
                 self._txn_coordinator.close()
             self._close_partitions()
-            self._release_lock()
+            self._dirs.release()
         with self._data:
             self._data.notify_all()
 

@@ -54,7 +54,6 @@ KNOWN_FAILURES = {
     "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs":
         "read_only: seglog's broker configs cannot change at run time, while Kafka 3.x reports advertised.listeners "
         "as dynamically updatable (read_only false)",
-    "test_admin_integration.py::test_alter_replica_log_dirs": "no AlterReplicaLogDirs: one data dir per broker",
     "test_ssl_integration.py::TestSSLConnection::test_ssl_handshake": _SSL_FIXTURE,
     "test_ssl_integration.py::TestSSLConnection::test_legacy_kafka_client_ssl": _SSL_FIXTURE,
 }

@@ -367,11 +367,9 @@ def test_an_empty_group_changes_protocol_keeping_its_offsets(broker):
     assert len(set(first) | set(second) | set(third)) == 90, "a record read twice or left out across the changes"
 
 
-def test_policy_disabled_refuses_the_upgrade_but_serves_classic_members_in_a_consumer_group(start_broker):
+def test_a_classic_group_with_members_refuses_a_consumer_member_under_policy_disabled(start_broker):
     """group.consumer.migration.policy=disabled: a consumer-protocol member heartbeating to a classic group with
-    members gets GROUP_ID_NOT_FOUND (librdkafka: fatal); a classic member (kafka-python) joining a consumer group
-    with members is served inside it whatever the policy, as Kafka, and the group stays a consumer group when
-    the consumer-protocol member leaves (no downgrade)."""
+    members gets GROUP_ID_NOT_FOUND (librdkafka: fatal)."""
     broker = start_broker(**OVERRIDES, group_consumer_migration_policy="disabled")
     make_topic(broker, "live", 2, records=10)
     c = classic_consumer(broker, "live-c", "live")
@@ -391,23 +389,52 @@ def test_policy_disabled_refuses_the_upgrade_but_serves_classic_members_in_a_con
         assert errors and errors[0].code() == ck.KafkaError._FATAL and "The group id does not exist" in errors[0].str()
     finally:
         c.close()
-    k = consumer(broker, "live-k")
-    k.subscribe(["live"])
-    settle([k], lambda a: a == [{0, 1}])
-    c = classic_consumer(broker, "live-k", "live")
+
+
+@pytest.mark.parametrize("first", ["classic", "consumer"])
+def test_classic_and_consumer_members_share_a_group(broker, first):
+    """Kafka 4.0's online migration (policy bidirectional): a kafka-python classic consumer and a librdkafka
+    consumer-protocol consumer in one group, whichever came first (a classic group with a member is converted
+    when the consumer-protocol member joins; a classic member joining a consumer group is served by it), split
+    the partitions with none owned twice, and every record is read."""
+    make_topic(broker, f"mixed-{first}", 4, records=200)
+    seen = set()
+
+    def poll_classic(c):
+        for records in c.poll(timeout_ms=50).values():
+            seen.update((r.partition, r.offset) for r in records)
+
+    def poll_consumer(k):
+        m = k.poll(0.05)
+        if m is not None and m.error() is None:
+            seen.add((m.partition(), m.offset()))
+
+    c = k = None
     try:
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not (len(c.assignment()) == 1 and assignments([k]) == [
-                    {0, 1} - {tp.partition for tp in c.assignment()}]):
-                c.poll(timeout_ms=50)
-                k.poll(0.05)
-            assert len(c.assignment()) == 1 and group_type(broker, "live-k") == ConsumerGroupType.CONSUMER
-        finally:
-            k.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(c.assignment()) != 2:
-            c.poll(timeout_ms=100)
-        assert len(c.assignment()) == 2 and group_type(broker, "live-k") == ConsumerGroupType.CONSUMER
+        if first == "classic":
+            c = classic_consumer(broker, f"mixed-{first}-g", f"mixed-{first}")
+            deadline = time.monotonic() + 20
+            while len(c.assignment()) < 4 and time.monotonic() < deadline:
+                poll_classic(c)
+            assert len(c.assignment()) == 4
+        k = consumer(broker, f"mixed-{first}-g")
+        k.subscribe([f"mixed-{first}"])
+        if first == "consumer":
+            settle([k], lambda a: a == [{0, 1, 2, 3}])
+            c = classic_consumer(broker, f"mixed-{first}-g", f"mixed-{first}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            poll_classic(c)
+            poll_consumer(k)
+            mine, theirs = {tp.partition for tp in c.assignment()}, {tp.partition for tp in k.assignment()}
+            assert not mine & theirs, f"a partition owned twice: {mine} {theirs}"
+            if len(mine) == len(theirs) == 2 and len(seen) == 200:
+                break
+        assert (len(mine), len(theirs), len(seen)) == (2, 2, 200)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        [d] = admin.describe_consumer_groups([f"mixed-{first}-g"]).values()
+        assert len(d.result(10).members) == 2
     finally:
-        c.close()
+        for x in (c, k):
+            if x is not None:
+                x.close()

@@ -1012,7 +1012,7 @@ def test_broker_mode_over_sasl_ssl(spark, tmp_path, certs):
         with pytest.raises(Exception, match="SaslAuthenticationError.*Authentication failed"):
             _read_broker(spark, f"localhost:{b.port}", subscribe="secured",
                          **{**options, "kafka.sasl.password": "wrong"})
-    with pytest.raises(Exception, match="kafka.sasl.\*: sasl.username given, but security.protocol is SSL"):
+    with pytest.raises(Exception, match=r"kafka.sasl.\*: sasl.username given, but security.protocol is SSL"):
         parse_read_options({"kafka.bootstrap.servers": "localhost:1", "subscribe": "t",
                             "kafka.security.protocol": "SSL", "kafka.sasl.username": "alice"}, streaming=False)
     with pytest.raises(Exception, match="option kafka.security.protocol applies to broker mode only"):

@@ -264,7 +264,7 @@ def test_regex_subscription_picks_up_new_topics_and_partitions(env):
 def test_classic_and_consumer_groups_of_one_id(env):
     coord, _, _ = env
     join(coord, "m1")
-    fut = coord.join_group("g", "", "connect", [("range", b"")], 10_000)    # only the consumer protocol type
+    fut = coord.join_group("g", "", "consumer", [("range", b"")], 10_000)
     with pytest.raises(InconsistentGroupProtocolError):
         fut.result(1)
     assert [(g.group_id, g.protocol_type, g.state.value, g.group_type) for g in coord.list_groups()] == [
@@ -307,10 +307,9 @@ def test_an_empty_group_of_either_kind_is_taken_over_with_its_offsets(env):
     ("downgrade", "consumer", "because online upgrade is disabled"),
     ("bidirectional", "connect", "because the group does not use the consumer embedded protocol"),
     ("upgrade", "consumer", "because the embedded consumer protocol is malformed")])
-def test_a_group_with_members_of_the_other_kind_refuses(env, policy, protocol_type, reason):
-    """A heartbeat to a classic group with members that may not be upgraded: GROUP_ID_NOT_FOUND with Kafka's
-    reason; a JoinGroup to a consumer group with members whose metadata is not the consumer protocol:
-    INCONSISTENT_GROUP_PROTOCOL."""
+def test_a_classic_group_with_members_that_cannot_become_a_consumer_group(env, policy, protocol_type, reason):
+    """A heartbeat to a classic group with members it cannot convert: GROUP_ID_NOT_FOUND with Kafka's reason;
+    a heartbeat of a member it does not know (epoch > 0): "not a consumer group"."""
     coord, _, _ = env
     coord.config = dataclasses.replace(coord.config, consumer_migration_policy=policy)
     coord.join_group("classic", "", protocol_type, [("range", b"")], 10_000).result(5)
@@ -318,9 +317,101 @@ def test_a_group_with_members_of_the_other_kind_refuses(env, policy, protocol_ty
         coord.consumer_group_heartbeat("classic", "x", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"])
     with pytest.raises(GroupIdNotFoundError, match="Group classic is not a consumer group"):
         coord.consumer_group_heartbeat("classic", "x", 3)
-    join(coord, "m1")
-    with pytest.raises(InconsistentGroupProtocolError):
-        coord.join_group("g", "", "consumer", [("range", b"")], 10_000).result(1)
+    assert coord.list_groups()[0].group_type == "classic"
+
+
+def subscription(*topics, owned=()):
+    from seglog.assignors import Subscription
+    from seglog.offsets_format import TopicPartition
+    return Subscription(list(topics), owned_partitions=[TopicPartition(t, p) for t, p in owned]).encode(1)
+
+
+def assigned(sync_result):
+    from seglog.assignors import Assignment
+    return {(tp.topic, tp.partition) for tp in Assignment.decode(sync_result.assignment).partitions}
+
+
+def classic_join(coord, member_id="", owned=(), protocols=None):
+    """A classic member's JoinGroup (v4+, so a new member first gets its id) and SyncGroup: (result, parts)."""
+    from seglog.errors import MemberIdRequiredError
+    protocols = protocols or [("range", subscription("a", owned=owned))]
+    try:
+        j = coord.join_group("g", member_id, "consumer", protocols, 10_000, 30_000,
+                             require_known_member_id=True).result(5)
+    except MemberIdRequiredError as e:
+        j = coord.join_group("g", e.member_id, "consumer", protocols, 10_000, 30_000,
+                             require_known_member_id=True).result(5)
+    assert j.leader_id == "" and not j.members and j.protocol_name == protocols[0][0]
+    return j, assigned(coord.sync_group("g", j.generation_id, j.member_id, {}).result(5))
+
+
+def test_classic_members_inside_a_consumer_group(env):
+    """Kafka 4.0's mixed group: a classic member joins a consumer group with members and is assigned by the
+    server-side assignor; it is told to rejoin (REBALANCE_IN_PROGRESS) until it got its partitions, which it
+    gets only once the consumer member released them; its generation is its member epoch (ILLEGAL_GENERATION
+    for another, at heartbeat and at commit); it is stored with its classic metadata; LeaveGroup removes it."""
+    from seglog.errors import IllegalGenerationError, RebalanceInProgressError
+    from seglog.group_consumer_records import group_records, restore_group
+    from seglog.offsets_format import OffsetAndMetadata
+    coord, _, topics = env
+    r = join(coord, "m1")
+    held = r.assignment
+    assert parts(held) == {("a", p) for p in range(6)}
+    j, got = classic_join(coord)
+    assert got == set() and coord.describe_consumer_groups(["g"])[0].state is ConsumerGroupState.RECONCILING
+    r = coord.consumer_group_heartbeat("g", "m1", r.member_epoch, owned=held)       # m1 must give 3 up
+    held = r.assignment or held
+    assert len(parts(held)) == 3
+    coord.heartbeat("g", j.generation_id, j.member_id)                          # not released yet: wait
+    r = coord.consumer_group_heartbeat("g", "m1", r.member_epoch, owned=held)       # released
+    with pytest.raises(RebalanceInProgressError):
+        coord.heartbeat("g", j.generation_id, j.member_id)                      # its partitions are free now
+    j, got = classic_join(coord, j.member_id)
+    assert got == {("a", p) for p in range(6)} - parts(held)
+    coord.heartbeat("g", j.generation_id, j.member_id)                          # stable: nothing to do
+    [d] = coord.describe_consumer_groups(["g"])
+    assert {m.member_id: m.classic for m in d.members} == {"m1": False, j.member_id: True}
+    assert d.state is ConsumerGroupState.STABLE
+    with pytest.raises(IllegalGenerationError):
+        coord.heartbeat("g", j.generation_id - 1, j.member_id)
+    assert coord.commit_offsets("g", {("a", 0): OffsetAndMetadata(3)}, generation_id=j.generation_id,
+                                member_id=j.member_id, epoch_version=False) == {("a", 0): None}
+    with pytest.raises(IllegalGenerationError):
+        coord.commit_offsets("g", {("a", 0): OffsetAndMetadata(4)}, generation_id=j.generation_id + 1,
+                             member_id=j.member_id, epoch_version=False)
+    group = coord._consumer_groups["g"]
+    ids = {t: uuid.uuid5(uuid.NAMESPACE_DNS, t) for t in topics}
+    back = restore_group("g", group_records(group, ids), {i: t for t, i in ids.items()})
+    assert back.members[j.member_id].classic == group.members[j.member_id].classic is not None
+    assert back.members["m1"].classic is None
+    assert coord.leave_group("g", [(j.member_id, None)]) == [None]
+    r = coord.consumer_group_heartbeat("g", "m1", r.member_epoch, owned=held)
+    assert parts(r.assignment) == {("a", p) for p in range(6)}
+    assert coord.leave_group("g", [("nobody", None)])[0].__class__ is UnknownMemberIdError
+
+
+def test_a_classic_group_with_members_becomes_a_consumer_group(env):
+    """group.consumer.migration.policy=bidirectional (Kafka 4.0's default): a consumer-protocol member joining
+    a classic group with members converts it, the classic member keeping its partitions at its generation;
+    told to rejoin, it gives up what the new target moves, and no partition is owned twice."""
+    from seglog.assignors import Assignment
+    from seglog.errors import RebalanceInProgressError
+    from seglog.offsets_format import TopicPartition
+    coord, _, _ = env
+    a = coord.join_group("g", "", "consumer", [("range", subscription("a"))], 10_000, 30_000).result(5)
+    plan = {a.member_id: Assignment([TopicPartition("a", p) for p in range(6)]).encode()}
+    coord.sync_group("g", a.generation_id, a.member_id, plan).result(5)
+    r = join(coord, "k1")                                       # the upgrade
+    [d] = coord.describe_consumer_groups(["g"])
+    assert len(d.members) == 2 and d.group_epoch == a.generation_id + 1 and parts(r.assignment) == set()
+    assert {m.member_id: len(parts(m.assignment)) for m in d.members} == {a.member_id: 6, "k1": 0}
+    assert coord.store.load_groups() == {} and coord.list_groups()[0].group_type == "consumer"
+    with pytest.raises(RebalanceInProgressError):
+        coord.heartbeat("g", a.generation_id, a.member_id)
+    j, got = classic_join(coord, a.member_id, owned=[])                 # eager: it rejoins holding none
+    r = coord.consumer_group_heartbeat("g", "k1", r.member_epoch, owned={})
+    assert len(got) == 3 and got.isdisjoint(parts(r.assignment)) and len(parts(r.assignment)) == 3
+    coord.heartbeat("g", j.generation_id, a.member_id)
 
 
 def test_offset_commit_and_fetch_check_member_and_epoch(env):

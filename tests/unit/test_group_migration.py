@@ -1,4 +1,4 @@
-"""Online migration of a live group between the classic and the consumer protocols (group_migration): the
+"""Online migration of a live group between the classic and the consumer protocols (group_consumer_classic): the
 upgrade when a consumer-protocol member joins a classic group, classic members inside a consumer group
 (JoinGroup / SyncGroup / Heartbeat / LeaveGroup / OffsetCommit, revoking before getting partitions), the
 downgrade when the last consumer-protocol member leaves, group.consumer.migration.policy, and the converted
@@ -89,21 +89,6 @@ def no_partition_twice(coord):
     [d] = coord.describe_consumer_groups(["g"])
     seen = [tp for m in d.members for tp in parts(m.assignment)]
     assert len(seen) == len(set(seen))
-
-
-def test_a_consumer_member_upgrades_a_classic_group_whose_members_keep_their_partitions(env):
-    coord, _ = env
-    c = classic_group(coord)
-    m = consumer_join(coord)
-    assert group_type(coord) == "consumer"
-    [d] = coord.describe_consumer_groups(["g"])
-    members = {x.member_id: x for x in d.members}
-    assert members[c.member_id].classic and not members["m"].classic
-    assert len(parts(members[c.member_id].assignment)) == 10            # kept until it gives them up
-    assert len(parts(members[c.member_id].target_assignment)) == 5
-    assert m.member_epoch == c.generation_id + 1 and parts(m.assignment) == set()
-    assert coord.describe_groups(["g"])[0].state.value == "Dead"        # not a classic group any more
-    no_partition_twice(coord)
 
 
 @pytest.mark.parametrize("cooperative", [False, True])
@@ -236,16 +221,6 @@ def test_static_classic_members(env):
     assert coord.leave_group("g", [("", "i1")]) == [None]
 
 
-@pytest.mark.parametrize("policy", ["disabled", "downgrade"])
-def test_policies_without_upgrade_refuse_a_consumer_member_in_a_classic_group(policy):
-    coord = coordinator(consumer_migration_policy=policy)
-    classic_group(coord)
-    with pytest.raises(GroupIdNotFoundError, match="because online upgrade is disabled"):
-        consumer_join(coord)
-    assert group_type(coord) == "classic"
-    coord.close()
-
-
 def test_upgrade_only_policy_keeps_a_consumer_group_of_classic_members():
     coord = coordinator(consumer_migration_policy="upgrade")
     c = classic_group(coord)
@@ -255,14 +230,6 @@ def test_upgrade_only_policy_keeps_a_consumer_group_of_classic_members():
     [d] = coord.describe_consumer_groups(["g"])
     assert [x.member_id for x in d.members] == [c.member_id]
     coord.close()
-
-
-def test_only_consumer_protocol_groups_upgrade(env):
-    coord, _ = env
-    r = classic_join(coord, "", protocol_type="connect")
-    coord.sync_group("g", r.generation_id, r.member_id, {r.member_id: b"x"}).result(5)
-    with pytest.raises(GroupIdNotFoundError):
-        consumer_join(coord)
 
 
 @pytest.fixture

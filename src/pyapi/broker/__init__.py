@@ -1,6 +1,7 @@
 """seglog.broker: the Kafka-protocol broker over a seglog Node.
 
-``seglog.serve(data_dir)`` runs one on a free loopback port in a background thread (for tests and embedding)::
+``seglog.serve(data_dir)`` runs one on a free loopback port in a background thread (for tests and embedding);
+`data_dir` is one directory or several (a list, or "a,b" as Kafka's ``log.dirs``)::
 
     with seglog.serve(tmp_path) as broker:
         KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
@@ -36,7 +37,8 @@ def _config(data_dir, config, overrides) -> BrokerConfig:
         config = BrokerConfig.from_properties(config)
     changes = dict(overrides or {})
     if data_dir is not None:
-        changes["log.dirs"] = os.fspath(data_dir)
+        changes["log.dirs"] = (os.fspath(data_dir) if isinstance(data_dir, (str, os.PathLike))
+                               else ",".join(map(os.fspath, data_dir)))
     return config.with_kafka(changes) if changes else config
 
 
@@ -64,7 +66,7 @@ class RunningBroker:
             elif ssl is not None:
                 ssl_context = ssl
         self.config = _config(data_dir, config, overrides)
-        self.node = Node(self.config.log_dirs.split(",")[0], self.config)
+        self.node = Node(self.config.log_dirs, self.config)
         try:
             if metadata_store is None and self.config.zookeeper_connect:
                 metadata_store = zookeeper_store(self.config)
@@ -174,7 +176,7 @@ def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int
     """Run a broker in the foreground until SIGINT/SIGTERM, then shut down cleanly. Returns an exit code: 0, or 1
     when a cluster member stopped because its data directory failed (Broker.log_dir_failed).
     With zookeeper.connect set it joins that cluster; otherwise it is a lone broker."""
-    node = Node(config.log_dirs.split(",")[0], config)
+    node = Node(config.log_dirs, config)
     try:
         store = zookeeper_store(config) if config.zookeeper_connect else None
         broker = Broker(node, config, metrics_port=metrics_port, metadata_store=store)

@@ -159,6 +159,7 @@ HANDLERS = {
     ApiKey.DESCRIBE_CONFIGS: Handlers.handle_describe_configs,
     ApiKey.ALTER_CONFIGS: Handlers.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handlers.handle_incremental_alter_configs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: Handlers.handle_alter_replica_log_dirs,
     ApiKey.DESCRIBE_LOG_DIRS: Handlers.handle_describe_log_dirs,
     ApiKey.DESCRIBE_CLUSTER: Handlers.handle_describe_cluster,
     ApiKey.ELECT_LEADERS: Handlers.handle_elect_leaders,

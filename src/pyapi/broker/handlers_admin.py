@@ -5,12 +5,11 @@ AlterConfigs, IncrementalAlterConfigs."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 
 from .. import errors
 from ..config import KAFKA_NAMES
 from ..errors import SeglogError
-from ..replication.throttle import BROKER_RATE_KEYS, LONG_MAX
+from ..replication.throttle import DYNAMIC_BROKER_KEYS, LONG_MAX
 from ..protocol.schema import NIL_UUID
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
@@ -233,26 +232,32 @@ class AdminHandlers:
                             for b in view.brokers()]}
 
     async def handle_describe_log_dirs(self, header, body):
-        """The one log dir of this broker: the partitions it holds (of the topics asked for, or all), their
-        sizes, and the disk's total and usable bytes (v4+). Describe on the cluster, else no log dir and
-        CLUSTER_AUTHORIZATION_FAILED (v3+)."""
+        """Each log dir of this broker: the partitions it holds (of the topics asked for, or all; future logs of
+        replicas moving there with is_future_key), their sizes and offset lags, and the disk's total and usable
+        bytes (v4+). Describe on the cluster, else no log dir and CLUSTER_AUTHORIZATION_FAILED (v3+)."""
         if not self.broker.allowed(Op.DESCRIBE, Res.CLUSTER):
             return {"error_code": errors.ClusterAuthorizationFailedError.code, "results": []}
-        return {"results": [await self.broker.on_disk(self._describe_log_dir, body["topics"])]}
+        asked = None if body["topics"] is None else {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
+        found = await self.broker.on_disk(self.node.describe_log_dirs, asked)
+        return {"error_code": 0, "results": [
+            {"error_code": 0, "log_dir": d["path"], "total_bytes": d["total_bytes"], "usable_bytes": d["usable_bytes"],
+             "topics": [{"name": t, "partitions": parts} for t, parts in by_topic(
+                 [((t, p), (size, lag, future)) for t, p, size, lag, future in d["partitions"]], lambda p, r: {
+                     "partition_index": p, "partition_size": r[0], "offset_lag": r[1], "is_future_key": r[2]}
+             ).items()]}
+            for d in found]}
 
-    def _describe_log_dir(self, wanted) -> dict:
-        node = self.node
-        asked = None if wanted is None else {(t["topic"], p) for t in wanted for p in t["partitions"]}
-        topics = []
-        for name in node.topics(include_internal=True):
-            parts = [{"partition_index": part.index, "partition_size": part.log.size_bytes,
-                      "offset_lag": max(part.high_watermark - part.log_end_offset, 0), "is_future_key": False}
-                     for part in node.partitions(name) if asked is None or (name, part.index) in asked]
-            if parts:
-                topics.append({"name": name, "partitions": parts})
-        disk = shutil.disk_usage(node.path)
-        return {"error_code": 0, "log_dir": node.path, "topics": topics, "total_bytes": disk.total,
-                "usable_bytes": disk.free}
+    async def handle_alter_replica_log_dirs(self, header, body):
+        """AlterReplicaLogDirs: move this broker's replicas of the partitions named to the log dirs named
+        (seglog.node.Node.alter_replica_log_dirs); per partition NONE or the error. Alter on the cluster, else
+        CLUSTER_AUTHORIZATION_FAILED for every partition."""
+        moves = {(t["name"], p): d["path"] for d in body["dirs"] for t in d["topics"] for p in t["partitions"]}
+        if not self.broker.allowed(Op.ALTER, Res.CLUSTER):
+            done = dict.fromkeys(moves, errors.ClusterAuthorizationFailedError("Cluster authorization failed"))
+        else:
+            done = await self.broker.on_disk(self.node.alter_replica_log_dirs, moves)
+        answers = by_topic(sorted(done.items()), lambda p, e: {"partition_index": p, "error_code": _err(e) if e else 0})
+        return {"results": [{"topic_name": t, "partitions": parts} for t, parts in answers.items()]}
 
     async def handle_describe_configs(self, header, body):
         results = []
@@ -366,11 +371,11 @@ class AdminHandlers:
                     if name not in ("", str(self.config.broker_id)):
                         raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.config.broker_id} "
                                                          f"or empty string, but received {name}")
-                    static = sorted(n for n in names if n not in BROKER_RATE_KEYS)
+                    static = sorted(n for n in names if n not in DYNAMIC_BROKER_KEYS)
                     if static:
                         raise errors.InvalidRequestError(
                             f"Cannot update these configs dynamically: {', '.join(static)} (seglog broker configs "
-                            f"other than {', '.join(BROKER_RATE_KEYS)} are static: set them in server.properties or "
+                            f"other than {', '.join(DYNAMIC_BROKER_KEYS)} are static: set them in server.properties or "
                             f"with --override, and restart)")
                     if names:
                         await _off_loop(self.broker.view.alter_broker_config, name,
@@ -426,7 +431,7 @@ class AdminHandlers:
                         "is_default": v == f.default, "is_sensitive": key.secret, "synonyms": [],
                         "config_type": config_type(key), "documentation": None})
         dynamic = self.broker.view.broker_dynamic_configs()
-        for k in BROKER_RATE_KEYS:                # dynamic (seglog.replication.throttle): unset, no limit
+        for k in DYNAMIC_BROKER_KEYS:             # dynamic (seglog.replication.throttle): unset, no limit
             if keys is not None and k not in keys:
                 continue
             value, path = dynamic.get(k, (str(LONG_MAX), None))

@@ -8,17 +8,25 @@ administration. Swapping the view is all that turns a single broker into a clust
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 import uuid
 
+from ..checkpoints import replace_file
 from ..cluster.controller import check_reassignment
 from ..cluster.metastore import ReplicaAssignment
 from ..cluster.placement import validate_assignment, validate_new_partitions
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
                       InvalidRequestError, NoReassignmentInProgressError, NotEnoughReplicasError,
-                      NotLeaderOrFollowerError, SeglogError, TopicAlreadyExistsError, UnknownLeaderEpochError,
-                      UnknownTopicOrPartitionError)
+                      NotLeaderOrFollowerError, SeglogError, StorageError, TopicAlreadyExistsError,
+                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
+from ..replication.throttle import ALTER_LOG_DIRS_RATE_KEY, check_broker_rate, rates_for_broker
 from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
+
+
+DYNAMIC_CONFIGS_FILE = "broker-configs.json"     # {entity path: {name: value}} of a lone broker's dynamic configs
 
 
 class LocalView:
@@ -29,6 +37,16 @@ class LocalView:
         self.broker_id = broker_id
         self._address = address or (lambda: (host, port))
         self._ids = TopicIds(self.topic_names, self._id_of)
+        self._dynamic_lock = threading.Lock()
+        self._dynamic_path = os.path.join(node.path, DYNAMIC_CONFIGS_FILE)
+        try:
+            with open(self._dynamic_path, encoding="utf-8") as f:
+                self._dynamic: dict[str, dict[str, str]] = json.load(f)
+        except FileNotFoundError:
+            self._dynamic = {}
+        except (OSError, ValueError) as e:
+            raise StorageError(f"cannot read dynamic broker configs: {e}", self._dynamic_path) from None
+        self._apply_dynamic()
 
     @property
     def host(self) -> str:
@@ -115,12 +133,38 @@ class LocalView:
         """Nothing to record: see replication_throttle."""
 
     def broker_dynamic_configs(self) -> dict[str, tuple[str, str]]:
-        """A lone broker keeps no dynamic broker configs (see alter_broker_config)."""
-        return {}
+        """{name: (value, entity path)}: a lone broker's one dynamic config, the copy rate of replicas moving
+        between its log directories, if set (see alter_broker_config)."""
+        with self._dynamic_lock:
+            return {k: (v, path) for path in (f"brokers/{self.broker_id}", "brokers/<default>")
+                    for k, v in self._dynamic.get(path, {}).items()}
 
     def alter_broker_config(self, name: str, change, validate_only: bool = False) -> None:
-        raise InvalidRequestError("Dynamic broker configs (the replication throttled rates) are kept in a cluster's "
-                                  "ZooKeeper; a lone broker has no replication to throttle")
+        """Replace the dynamic configs of this broker (`name` its id, "": the default) with ``change(current)``,
+        kept in ``broker-configs.json`` of its first log directory. Only
+        replica.alter.log.dirs.io.max.bytes.per.second: the replication throttled rates are a cluster's
+        (InvalidRequestError), bad values InvalidConfigError, before anything is stored."""
+        path = f"brokers/{name or '<default>'}"
+        with self._dynamic_lock:
+            new = change(dict(self._dynamic.get(path, {})))
+            other = sorted(k for k in new if k != ALTER_LOG_DIRS_RATE_KEY)
+            if other:
+                raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(other)} (the "
+                                          f"replication throttled rates are kept in a cluster's ZooKeeper; a lone "
+                                          f"broker has no replication to throttle)")
+            for k, v in new.items():
+                check_broker_rate(k, v)
+            if validate_only:
+                return
+            configs = {**self._dynamic, path: new}
+            replace_file(self._dynamic_path, json.dumps({p: c for p, c in configs.items() if c}).encode(),
+                         "cannot write dynamic broker configs")
+            self._dynamic = configs
+            self._apply_dynamic()
+
+    def _apply_dynamic(self) -> None:
+        rate = rates_for_broker(self._dynamic, self.broker_id).get(ALTER_LOG_DIRS_RATE_KEY)
+        self.node.replica_alter_log_dirs_rate = None if rate is None else rate[0]
 
     def init_producer_id(self) -> int:
         return self.node.init_producer_id()

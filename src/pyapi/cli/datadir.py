@@ -15,9 +15,10 @@ import os
 import time
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import (CoordinatorLoadInProgressError, SeglogError, StorageError, TransactionalIdNotFoundError,
-                      UnknownTopicOrPartitionError)
-from ..node import Node, read_meta_properties
+from ..errors import (CoordinatorLoadInProgressError, ReplicaNotAvailableError, SeglogError, StorageError,
+                      TransactionalIdNotFoundError, UnknownTopicOrPartitionError)
+from ..log_dirs import parse_log_dirs, read_meta_properties
+from ..node import Node
 from ..offsets_format import OFFSETS_TOPIC, TopicPartition
 from ..txn.coordinator import TransactionDescription, TransactionListing
 from ..txn.log_format import TRANSACTION_STATE_TOPIC
@@ -32,10 +33,12 @@ class DataDirAdmin(Admin):
     live = False
 
     def __init__(self, path: str, *, create: bool = False):
-        if not create and not os.path.isdir(path):
-            raise StorageError("no such data directory", path)
+        dirs = parse_log_dirs(path)
+        missing = [d for d in dirs if not os.path.isdir(d)]
+        if not create and missing:
+            raise StorageError("no such data directory", missing[0])
         # a cluster member's directory is inspected as that broker (a node refuses another broker.id)
-        stored_id = read_meta_properties(path).get("broker.id", "") if os.path.isdir(path) else ""
+        stored_id = read_meta_properties(dirs[0]).get("broker.id", "") if os.path.isdir(dirs[0]) else ""
         self.node = Node(path, {**NODE_CONFIG, "broker.id": stored_id} if stored_id.isdecimal() else NODE_CONFIG)
 
     def close(self) -> None:
@@ -87,10 +90,18 @@ class DataDirAdmin(Admin):
         me = self.node.config.broker_id
         if brokers is not None and me not in brokers:
             return {}
-        parts = [{"topic": t, "partition": p.index, "size": p.log.size_bytes,
-                  "offsetLag": max(p.high_watermark - p.log_end_offset, 0), "isFuture": False}
-                 for t in self.node.topics(include_internal=True) for p in self.node.partitions(t)]
-        return {me: [{"logDir": self.node.path, "error": None, "partitions": parts}]}
+        return {me: [{"logDir": d["path"], "error": None, "partitions": [
+            {"topic": t, "partition": p, "size": size, "offsetLag": lag, "isFuture": future}
+            for t, p, size, lag, future in d["partitions"]]} for d in self.node.describe_log_dirs()]}
+
+    def alter_replica_log_dirs(self, moves: dict[tuple[str, int, int], str]) -> dict[tuple[str, int, int], object]:
+        """AlterReplicaLogDirs of this node's replicas ((topic, partition, broker) -> directory): None or the
+        error of each; a replica of another broker gets ReplicaNotAvailableError."""
+        me = self.node.config.broker_id
+        mine = {(t, p): d for (t, p, b), d in moves.items() if b == me}
+        done = self.node.alter_replica_log_dirs(mine)
+        return {(t, p, b): done[(t, p)] if b == me else ReplicaNotAvailableError(f"no broker {b} here")
+                for (t, p, b) in moves}
 
     # -- transactions -----------------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ def register(sub) -> None:
     b.add_argument("--config", metavar="server.properties", help="a Kafka server.properties file")
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="a broker setting by its Kafka name (repeatable), over --config")
-    b.add_argument("--data-dir", help="log.dirs (default ./data)")
+    b.add_argument("--data-dir", help="log.dirs: a directory, or several comma-separated (default ./data)")
     b.add_argument("--host", help="the address to listen on (default 127.0.0.1)")
     b.add_argument("--port", type=int, help="the port to listen on (default 9092; 0 picks a free one)")
     b.add_argument("--broker-id", type=int, help="broker.id (default 0)")

@@ -33,7 +33,8 @@ from ..topic_names import validate_topic_name
 from ..offsets_store import partition_for_group
 from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from ..replication.manager import ReplicaManager
-from ..replication.throttle import BROKER_RATE_KEYS, LEADER, ReplicationThrottles, check_broker_rate, rates_for_broker
+from ..replication.throttle import (ALTER_LOG_DIRS_RATE_KEY, DYNAMIC_BROKER_KEYS, LEADER, ReplicationThrottles,
+                                   check_broker_rate, rates_for_broker)
 from ..security.client import inter_broker_security
 from .controller import Controller, list_reassignments
 from .metastore import (NO_LEADER, BrokerInfo, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
@@ -270,10 +271,13 @@ class ClusterMember:
             controller.poke(why)
 
     def _on_entity_configs(self, configs: dict[str, dict[str, str]]) -> None:
-        """Dynamic broker configs: this broker's replication throttled rates (its own entity, else the default)."""
+        """Dynamic broker configs: this broker's replication throttled rates and the copy rate of its replicas
+        moving between log directories (its own entity, else the default)."""
         with self._lock:
             self.broker_configs = {p: dict(c) for p, c in configs.items() if p.startswith("brokers/")}
-        self.throttles.set_rates(rates_for_broker(configs, self.broker_id))
+        rates = rates_for_broker(configs, self.broker_id)
+        self.throttles.set_rates(rates)
+        self.node.replica_alter_log_dirs_rate = rates.get(ALTER_LOG_DIRS_RATE_KEY, (None,))[0]
 
     def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         with self._lock:
@@ -537,7 +541,7 @@ class ClusterView:
 
         def checked(current: dict[str, str]) -> dict[str, str]:
             new = change(dict(current))
-            static = sorted(k for k in new if k not in BROKER_RATE_KEYS)
+            static = sorted(k for k in new if k not in DYNAMIC_BROKER_KEYS)
             if static:
                 raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(static)}")
             for k, v in new.items():

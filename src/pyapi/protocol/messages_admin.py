@@ -1,5 +1,6 @@
 """Schemas of the admin and session APIs: ApiVersions, CreateTopics, DeleteTopics, InitProducerId,
-DescribeConfigs, AlterConfigs, CreatePartitions, IncrementalAlterConfigs, DescribeLogDirs, DescribeCluster,
+DescribeConfigs, AlterConfigs, CreatePartitions, IncrementalAlterConfigs, AlterReplicaLogDirs, DescribeLogDirs,
+DescribeCluster,
 ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, DescribeClientQuotas, AlterClientQuotas.
 
 Written from Kafka's message JSON specs, restricted to the versions seglog supports. ApiVersions v3 is the
@@ -175,6 +176,21 @@ INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", (0, 1), flexible=
           field("resource_name", "string")),
 ))
 
+ALTER_REPLICA_LOG_DIRS = Api(34, "AlterReplicaLogDirs", (0, 2), flexible=2, request=(
+    array("dirs",
+          field("path", "string"),
+          array("topics",
+                field("name", "string"),
+                field("partitions", "[]int32"))),
+), response=(
+    field("throttle_time_ms", "int32"),
+    array("results",
+          field("topic_name", "string"),
+          array("partitions",
+                field("partition_index", "int32"),
+                field("error_code", "int16"))),
+))
+
 DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", (0, 4), flexible=2, request=(
     array("topics",
           field("topic", "string"),
@@ -316,6 +332,6 @@ ALTER_CLIENT_QUOTAS = Api(49, "AlterClientQuotas", (0, 1), flexible=1, request=(
 ))
 
 APIS = (API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, ALTER_CONFIGS,
-        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER,
+        CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER,
         ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLIENT_QUOTAS,
         ALTER_CLIENT_QUOTAS)

@@ -25,13 +25,16 @@ from typing import Callable, Mapping
 from ..errors import InvalidConfigError
 from ..quotas.rate import SampledRate
 
-__all__ = ["ALL_REPLICAS", "BROKER_RATE_KEYS", "FOLLOWER", "LEADER", "ReplicationQuota", "ReplicationThrottles",
+__all__ = ["ALL_REPLICAS", "ALTER_LOG_DIRS_RATE_KEY", "BROKER_RATE_KEYS", "DYNAMIC_BROKER_KEYS", "FOLLOWER", "LEADER",
+           "ReplicationQuota", "ReplicationThrottles",
            "check_broker_rate", "parse_throttled_replicas", "rates_for_broker"]
 
 LEADER, FOLLOWER = "leader", "follower"
 RATE_KEYS = {LEADER: "leader.replication.throttled.rate", FOLLOWER: "follower.replication.throttled.rate"}
 REPLICAS_KEYS = {LEADER: "leader.replication.throttled.replicas", FOLLOWER: "follower.replication.throttled.replicas"}
 BROKER_RATE_KEYS = tuple(RATE_KEYS.values())
+ALTER_LOG_DIRS_RATE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"   # seglog.log_dir_mover's copy rate
+DYNAMIC_BROKER_KEYS = BROKER_RATE_KEYS + (ALTER_LOG_DIRS_RATE_KEY,)           # every dynamic broker config
 ALL_REPLICAS = "*"
 LONG_MAX = (1 << 63) - 1
 _ENTRY = re.compile(r"\s*\d+\s*:\s*\d+\s*")
@@ -73,7 +76,7 @@ def rates_for_broker(entity_configs: Mapping[str, Mapping[str, str]], broker_id:
     out = {}
     for path in (f"brokers/{broker_id}", "brokers/<default>"):
         for key, text in entity_configs.get(path, {}).items():
-            if key in BROKER_RATE_KEYS and key not in out:
+            if key in DYNAMIC_BROKER_KEYS and key not in out:
                 try:
                     out[key] = (check_broker_rate(key, text), path)
                 except InvalidConfigError:
