@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import signal
+import shutil
 import socket
 import struct
 import subprocess
@@ -371,6 +372,20 @@ class ProxyHub:
 
 # -- brokers ---------------------------------------------------------------------------------------------------
 
+def _copy_sparse(src, dst) -> None:
+    """Copy a file leaving its zero blocks as holes (a killed broker's preallocated indexes are mostly zeros)."""
+    block = 1 << 16
+    zeros = bytes(block)
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while chunk := fin.read(block):
+            if chunk == zeros:
+                fout.seek(len(chunk), os.SEEK_CUR)
+            else:
+                fout.write(chunk)
+        fout.truncate()
+    shutil.copystat(src, dst)
+
+
 class BrokerProc:
     """One ``python -m seglog broker`` subprocess with a fixed id, port and data dir."""
 
@@ -485,7 +500,7 @@ class Cluster:
 
     def __init__(self, zk_connect: str, work_dir, n: int = 3, overrides: dict | None = None, *,
                  proxied: bool = False, chroot: str | None = None, log_level: str = "INFO",
-                 tmpfs_size: str | None = None, security: dict | None = None):
+                 tmpfs_size: str | None = None, security: dict | None = None, log_dirs: int = 1):
         self.zk_base = zk_connect
         self.security = security          # client settings for the harness's own requests (a TLS/SASL listener)
         self.tmpfs_size = tmpfs_size
@@ -524,8 +539,9 @@ class Cluster:
                 self.proxies[i] = [inbound, zk_proxy]
             self.client_addr[i] = (advertised, port)
             data_dir = self.work_dir / f"d{i}"
+            dirs = ",".join([str(data_dir)] + [f"{data_dir}-{k}" for k in range(1, log_dirs)])   # log.dirs
             args = [sys.executable, "-m", "seglog", "broker", "--broker-id", str(i), "--host", HOST,
-                    "--port", str(port), "--zookeeper", zk, "--data-dir", str(data_dir), "--log-level", log_level]
+                    "--port", str(port), "--zookeeper", zk, "--data-dir", dirs, "--log-level", log_level]
             props = dict(self.overrides)
             if proxied:
                 props["advertised.listeners"] = f"PLAINTEXT://{advertised}:{port}"
@@ -551,8 +567,8 @@ class Cluster:
         wait_until(lambda: self.controller()[0] is not None, 20, "a controller", details=self.describe)
         return self
 
-    def close(self) -> None:
-        """Kill every broker (SIGKILL) and the proxies; close the ZooKeeper reader."""
+    def kill_brokers(self) -> None:
+        """SIGKILL every live broker (a paused one is resumed first); their data dirs stay as they are."""
         for b in self.brokers.values():
             try:
                 if b.alive:
@@ -561,6 +577,19 @@ class Cluster:
                     b.kill()
             except Exception:
                 pass
+
+    def close(self, keep_data: Path | None = None) -> None:
+        """Kill every broker (SIGKILL) and the proxies; close the ZooKeeper reader. ``keep_data``: a directory
+        each broker's data dir is copied into (as ``d<id>``) once the brokers are dead, before the tmpfs
+        mounts (if any) go away with what they held (a full-disk fault's ballast is left out)."""
+        self.kill_brokers()
+        if keep_data is not None:
+            from faults import BALLAST
+            for i, b in self.brokers.items():
+                if b.proc is not None:
+                    b.proc.wait(10)
+                shutil.copytree(b.data_dir, Path(keep_data) / f"d{i}", dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns(BALLAST), copy_function=_copy_sparse)
         if self.hub is not None:
             self.hub.close()
         if self._zk is not None:

@@ -294,9 +294,8 @@ class ConsumerGroups:
         return changed
 
     def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval, done) -> HeartbeatResult:
-        """Epoch -1: the member leaves, its partitions go to the others (the last consumer-protocol member
-        leaving classic members may turn the group back into a classic group: group_consumer_classic). Epoch -2
-        (static): it keeps its partitions until its session ends or its instance id rejoins."""
+        """Epoch -1: the member leaves, its partitions go to the others. Epoch -2 (static): it keeps its
+        partitions until its session ends or its instance id rejoins."""
         group = self._consumer_groups.get(group_id)
         if group is None:
             raise GroupIdNotFoundError(f"Group {group_id} not found.")
@@ -313,15 +312,23 @@ class ConsumerGroups:
                 member.previous_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
         else:
             log.info("group %s: member %s leaves", group_id, member_id)
-            self._fence_consumer(group, member, done, self._clock())
+            self._remove_consumer(group, member, done)
         return HeartbeatResult(member_id, epoch, interval)
 
-    def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        """Drop a member (lock held): its partitions are released, the group epoch moves."""
+    def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember, done: list) -> None:
+        """Drop a member (lock held): its partitions are released, the group epoch moves. When it was the
+        last member using the consumer protocol and classic members remain, the group may become a classic
+        group again instead, at the group epoch the classic members have (as Kafka: they are then asked to
+        rejoin, not refused as of a stale generation; group_consumer_classic._maybe_downgrade; ``done`` takes
+        completions)."""
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
+        if member.classic is None:
+            self._maybe_downgrade(group, done)
+            if self._consumer_groups.get(group.group_id) is not group:
+                return
         self._refresh_target(group, True, self._clock())
 
     def _refresh_target(self, group: ConsumerGroup, changed: bool, now: float) -> None:
@@ -378,9 +385,8 @@ class ConsumerGroups:
             self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
             return
         log.info("group %s: member %s session expired", group.group_id, member.member_id)
-        self._fence_consumer(group, member, done, now)
-        if self._consumer_groups.get(group.group_id) is group:
-            self._queue_consumer_changes(group)
+        self._remove_consumer(group, member, done)
+        self._queue_consumer_changes(group)
 
     def _on_consumer_revoke(self, group, member, done, now) -> None:
         if group.members.get(member.member_id) is not member or member.revoke_deadline is None \
@@ -388,9 +394,8 @@ class ConsumerGroups:
             return
         log.info("group %s: member %s did not revoke its partitions within its rebalance timeout",
                  group.group_id, member.member_id)
-        self._fence_consumer(group, member, done, now)
-        if self._consumer_groups.get(group.group_id) is group:
-            self._queue_consumer_changes(group)
+        self._remove_consumer(group, member, done)
+        self._queue_consumer_changes(group)
 
     # --- describe, offsets -----------------------------------------------------------------------------------
 
@@ -488,6 +493,8 @@ class ConsumerGroups:
         changed records, tombstones for members gone (for every record when ``dropped``); None when nothing
         changed. The group's ``stored`` records are updated at once (writes start in the order queued); a write
         that fails marks every record it had as unwritten, so the next change writes them all again."""
+        if not dropped and self._consumer_groups.get(group.group_id) is not group:
+            return None                                 # no longer this id's consumer group: nothing to write
         records = {} if dropped else group_records(group, self._topic_ids())
         todo = changes(group.stored, records)
         if not todo:

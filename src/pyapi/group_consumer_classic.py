@@ -19,14 +19,12 @@ first protocol; the server-side assignor assigns it like any member. As Kafka's 
   removed, as a consumer member that does not revoke.
 * LeaveGroup removes it. OffsetCommit checks its generation (ILLEGAL_GENERATION), at any version.
 
-The way back (Kafka's convertToClassicGroup, under ``group.consumer.migration.policy`` downgrade or
-bidirectional): when the last consumer-protocol member leaves (epoch -1) or is removed (session, rebalance
-timeout) and classic members remain (at most group.max.size, with a protocol in common), the group becomes a
-classic group at the group epoch, each member's target assignment as its classic assignment, and rebalances:
-its members are told to rejoin. A classic static member taking the instance id of the last consumer-protocol
-member (which left with epoch -2) converts it too, without a rebalance: the group stays Stable with those
-assignments. The classic generation is stored before the consumer group's records are tombstoned (a loaded
-classic generation with members wins over them, group.GroupCoordinator._load).
+When the last member using the consumer protocol leaves (LeaveGroup, an ended session, a revocation not made in
+time) and classic members remain, the group becomes a classic group again (policy downgrade or bidirectional,
+at most group.max.size members; Kafka's convertToClassicGroup): Stable at the group epoch, each member's target
+assignment as its assignment, and a rebalance prepared at once so that the members rejoin it. A classic static
+member taking the instance id of the last consumer-protocol member (which left for a while, epoch -2) converts
+it too, without a rebalance.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupI
                      MemberIdRequiredError, RebalanceInProgressError, SeglogError, UnknownMemberIdError)
 from .group_consumer_state import (STATIC_LEAVE_EPOCH, ClassicProtocols, ConsumerGroup, ConsumerMember, MemberState,
                                    held_elsewhere, minus, reconcile)
-from .group_state import Group, Member, fail as _fail, log_store_failure, ok as _ok, wall_ms
+from .group_state import fail as _fail, log_store_failure, ok as _ok
 from .group_timers import TimerKind
 from .group_types import GroupState, JoinResult, SyncResult
 from .offsets_format import TopicPartition
@@ -98,11 +96,11 @@ class ClassicMembers:
         sub, _ = _subscription(protocols)
         member = group.members.get(member_id)
         changed = member is None
-        replaced_consumer = False                      # it took the place of a consumer-protocol member
+        replaced_consumer = False                   # it took the place of a member using the consumer protocol
         if instance_id is not None:
             holder = group.static_members.get(instance_id)
             if holder is not None and holder != member_id:
-                if not unknown:                          # only a join without a member id replaces it
+                if not unknown:                     # only a JoinGroup without a member id takes an instance id
                     raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was "
                                                 f"fenced by member {holder}.")
                 replaced_consumer = group.members[holder].classic is None
@@ -131,9 +129,10 @@ class ClassicMembers:
         reconcile(group, member, owned, now)
         if member.revoke_deadline is not None:
             self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
-        if replaced_consumer and self._may_downgrade(group, None):
-            self._downgrade(group, None, done, now, joining=(fut, member_id))
-            return
+        if replaced_consumer:
+            self._maybe_downgrade(group, done, joining=(fut, member_id))
+            if self._consumer_groups.get(group.group_id) is not group:
+                return                              # a classic group now: the JoinGroup is answered once stored
         self._queue_consumer_changes(group)
         _ok(done, fut, JoinResult(member_id, member.member_epoch, "consumer", protocols[0][0], ""))
 
@@ -185,7 +184,7 @@ class ClassicMembers:
                 self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
             raise RebalanceInProgressError(f"group {group.group_id!r} is rebalancing; rejoin")
 
-    def _classic_leave_consumer(self, group: ConsumerGroup, member_id: str, instance_id: str | None
+    def _classic_leave_consumer(self, group: ConsumerGroup, member_id: str, instance_id: str | None, done
                                 ) -> SeglogError | None:
         """A classic LeaveGroup member of a consumer group (lock held): it is removed; its error, or None."""
         if instance_id is not None and not member_id:
@@ -195,7 +194,7 @@ class ClassicMembers:
         except SeglogError as e:
             return e
         log.info("group %s: classic member %s leaves", group.group_id, member_id)
-        self._remove_consumer(group, member)
+        self._remove_consumer(group, member, done)
         self._queue_consumer_changes(group)
         return None
 
@@ -240,68 +239,47 @@ class ClassicMembers:
         log.info("group %s: the classic group with %d members becomes a consumer group", gid, len(group.members))
         return group
 
-    # --- back to a classic group -----------------------------------------------------------------------------
-
-    def _fence_consumer(self, group: ConsumerGroup, member: ConsumerMember, done, now: float) -> None:
-        """Remove a member that left or was removed (lock held); the group becomes a classic group instead when
-        that member was its last consumer-protocol member and classic members remain (see the module
-        docstring). The caller writes the consumer group's changes if it is still one."""
-        if self._may_downgrade(group, member):
-            self._downgrade(group, member, done, now)
-        else:
-            self._remove_consumer(group, member)
-
-    def _may_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember | None) -> bool:
-        """Whether the group's members but ``leaving`` (a consumer-protocol member; None: a classic static
-        member just took the last one's place) are classic members that may form a classic group, as Kafka's
-        validateOnlineDowngrade* (policy, group.max.size; and a protocol they all support)."""
-        rest = [m for m in group.members.values() if m is not leaving]
-        if leaving is not None and leaving.classic is not None or not rest or any(m.classic is None for m in rest):
-            return False
-        if self.config.consumer_migration_policy not in ("downgrade", "bidirectional"):
-            log.info("group %s: not converted back to a classic group: group.consumer.migration.policy is %s",
-                     group.group_id, self.config.consumer_migration_policy)
-            return False
-        if len(rest) > self.config.max_size:
-            log.info("group %s: not converted back to a classic group: its %d members are over group.max.size",
-                     group.group_id, len(rest))
-            return False
-        return bool(set.intersection(*({n for n, _ in m.classic.protocols} for m in rest)))
-
-    def _downgrade(self, group: ConsumerGroup, leaving: ConsumerMember | None, done, now: float,
-                   joining: tuple | None = None) -> None:
-        """Kafka's convertToClassicGroup (lock held): the group becomes a classic group of its members but
-        ``leaving``, at the group epoch, each member's target as its assignment, and rebalances. ``joining``
-        (the JoinGroup future and member id of a static member that took the last consumer-protocol member's
-        place): no rebalance, the JoinGroup is answered once the classic generation is stored, for that
-        generation with the leader as it is and no members (it syncs as a follower and gets its assignment)."""
-        gid = group.group_id
+    def _maybe_downgrade(self, group: ConsumerGroup, done, joining: tuple | None = None) -> None:
+        """Kafka's convertToClassicGroup after the last consumer-protocol member left (lock held), if the policy
+        allows it and only classic members remain (see the module docstring). ``joining`` (the JoinGroup future
+        and member id of a classic static member that took the last consumer-protocol member's instance id, as
+        Kafka's validateOnlineDowngradeWithReplacedMemberId): no rebalance, the group stays Stable with its
+        assignments, and the JoinGroup is answered once the classic generation is stored, for that generation
+        with the leader as it is and no members (it syncs as a follower and gets its assignment). The classic
+        generation is stored before the consumer group's records are tombstoned (a loaded classic generation
+        with members wins over them, group.GroupCoordinator._load)."""
+        members = list(group.members.values())
+        if (not members or any(m.classic is None for m in members)
+                or self.config.consumer_migration_policy not in ("downgrade", "bidirectional")
+                or len(members) > self.config.max_size
+                or self._consumer_groups.get(group.group_id) is not group
+                or not set.intersection(*({n for n, _ in m.classic.protocols} for m in members))):
+            return                                  # (the last: no protocol for a classic group to select)
+        from .group_state import Group, Member
+        gid, now = group.group_id, self._clock()
         classic = Group(gid)
-        classic.protocol_type, classic.generation = "consumer", group.group_epoch
-        for m in group.members.values():
-            if m is leaving:
-                continue
+        classic.generation, classic.protocol_type = group.group_epoch, "consumer"
+        for m in members:
             classic.members[m.member_id] = Member(m.member_id, m.instance_id, m.client_id, m.client_host,
                                                   m.classic.session_timeout_ms, m.rebalance_timeout_ms,
                                                   list(m.classic.protocols))
             if m.instance_id is not None:
                 classic.static_members[m.instance_id] = m.member_id
-        classic.leader_id = next(iter(classic.members))
         classic.protocol_name = classic.select_protocol()
-        for m in classic.members.values():
-            _, version = _subscription([(classic.protocol_name, m.metadata_for(classic.protocol_name))])
-            partitions = [TopicPartition(t, p) for t, ps in sorted(group.target.get(m.member_id, {}).items())
-                          for p in sorted(ps)]
-            m.assignment = ProtocolAssignment(partitions).encode(max(version, 0))
+        assignments = {}
+        for m in members:
+            version = max(min(int.from_bytes(classic.members[m.member_id].metadata_for(classic.protocol_name)[:2],
+                                             "big", signed=True), 3), 0)
+            target = group.target.get(m.member_id, {})
+            assignments[m.member_id] = ProtocolAssignment(
+                [TopicPartition(t, p) for t, ps in sorted(target.items()) for p in sorted(ps)]).encode(version)
+            classic.members[m.member_id].assignment = assignments[m.member_id]
         del self._consumer_groups[gid]
         self._groups[gid] = classic
-        classic.state, classic.state_timestamp = GroupState.STABLE, wall_ms()
-        for m in classic.members.values():
-            self._arm_session(classic, m, now)
-        log.info("group %s: the consumer group becomes a classic group at generation %d with %d members", gid,
-                 classic.generation, len(classic.members))
+        self._set_state(classic, GroupState.STABLE)
         on_stored = None
         if joining is not None:
+            classic.leader_id = next(iter(classic.members))
             fut, member_id = joining
             answer = JoinResult(member_id, classic.generation, "consumer", classic.protocol_name, classic.leader_id)
 
@@ -311,7 +289,10 @@ class ClassicMembers:
                 err = CoordinatorNotAvailableError(f"storing group {gid!r} failed: {exc}")
                 err.__cause__ = exc
                 return [(fut, err, True)]
-        self._persist_group(classic, {m.member_id: m.assignment for m in classic.members.values()}, on_stored)
+        self._persist_group(classic, assignments, on_stored)
         self._queue_consumer_changes(group, dropped=True)
+        for member in classic.members.values():
+            self._arm_session(classic, member, now)
+        log.info("group %s: the consumer group with %d classic members becomes a classic group", gid, len(members))
         if joining is None:
             self._prepare_rebalance(classic, done, now)

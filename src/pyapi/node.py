@@ -139,9 +139,11 @@ class Node:
         self.transaction_verifier: Callable[..., dict] | None = None
         self.cluster_managed = False
         self.replication_waiter: Callable[[Partition, int], None] | None = None
+        self.log_dir_failure: StorageError | None = None    # set by fail_log_dir: produces are refused
         self._located: dict[tuple[str, int], str] = {}     # partition -> the log directory holding it
         self._dirs = LogDirs(dirs, self.config.broker_id)
-        self._mover = ReplicaAlterLogDirs(self)
+        self._mover = ReplicaAlterLogDirs(self, self.config.replication_quota_window_num,
+                                          self.config.replication_quota_window_size_seconds)
         try:
             self._load()
             if TRANSACTION_STATE_TOPIC in self._topics and not self.config.zookeeper_connect:
@@ -665,6 +667,15 @@ class Node:
             self._delete_dirs([retired], f"delete moved log {tp[0]}-{tp[1]}")
             log.info("the replica of %s-%d moved from %s to %s", tp[0], tp[1], old_dir, new_dir)
             return True
+
+    def fail_log_dir(self, error: StorageError) -> None:
+        """A log directory failed and the cluster member stops (Broker.log_dir_failed, on a full disk): as in
+        Kafka's offline log directory, every later produce to this node is refused with KAFKA_STORAGE_ERROR before
+        a log is read (no sequence check: the retry of a batch the failed write lost must not be answered
+        OUT_OF_ORDER_SEQUENCE_NUMBER, which makes an idempotent client bump its epoch and send again under the
+        new one batches it cannot tell were stored, on every partition). The first failure is kept."""
+        if self.log_dir_failure is None:
+            self.log_dir_failure = error
 
     # -- producers ----------------------------------------------------------------------------------------------
 

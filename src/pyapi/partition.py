@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from . import _engine
 from .errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
                      InvalidProducerEpochError, InvalidRequiredAcksError, NetworkError, NotCoordinatorError,
-                     NotEnoughReplicasError, OffsetOutOfRangeError, ProducerFencedError,
+                     NotEnoughReplicasError, OffsetOutOfRangeError, ProducerFencedError, StorageError,
                      TransactionalIdAuthorizationFailedError)
 from .log import Log
 
@@ -71,9 +71,14 @@ class Partition:
         transaction.partition.verification.enable (KIP-890), the first batch of a transaction here is checked
         with the transaction coordinator: a partition not added to the producer's ongoing transaction is
         refused with InvalidTxnStateError, a fenced producer with InvalidProducerEpochError; an unreachable
-        or busy coordinator gives the retriable NotEnoughReplicasError."""
+        or busy coordinator gives the retriable NotEnoughReplicasError. Once the node's data directory failed
+        (``Node.fail_log_dir``) every batch is refused with StorageError (KAFKA_STORAGE_ERROR) untouched."""
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"acks must be -1 (all), 0 or 1, not {acks}")
+        failed = self.node.log_dir_failure
+        if failed is not None:
+            raise StorageError(f"{self.topic}-{self.index}: the log directory is offline after a failed write "
+                               f"({failed})", errno=failed.errno)
         now = int(time.time() * 1000)
         view = memoryview(batch)
         found = _engine.batches(view, False)

@@ -38,6 +38,11 @@ def main(argv=None) -> int:
     ap.add_argument("--txn-writers", type=int, default=1, help="transactional producers (commit or abort, "
                                                                "read back by a read_committed consumer)")
     ap.add_argument("--max-minutes", type=float, default=None, help="inject no fault after this many minutes")
+    ap.add_argument("--keep-data", action="store_true",
+                    help="when the checker finds a violation, copy the brokers' data dirs into <dir>/data before "
+                         "their tmpfs mounts go (read them with seglog's log reader)")
+    ap.add_argument("--client-debug", metavar="CONTEXTS", default=None,
+                    help="librdkafka debug contexts of the idempotent producers (e.g. eos,msg), logged to clients.log")
     ap.add_argument("--check", metavar="HISTORY", default=None, help="only check a recorded history.jsonl")
     args = ap.parse_args(argv)
 
@@ -61,7 +66,8 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     report = run(work, seed=seed, faults=args.faults, kinds=kinds, producers=args.producers, rate=args.rate,
                  groups=args.groups, members=args.members, txn_writers=args.txn_writers,
-                 max_minutes=args.max_minutes)
+                 max_minutes=args.max_minutes, keep_data=args.keep_data,
+                 client_debug=args.client_debug)
     print(f"\nseed {seed}: {report.counts.get('fault_start', 0)} faults in {time.monotonic() - t0:.0f} s")
     print(format_report(report))
     print(f"history: {work / 'history.jsonl'}  report: {work / 'report.json'}")

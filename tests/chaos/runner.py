@@ -3,7 +3,9 @@ state, the check.
 
 ``run(work_dir, seed=..., faults=...)`` returns the checker's Report and leaves in ``work_dir``:
 ``history.jsonl`` (every event), ``report.json`` (violations, per-fault windows, worst per kind), the brokers'
-logs (``cluster/broker-N.log``), ZooKeeper's (``zookeeper/zookeeper.log``) and the clients' (``clients.log``).
+logs (``cluster/broker-N.log``), ZooKeeper's (``zookeeper/zookeeper.log``) and the clients' (``clients.log``);
+with ``keep_data``, when the checker finds a violation, the brokers' data dirs as they were when the brokers were
+killed at the end (``data/d<id>``, copied before their tmpfs mounts go).
 
 The schedule: the first ``len(kinds)`` faults are every kind once in a seeded order (a short run covers them
 all), then kinds are drawn at random. After each fault the runner waits for the cluster to recover (every broker
@@ -38,7 +40,7 @@ TXN_STATE_TOPIC = "__transaction_state"
 class Run:
     def __init__(self, work_dir, *, seed: int, faults: int, kinds=KINDS, producers: int = 3, rate: float = 50.0,
                  groups: int = 2, members: int = 2, partitions: int = 3, txn_writers: int = 1,
-                 max_minutes: float | None = None,
+                 max_minutes: float | None = None, keep_data: bool = False, client_debug: str | None = None,
                  recover_timeout: float = 90.0, tmpfs_size: str = "512m", out=sys.stdout):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -47,10 +49,11 @@ class Run:
         self.topic, self.txn_topic, self.partitions = "chaos", "chaos-txn", list(range(partitions))
         self.n_txn_writers = txn_writers
         self.max_minutes, self.recover_timeout, self.tmpfs_size = max_minutes, recover_timeout, tmpfs_size
+        self.keep_data, self.client_debug = keep_data, client_debug
         self.out = out
         self.rng = random.Random(seed)
         self.history = History(self.work_dir / "history.jsonl")
-        self.client_log = client_logger(self.work_dir / "clients.log")
+        self.client_log = client_logger(self.work_dir / "clients.log", debug=bool(client_debug))
         self.zookeeper = None
         self.cluster: Cluster | None = None
         self.producers: list[RecordingProducer] = []
@@ -109,7 +112,7 @@ class Run:
         self.generation += 1
         name = f"p{i}" if self.generation <= self.n_producers else f"p{i}.{self.generation}"
         return RecordingProducer(self.history, name, self.cluster.bootstrap, self.topic, self.partitions,
-                                 self.rate, logger=self.client_log).start()
+                                 self.rate, logger=self.client_log, debug=self.client_debug).start()
 
     def _new_member(self, g: int, m: int, gen: int = 0) -> GroupMember:
         name = f"g{g}m{m}" + (f".{gen}" if gen else "")
@@ -342,6 +345,7 @@ class Run:
 
     def execute(self) -> checker.Report:
         t_start = time.monotonic()
+        ran = False
         try:
             self._start_cluster()
             self.log(f"cluster up (bootstrap {self.cluster.bootstrap}); kinds {self.kinds}; seed {self.seed}")
@@ -360,6 +364,7 @@ class Run:
                 self.recover(i)
                 time.sleep(self.rng.uniform(1.0, 3.0))
             self._final()
+            ran = True
         finally:
             for bp in self.producers:
                 bp.close()
@@ -370,17 +375,30 @@ class Run:
             for r in self.txn_readers:
                 r.stop(10)
             if self.cluster is not None:
-                self.cluster.close()
-            if self.zookeeper is not None:
-                self.zookeeper.stop()
+                self.cluster.kill_brokers()
             self.history.close()
-        report = checker.check(self.history.events)
+            if not ran:
+                self._close()
+        report = None
+        try:
+            report = checker.check(self.history.events)
+        finally:
+            self._close(self.work_dir / "data" if self.keep_data and (report is None or not report.ok) else None)
         summary = {"seed": self.seed, "faults_requested": self.faults, "faults_run": self.faults_run,
                    "kinds": self.kinds, "duration_s": round(time.monotonic() - t_start, 1), "notes": self.notes,
                    "violations": [str(v) for v in report.violations], "worst_by_kind": report.worst_by_kind(),
                    "windows": report.windows, "counts": report.counts}
         (self.work_dir / "report.json").write_text(json.dumps(summary, indent=1))
         return report
+
+    def _close(self, keep_data: Path | None = None) -> None:
+        """Close the cluster (its data dirs copied into `keep_data` first, when given) and stop ZooKeeper."""
+        if self.cluster is not None:
+            self.cluster.close(keep_data=keep_data)
+            if keep_data is not None:
+                self.log(f"data dirs kept in {keep_data}")
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
 
 
 def producer_batches(rl) -> list[list[int]]:

@@ -21,8 +21,9 @@ from cluster_harness import ConfluentBackgroundProducer
 from .history import History
 
 
-def client_logger(path) -> "logging.Logger":
-    """A logger for librdkafka's log lines (``logger`` config), written to `path` instead of stderr."""
+def client_logger(path, debug: bool = False) -> "logging.Logger":
+    """A logger for librdkafka's log lines (``logger`` config), written to `path` instead of stderr; `debug`
+    keeps the debug lines the producers' ``debug`` contexts ask for."""
     import logging
 
     logger = logging.getLogger(f"chaos.clients.{path}")
@@ -31,7 +32,7 @@ def client_logger(path) -> "logging.Logger":
         handler = logging.FileHandler(path)
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
     return logger
 
 CLIENT_TIMEOUTS = {"socket.timeout.ms": 10000, "reconnect.backoff.max.ms": 1000,
@@ -40,10 +41,12 @@ CLIENT_TIMEOUTS = {"socket.timeout.ms": 10000, "reconnect.backoff.max.ms": 1000,
 
 class RecordingProducer(ConfluentBackgroundProducer):
     def __init__(self, history: History, name: str, bootstrap: str, topic: str, partitions, rate: float,
-                 message_timeout_ms: int = 60000, logger=None):
+                 message_timeout_ms: int = 60000, logger=None, debug: str | None = None):
         self.history, self.name = history, name
         self.fatal: str | None = None
         extra = {"logger": logger} if logger is not None else {}
+        if debug:
+            extra["debug"] = debug
         super().__init__(bootstrap, topic, partitions, tag=name.encode(), rate=rate, max_pending=10 ** 6,
                          **{"message.timeout.ms": message_timeout_ms, "error_cb": self._client_error,
                             "client.id": name, **extra})

@@ -66,4 +66,16 @@ def test_a_lone_broker_keeps_serving_after_a_disk_failure(tmp_path):
     with seglog.serve(tmp_path) as b:
         b.broker.log_dir_failed(StorageError("write failed", str(tmp_path), errno.ENOSPC))
         assert b.broker.log_dir_failure is None       # no other replica could lead: it answers KAFKA_STORAGE_ERROR
+        assert b.broker.node.log_dir_failure is None
         assert b.broker.node.create_topic("t", 1) is not None
+
+
+def test_a_cluster_member_takes_no_produce_once_its_disk_failed(tmp_path):
+    """Its data directory is offline, as Kafka's: every produce is KAFKA_STORAGE_ERROR until it has stopped."""
+    from seglog.broker import RunningBroker
+    from seglog.cluster.memory import MemoryCluster, MemoryMetadataStore
+
+    with RunningBroker(tmp_path, broker_id=0, metadata_store=MemoryMetadataStore(MemoryCluster())) as b:
+        error = StorageError("write failed", str(tmp_path), errno.ENOSPC)
+        b.broker.log_dir_failed(error)
+        assert b.broker.log_dir_failure is error and b.broker.node.log_dir_failure is error

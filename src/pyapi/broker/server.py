@@ -637,13 +637,15 @@ class Broker:
         """A write in the data directory failed with a disk error (``StorageError.disk_failure``: full, over
         quota, read-only, EIO). A cluster member then stops, as Kafka's broker halts when its last log directory
         fails, but through a controlled shutdown, so the other in-sync replicas take its leaderships at once and
-        no acks=all write waits for it; ``wait_failed()`` returns and ``seglog broker`` exits with status 1 (a
+        no acks=all write waits for it; meanwhile every produce is refused with KAFKA_STORAGE_ERROR
+        (``Node.fail_log_dir``); ``wait_failed()`` returns and ``seglog broker`` exits with status 1 (a
         supervisor restarts it: it rejoins as a follower once the disk takes writes again). A lone broker keeps
         serving and answers KAFKA_STORAGE_ERROR until the disk takes writes again: no other replica could lead.
         Any thread; the first failure counts, later ones are ignored."""
         if self.member is None or not error.disk_failure or self.log_dir_failure is not None or self._stopped:
             return
         self.log_dir_failure = error
+        self.node.fail_log_dir(error)            # no produce is taken from now on, as an offline log dir
         log.error("Shutdown broker %d because all log dirs in %s have failed: %s", self.config.broker_id,
                   self.node.path, error)
         self._loop.call_soon_threadsafe(self._failed.set)

@@ -27,7 +27,7 @@ import threading
 import time
 
 from ..cluster.metastore import NO_LEADER, InvalidUpdateVersionError, PartitionState
-from ..errors import NotEnoughReplicasError, NotLeaderOrFollowerError, SeglogError
+from ..errors import NotEnoughReplicasError, NotLeaderOrFollowerError, SeglogError, StorageError
 from ..security.client import ClientSecurity
 from .fetcher import LeaderFetcher
 from .leader import LeaderState
@@ -58,7 +58,7 @@ class ReplicaManager:
         self.registered_epoch = -1                      # this broker's current registration (BrokerInfo.epoch)
         self._stopped_following = False
         self._stopped = threading.Event()
-        self.on_log_dir_failure = None        # called with a StorageError a follower's write raised (the broker's)
+        self.on_log_dir_failure = None        # called with a StorageError a replica's write raised (the broker's)
         node.add_listener(self._on_append)
         self._worker = threading.Thread(target=self._isr_worker, name=f"seglog-isr-{broker_id}", daemon=True)
         self._worker.start()
@@ -72,7 +72,18 @@ class ReplicaManager:
               removing: tuple[int, ...] = ()) -> None:
         """React to the current state of a local replica (None: the partition is gone or not ours). ``replicas``:
         the partition's replica set; ``removing``: those a reassignment is removing (a leader never adds them
-        to the ISR again, so the ISR can shrink to the target)."""
+        to the ISR again, so the ISR can shrink to the target). A StorageError taking the role (the leader
+        epoch checkpoint written on a full disk) goes to ``on_log_dir_failure`` as a follower's write's does,
+        so the broker stops and the controller moves the leadership it could not take, then propagates."""
+        try:
+            self._apply(topic, index, state, replicas, removing)
+        except StorageError as e:
+            if self.on_log_dir_failure is not None:
+                self.on_log_dir_failure(e)
+            raise
+
+    def _apply(self, topic: str, index: int, state: PartitionState | None, replicas: tuple[int, ...],
+               removing: tuple[int, ...]) -> None:
         key = (topic, index)
         with self._lock:
             if state is None or self.broker_id not in replicas:
