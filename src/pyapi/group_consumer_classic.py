@@ -35,9 +35,10 @@ from .assignors import Assignment as ProtocolAssignment, Subscription
 from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
                      GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError,
                      MemberIdRequiredError, RebalanceInProgressError, SeglogError, UnknownMemberIdError)
+from .group_consumer import _new_member_id
 from .group_consumer_state import (STATIC_LEAVE_EPOCH, ClassicProtocols, ConsumerGroup, ConsumerMember, MemberState,
                                    held_elsewhere, minus, reconcile)
-from .group_state import fail as _fail, log_store_failure, ok as _ok
+from .group_state import Group, Member, fail as _fail, log_store_failure, ok as _ok
 from .group_timers import TimerKind
 from .group_types import GroupState, JoinResult, SyncResult
 from .offsets_format import TopicPartition
@@ -87,7 +88,6 @@ class ClassicMembers:
             raise InconsistentGroupProtocolError(f"protocol type {protocol_type!r} with protocols {sorted(names)} "
                                                  f"is not supported by consumer group {group.group_id!r}")
         if not member_id:
-            from .group_consumer import _new_member_id
             member_id = _new_member_id()
             if require_known and instance_id is None:
                 err = MemberIdRequiredError(f"rejoin group {group.group_id!r} with member id {member_id!r}")
@@ -255,7 +255,6 @@ class ClassicMembers:
                 or self._consumer_groups.get(group.group_id) is not group
                 or not set.intersection(*({n for n, _ in m.classic.protocols} for m in members))):
             return                                  # (the last: no protocol for a classic group to select)
-        from .group_state import Group, Member
         gid, now = group.group_id, self._clock()
         classic = Group(gid)
         classic.generation, classic.protocol_type = group.group_epoch, "consumer"
