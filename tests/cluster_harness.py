@@ -500,7 +500,7 @@ class Cluster:
 
     def __init__(self, zk_connect: str, work_dir, n: int = 3, overrides: dict | None = None, *,
                  proxied: bool = False, chroot: str | None = None, log_level: str = "INFO",
-                 tmpfs_size: str | None = None, security: dict | None = None):
+                 tmpfs_size: str | None = None, security: dict | None = None, log_dirs: int = 1):
         self.zk_base = zk_connect
         self.security = security          # client settings for the harness's own requests (a TLS/SASL listener)
         self.tmpfs_size = tmpfs_size
@@ -539,8 +539,9 @@ class Cluster:
                 self.proxies[i] = [inbound, zk_proxy]
             self.client_addr[i] = (advertised, port)
             data_dir = self.work_dir / f"d{i}"
+            dirs = ",".join([str(data_dir)] + [f"{data_dir}-{k}" for k in range(1, log_dirs)])   # log.dirs
             args = [sys.executable, "-m", "seglog", "broker", "--broker-id", str(i), "--host", HOST,
-                    "--port", str(port), "--zookeeper", zk, "--data-dir", str(data_dir), "--log-level", log_level]
+                    "--port", str(port), "--zookeeper", zk, "--data-dir", dirs, "--log-level", log_level]
             props = dict(self.overrides)
             if proxied:
                 props["advertised.listeners"] = f"PLAINTEXT://{advertised}:{port}"

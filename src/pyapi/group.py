@@ -505,7 +505,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, ClassicMembers):
             now = self._clock()
             consumer = self._serves_classic(group_id)
             if consumer is not None:
-                results = [self._classic_leave_consumer(consumer, m, i) for m, i in members]
+                results = [self._classic_leave_consumer(consumer, m, i, done) for m, i in members]
             else:
                 results = self._leave(self._groups.get(group_id), group_id, members, done, now)
         self._finish(done)

@@ -116,7 +116,7 @@ class ConsumerGroups:
         with self._lock:
             self._check_open()
             if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                result = self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval)
+                result = self._consumer_leave(group_id, member_id, member_epoch, instance_id, interval, done)
             else:
                 result = self._consumer_beat(group_id, member_id, member_epoch, instance_id, rack_id,
                                              rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
@@ -293,7 +293,7 @@ class ConsumerGroups:
             member.rebalance_timeout_ms = rebalance_ms
         return changed
 
-    def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval) -> HeartbeatResult:
+    def _consumer_leave(self, group_id, member_id, epoch, instance_id, interval, done) -> HeartbeatResult:
         """Epoch -1: the member leaves, its partitions go to the others. Epoch -2 (static): it keeps its
         partitions until its session ends or its instance id rejoins."""
         group = self._consumer_groups.get(group_id)
@@ -312,16 +312,20 @@ class ConsumerGroups:
                 member.previous_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
         else:
             log.info("group %s: member %s leaves", group_id, member_id)
-            self._remove_consumer(group, member)
+            self._remove_consumer(group, member, done)
         return HeartbeatResult(member_id, epoch, interval)
 
-    def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        """Drop a member (lock held): its partitions are released, the group epoch moves."""
+    def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember, done: list) -> None:
+        """Drop a member (lock held): its partitions are released, the group epoch moves. When it was the
+        last member using the consumer protocol and classic members remain, the group may become a classic
+        group again (group_consumer_classic._maybe_downgrade; ``done`` takes completions)."""
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
         self._refresh_target(group, True, self._clock())
+        if member.classic is None:
+            self._maybe_downgrade(group, done)
 
     def _refresh_target(self, group: ConsumerGroup, changed: bool, now: float) -> None:
         """Bump the group epoch if ``changed`` or the subscribed topics' metadata moved, and recompute the
@@ -377,7 +381,7 @@ class ConsumerGroups:
             self._deadlines.push(member.session_deadline, TimerKind.CONSUMER_SESSION, group, member)
             return
         log.info("group %s: member %s session expired", group.group_id, member.member_id)
-        self._remove_consumer(group, member)
+        self._remove_consumer(group, member, done)
         self._queue_consumer_changes(group)
 
     def _on_consumer_revoke(self, group, member, done, now) -> None:
@@ -386,7 +390,7 @@ class ConsumerGroups:
             return
         log.info("group %s: member %s did not revoke its partitions within its rebalance timeout",
                  group.group_id, member.member_id)
-        self._remove_consumer(group, member)
+        self._remove_consumer(group, member, done)
         self._queue_consumer_changes(group)
 
     # --- describe, offsets -----------------------------------------------------------------------------------
@@ -485,6 +489,8 @@ class ConsumerGroups:
         changed records, tombstones for members gone (for every record when ``dropped``); None when nothing
         changed. The group's ``stored`` records are updated at once (writes start in the order queued); a write
         that fails marks every record it had as unwritten, so the next change writes them all again."""
+        if not dropped and self._consumer_groups.get(group.group_id) is not group:
+            return None                                 # no longer this id's consumer group: nothing to write
         records = {} if dropped else group_records(group, self._topic_ids())
         todo = changes(group.stored, records)
         if not todo:

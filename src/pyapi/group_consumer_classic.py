@@ -19,8 +19,10 @@ first protocol; the server-side assignor assigns it like any member. As Kafka's 
   removed, as a consumer member that does not revoke.
 * LeaveGroup removes it. OffsetCommit checks its generation (ILLEGAL_GENERATION), at any version.
 
-Not done: a consumer group whose last consumer-protocol member leaves stays a consumer group serving its classic
-members (Kafka converts it back to a classic group under downgrade/bidirectional).
+When the last member using the consumer protocol leaves (LeaveGroup, an ended session, a revocation not made in
+time) and classic members remain, the group becomes a classic group again (policy downgrade or bidirectional,
+at most group.max.size members; Kafka's convertToClassicGroup): Stable at the group epoch, each member's target
+assignment as its assignment, and a rebalance prepared at once so that the members rejoin it.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from .assignors import Assignment as ProtocolAssignment, Subscription
 from .errors import (FencedInstanceIdError, GroupIdNotFoundError, GroupMaxSizeReachedError, IllegalGenerationError,
                      InconsistentGroupProtocolError, MemberIdRequiredError, RebalanceInProgressError, SeglogError,
                      UnknownMemberIdError)
+from .group_consumer import _new_member_id
 from .group_consumer_state import (STATIC_LEAVE_EPOCH, ClassicProtocols, ConsumerGroup, ConsumerMember, MemberState,
                                    held_elsewhere, minus, reconcile)
-from .group_state import fail as _fail, log_store_failure, ok as _ok
+from .group_state import Group, Member, fail as _fail, log_store_failure, ok as _ok
 from .group_timers import TimerKind
 from .group_types import GroupState, JoinResult, SyncResult
 from .offsets_format import TopicPartition
@@ -83,7 +86,6 @@ class ClassicMembers:
             raise InconsistentGroupProtocolError(f"protocol type {protocol_type!r} with protocols {sorted(names)} "
                                                  f"is not supported by consumer group {group.group_id!r}")
         if not member_id:
-            from .group_consumer import _new_member_id
             member_id = _new_member_id()
             if require_known and instance_id is None:
                 err = MemberIdRequiredError(f"rejoin group {group.group_id!r} with member id {member_id!r}")
@@ -174,7 +176,7 @@ class ClassicMembers:
                 self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
             raise RebalanceInProgressError(f"group {group.group_id!r} is rebalancing; rejoin")
 
-    def _classic_leave_consumer(self, group: ConsumerGroup, member_id: str, instance_id: str | None
+    def _classic_leave_consumer(self, group: ConsumerGroup, member_id: str, instance_id: str | None, done
                                 ) -> SeglogError | None:
         """A classic LeaveGroup member of a consumer group (lock held): it is removed; its error, or None."""
         if instance_id is not None and not member_id:
@@ -184,7 +186,7 @@ class ClassicMembers:
         except SeglogError as e:
             return e
         log.info("group %s: classic member %s leaves", group.group_id, member_id)
-        self._remove_consumer(group, member)
+        self._remove_consumer(group, member, done)
         self._queue_consumer_changes(group)
         return None
 
@@ -228,3 +230,40 @@ class ClassicMembers:
             self._arm_consumer_session(group, member, now)
         log.info("group %s: the classic group with %d members becomes a consumer group", gid, len(group.members))
         return group
+
+    def _maybe_downgrade(self, group: ConsumerGroup, done) -> None:
+        """Kafka's convertToClassicGroup after the last consumer-protocol member left (lock held), if the policy
+        allows it and only classic members remain (see the module docstring)."""
+        members = list(group.members.values())
+        if (not members or any(m.classic is None for m in members)
+                or self.config.consumer_migration_policy not in ("downgrade", "bidirectional")
+                or len(members) > self.config.max_size
+                or self._consumer_groups.get(group.group_id) is not group):
+            return
+        gid, now = group.group_id, self._clock()
+        classic = Group(gid)
+        classic.generation, classic.protocol_type = group.group_epoch, "consumer"
+        for m in members:
+            classic.members[m.member_id] = Member(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                                  m.classic.session_timeout_ms, m.rebalance_timeout_ms,
+                                                  list(m.classic.protocols))
+            if m.instance_id is not None:
+                classic.static_members[m.instance_id] = m.member_id
+        classic.protocol_name = classic.select_protocol()
+        assignments = {}
+        for m in members:
+            version = max(min(int.from_bytes(classic.members[m.member_id].metadata_for(classic.protocol_name)[:2],
+                                             "big", signed=True), 3), 0)
+            target = group.target.get(m.member_id, {})
+            assignments[m.member_id] = ProtocolAssignment(
+                [TopicPartition(t, p) for t, ps in sorted(target.items()) for p in sorted(ps)]).encode(version)
+            classic.members[m.member_id].assignment = assignments[m.member_id]
+        del self._consumer_groups[gid]
+        self._queue_consumer_changes(group, dropped=True)
+        self._groups[gid] = classic
+        self._set_state(classic, GroupState.STABLE)
+        self._persist_group(classic, assignments)
+        for member in classic.members.values():
+            self._arm_session(classic, member, now)
+        log.info("group %s: the consumer group with %d classic members becomes a classic group", gid, len(members))
+        self._prepare_rebalance(classic, done, now)

@@ -10,7 +10,8 @@ When the future log holds every offset the node swaps it in under the partition 
 (Node._replace_with_future, seglog.log_future), so the partition serves throughout.
 
 The copy rate is limited by ``replica.alter.log.dirs.io.max.bytes.per.second`` (a dynamic broker config, as in
-Kafka; unset: no limit), measured like the replication throttles (seglog.replication.throttle).
+Kafka; unset: no limit), measured like the replication throttles (seglog.replication.throttle) over
+replication.quota.window.num windows of replication.quota.window.size.seconds.
 
 Locking: the node's lock, then a future's own lock. The thread holds only the future's lock while copying, so
 removing a future (Node, under its lock) waits for the batch being copied.
@@ -46,7 +47,7 @@ class _Future:
 class ReplicaAlterLogDirs:
     """The future logs of a node and the thread copying them (started with the first one)."""
 
-    def __init__(self, node, samples: int = 11, window_seconds: int = 1):
+    def __init__(self, node, samples: int, window_seconds: int):
         self.node = node
         self.quota = ReplicationQuota(samples, window_seconds)
         self._futures: dict[tuple[str, int], _Future] = {}

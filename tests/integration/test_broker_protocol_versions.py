@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import shutil
+import struct
 import subprocess
 import time
 
@@ -69,7 +70,7 @@ def test_librdkafka_speaks_flexible_versions(seglog_broker, topic_name, versions
     finally:
         consumer.close()
     admin.delete_topics([topic])[topic].result(10)
-    for api, flexible in {"PRODUCE": 9, "FETCH": 16, "METADATA": 12, "LIST_OFFSETS": 7, "OFFSET_COMMIT": 9,
+    for api, flexible in {"PRODUCE": 10, "FETCH": 16, "METADATA": 12, "LIST_OFFSETS": 7, "OFFSET_COMMIT": 9,
                           "OFFSET_FETCH": 9, "INIT_PRODUCER_ID": 4, "API_VERSIONS": 3}.items():
         assert max(versions[api]) == flexible, (api, versions[api])
 
@@ -85,11 +86,27 @@ def test_produce_v0_to_v2_get_unsupported_version_on_an_open_connection(seglog_b
     with RawConnection((seglog_broker.host, seglog_broker.port)) as c:
         versions_table = {k["api_key"]: (k["min_version"], k["max_version"])
                           for k in c.request(ApiKey.API_VERSIONS, 3, {})["api_keys"]}
-        assert versions_table[ApiKey.PRODUCE] == (0, 9)
+        assert versions_table[ApiKey.PRODUCE] == (0, 10)
         [p] = c.request(ApiKey.PRODUCE, version, body)["responses"][0]["partition_responses"]
         assert (p["index"], p["error_code"], p["base_offset"]) == (0, UNSUPPORTED_VERSION, -1)
         assert c.request(ApiKey.METADATA, 12, {"topics": None})["brokers"]        # still connected
     assert seglog_broker.node.partition(topic, 0).log_end_offset == 0
+
+
+def test_a_delegation_token_request_is_refused_at_once(seglog_broker):
+    """seglog has no delegation tokens (CONFORMANCE.md): ApiVersions does not list CreateDelegationToken ...
+    DescribeDelegationToken (38-41), so clients refuse the call themselves; a request for one anyway closes the
+    connection at once (Kafka's answer to an API its listener does not enable), never leaving it waiting."""
+    with RawConnection((seglog_broker.host, seglog_broker.port), timeout=5) as c:
+        advertised = {k["api_key"] for k in c.request(ApiKey.API_VERSIONS, 3, {})["api_keys"]}
+        assert not advertised & {38, 39, 40, 41}
+        # CreateDelegationToken v3 (flexible): header v2; null owner type and name, no renewers, max lifetime -1
+        header = struct.pack(">hhih", 38, 3, 99, 3) + b"raw\x00"
+        body = b"\x00\x00" + b"\x01" + struct.pack(">q", -1) + b"\x00"
+        c.sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        started = time.monotonic()
+        assert c.sock.recv(1) == b""                                  # closed, nothing answered
+        assert time.monotonic() - started < 4
 
 
 def test_kafka_python_speaks_flexible_versions(seglog_broker, topic_name, versions):
@@ -197,6 +214,30 @@ def test_confluent_delete_records(seglog_broker, topic_name, versions):
         f.result(10)
     assert info.value.args[0].code() == ck.KafkaError.OFFSET_OUT_OF_RANGE
     assert max(versions["DELETE_RECORDS"]) == 2
+
+
+def test_kafka_python_lists_the_earliest_local_offset(seglog_broker, topic_name, versions):
+    """OffsetSpec.EARLIEST_LOCAL (KIP-405's -4) needs ListOffsets v8: without tiered storage the whole log is
+    local, so it is the log start offset, as a Kafka without remote storage answers."""
+    kafka = pytest.importorskip("kafka")
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.consumer.offsets import OffsetSpec
+
+    topic = topic_name()
+    seglog_broker.node.create_topic(topic, 1)
+    part = seglog_broker.node.partition(topic, 0)
+    for i in range(5):
+        part.append(record_batch([(1, None, b"v%d" % i, [])]), 1)
+    part.log.delete_records_before(2)
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        found = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST_LOCAL})
+        earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST})
+    finally:
+        admin.close()
+    assert found[tp].offset == earliest[tp].offset == 2
+    assert max(versions["LIST_OFFSETS"]) == 8
 
 
 def test_kafka_python_describe_cluster_and_log_dirs(seglog_broker, topic_name, versions):

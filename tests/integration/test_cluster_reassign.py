@@ -10,19 +10,23 @@ subprocesses, brokers 0, 1, 2), driven by `seglog reassign-partitions` and by ka
   --describe` shows the adding and removing replicas;
 - the controller stops in the middle of a move: the next one completes it, and the removed broker deletes its
   copy when it starts again;
-- --generate proposes a placement over the brokers listed; bad JSON files are refused with Kafka's messages.
+- --generate proposes a placement over the brokers listed; bad JSON files are refused with Kafka's messages;
+- brokers with two log dirs: "log_dirs" in the plan puts each replica in the directory named (the new one as
+  it is created, the kept one moved there), --replica-alter-log-dirs-throttle limits the copy, --verify waits for
+  the moves and removes the throttles.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from test_cli import fails, ok
 
 from cluster_harness import (OFFSETS_TOPIC, BackgroundProducer, Cluster, close_producers, consume_all, raw_produce,
-                             wait_until)
+                             replica_log, wait_until)
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
@@ -242,8 +246,10 @@ def test_bad_reassignment_files_are_refused_before_any_broker_is_asked(tmp_path)
                                                                {"topic": "t", "partition": 0, "replicas": [2]}]})
     refused("may not contain duplicate entries: t-0 contains 1",
             {"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}, "--verify")
-    refused("log_dirs other than", {"partitions": [{"topic": "t", "partition": 0, "replicas": [1],
-                                                    "log_dirs": ["/d"]}]}, "--cancel")
+    refused("log_dirs must be strings", {"partitions": [{"topic": "t", "partition": 0, "replicas": [1],
+                                                         "log_dirs": [1]}]}, "--cancel")
+    refused("different from size of log dirs list", {"partitions": [{"topic": "t", "partition": 0, "replicas": [1],
+                                                                     "log_dirs": ["any", "any"]}]})
     topics = tmp_path / "topics.json"
     topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "a"}, {"topic": "a"}]}))
     fails(1, "List of topics to reassign contains duplicate entries: a", "reassign-partitions", "--bootstrap-server",
@@ -467,3 +473,47 @@ def test_a_leader_reelected_for_a_replica_set_change_keeps_waiting_produces_and_
             second.close()
     finally:
         admin.close()
+
+
+def test_log_dirs_in_the_plan_place_the_replicas_and_verify_follows_them(zookeeper_server, tmp_path):
+    c = Cluster(zookeeper_server.connect_string, tmp_path / "c", 3,
+                chroot=f"/logdirs-{int(time.time() * 1000) % 10**8}", log_dirs=2)
+    try:
+        c.start()
+        create(c, "jbod", [0, 1])
+        host, port = c.client_addr[0]
+        for i in range(64):
+            assert raw_produce(host, port, "jbod", 0, [b"%04d" % i + b"v" * 1020] * 16, acks=-1)[0] == 0
+        assert (c.work_dir / "d1" / "jbod-0").is_dir()
+        target = {1: f"{c.work_dir / 'd1'}-1", 2: f"{c.work_dir / 'd2'}-1"}
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "jbod", "partition": 0, "replicas": [1, 2], "log_dirs": [target[1], target[2]]}]}))
+        out = ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute", "--reassignment-json-file",
+                 str(plan), "--replica-alter-log-dirs-throttle", "500000", "--timeout", "30000")
+        lines = out.splitlines()
+        assert "The replica-alter-dir throttle limit was set to 500000 B/s" in lines
+        assert "Successfully started partition reassignment for jbod-0" in lines
+        started = sorted(r for line in lines if line.startswith("Successfully started log directory move")
+                         for r in line.split(": ", 1)[1].split(","))
+        assert started == ["jbod-0-1", "jbod-0-2"], out
+        for b in (1, 2):
+            assert json.loads(c.zk.get(f"/config/brokers/{b}")[0])["config"] == {
+                "replica.alter.log.dirs.io.max.bytes.per.second": "500000"}
+
+        def verified():
+            text = ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--verify",
+                      "--reassignment-json-file", str(plan))
+            return text if "Clearing broker-level throttles" in text else None
+        text = wait_until(verified, 120, "the partition and replica moves to complete")
+        assert "Status of replica log dir movement:" in text
+        assert "Reassignment of replica jbod-0-1 completed successfully." in text
+        assert "Reassignment of replica jbod-0-2 completed successfully." in text
+        for b in (1, 2):
+            assert json.loads(c.zk.get(f"/config/brokers/{b}")[0])["config"] == {}
+            assert (Path(target[b]) / "jbod-0").is_dir()
+            assert not (c.work_dir / f"d{b}" / "jbod-0").exists()
+        wait_until(lambda: replica_log(Path(target[1]) / "jbod-0").data == replica_log(Path(target[2]) / "jbod-0").data
+                   and replica_log(Path(target[2]) / "jbod-0").end_offset == 64 * 16, 30, "the same log on both")
+    finally:
+        c.close()

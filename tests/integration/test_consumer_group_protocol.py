@@ -324,9 +324,13 @@ def classic_read(c, n, seconds=30):
 
 
 def group_type(broker, group):
+    """The group's type as ListGroups gives it; the types filter (ListGroups v5) agrees."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    listed = admin.list_consumer_groups().result(10).valid
-    return {g.group_id: g.type for g in listed}.get(group)
+    listed = {g.group_id: g.type for g in admin.list_consumer_groups().result(10).valid}.get(group)
+    for kind in (ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER):
+        only = {g.group_id: g.type for g in admin.list_consumer_groups(types={kind}).result(10).valid}
+        assert (group in only) == (listed == kind) and set(only.values()) <= {kind}
+    return listed
 
 
 def test_an_empty_group_changes_protocol_keeping_its_offsets(broker):
@@ -438,3 +442,42 @@ def test_classic_and_consumer_members_share_a_group(broker, first):
         for x in (c, k):
             if x is not None:
                 x.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_group_upgraded_and_downgraded_as_its_members_change_protocol(broker, strategy):
+    """librdkafka's upgrade/downgrade scenario (its suite's test_consumer_upgrade_downgrade): a classic member;
+    a consumer-protocol one joins (the group becomes a CONSUMER group); the classic one leaves; a classic one
+    joins (still CONSUMER); the consumer-protocol one leaves (CLASSIC again). At every step the members split
+    the partitions, none owned twice."""
+    topic = f"updown-{strategy}"
+    make_topic(broker, topic, 4)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+    def classic():
+        return Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": topic, "group.protocol": "classic",
+                         "partition.assignment.strategy": strategy, "auto.offset.reset": "earliest",
+                         "heartbeat.interval.ms": 300, "session.timeout.ms": 6000})
+
+    def group_type():
+        return admin.describe_consumer_groups([topic])[topic].result(10).type
+
+    members = []
+    for add, expected in ((classic, ConsumerGroupType.CLASSIC), (lambda: consumer(broker, topic),
+                                                                 ConsumerGroupType.CONSUMER),
+                          (None, ConsumerGroupType.CONSUMER), (classic, ConsumerGroupType.CONSUMER),
+                          (None, ConsumerGroupType.CLASSIC)):
+        if add is None:
+            members.pop(0).close()
+        else:
+            members.append(add())
+            members[-1].subscribe([topic])
+        share = 4 // len(members)
+        settle(members, lambda a: all(len(x) == share for x in a) and len(set().union(*a)) == 4, seconds=60)
+        deadline = time.monotonic() + 20
+        while group_type() != expected and time.monotonic() < deadline:
+            for m in members:
+                m.poll(0.05)
+        assert group_type() == expected
+    for m in members:
+        m.close()

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 @pytest.fixture
 def two_dir_broker(start_broker, tmp_path):
     dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
-    return start_broker(dirs), dirs
+    return start_broker(dirs, replication_quota_window_num=2), dirs     # a fresh rate's burst: one window
 
 
 def described(admin) -> dict[str, dict]:
@@ -47,7 +47,7 @@ def test_describe_and_alter_replica_log_dirs(two_dir_broker):
         for i in range(20000):
             producer.send("moving", b"%06d" % i + b"v" * 200, partition=0)
         producer.flush()
-        broker.node.replica_alter_log_dirs_rate = 1 << 20                # a few seconds of copying
+        broker.node.replica_alter_log_dirs_rate = 1 << 20           # 4 MB: a few seconds of copying
         sent, stop = [20000], threading.Event()
 
         def produce():

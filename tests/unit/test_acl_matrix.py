@@ -292,6 +292,9 @@ ROWS = {
         {"resource_type": 2, "resource_name": "t",
          "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}]}]},
         needs=((Op.ALTER_CONFIGS, Res.TOPIC, "t"),), denied=TOPIC_DENIED),
+    "AlterReplicaLogDirs": Row(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, lambda b: {"dirs": [
+        {"path": b.node.path, "topics": [{"name": "t", "partitions": [0]}]}]},
+        needs=((Op.ALTER, Res.CLUSTER, CLUSTER_NAME),), denied=CLUSTER_DENIED),
     "DescribeLogDirs": Row(ApiKey.DESCRIBE_LOG_DIRS, 4, lambda b: {"topics": None},
                            needs=((Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME),), denied=CLUSTER_DENIED),
     "DescribeCluster": Row(ApiKey.DESCRIBE_CLUSTER, 1, lambda b: {"include_cluster_authorized_operations": False,

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.kafka_wire import record_batch
+from seglog import errors
 from seglog.broker.handlers import HANDLERS, Handlers
 from seglog.broker.local_view import LocalView
 from seglog.broker.metrics import Metrics
@@ -20,6 +21,8 @@ from seglog.offsets_format import OffsetAndMetadata, TopicPartition
 from seglog.protocol import ApiKey, RequestHeader, decode_request, decode_response, encode_request, encode_response
 
 UNSUPPORTED_VERSION, UNKNOWN_MEMBER_ID, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC, INVALID_REQUEST = 35, 25, 100, 3, 42
+NOT_LEADER, FENCED_LEADER_EPOCH = 6, 74
+NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
 
 
 class Broker(SimpleNamespace):
@@ -166,6 +169,85 @@ def test_list_offsets_v7_max_timestamp(broker):
     assert (p1["error_code"], p1["offset"], p1["timestamp"]) == (0, -1, -1)       # empty partition
     old = call(broker, ApiKey.LIST_OFFSETS, 6, request)                              # -3 is v7+
     assert all(p["error_code"] for p in old["topics"][0]["partitions"])
+
+
+@pytest.mark.parametrize("version", [9, 10])
+def test_produce_v10_names_the_leader_of_a_partition_this_broker_does_not_lead(broker, monkeypatch, version):
+    """KIP-951: a partition refused with NOT_LEADER_OR_FOLLOWER is answered with its current leader (id, epoch)
+    and that leader's endpoint, once however many partitions name it; the other partitions carry no leader.
+    v9 has neither field."""
+    view = broker.view
+    leaders = {("t", 0): (1, 7), ("t", 1): (1, 7), ("gone", 0): None}
+
+    def check_produce(topic, p, acks):
+        if (topic, p) in leaders:
+            raise errors.NotLeaderOrFollowerError(f"broker 0 does not lead {topic}-{p}")
+
+    def partition_metadata(topic, p):
+        if leaders[(topic, p)] is None:
+            raise errors.UnknownTopicOrPartitionError(topic)
+        leader, epoch = leaders[(topic, p)]
+        return {"error_code": 0, "partition_index": p, "leader_id": leader, "leader_epoch": epoch}
+
+    monkeypatch.setattr(view, "check_produce", check_produce)
+    monkeypatch.setattr(view, "partition_metadata", partition_metadata)
+    monkeypatch.setattr(view, "brokers", lambda: [{"node_id": n, "host": f"b{n}", "port": 9092 + n, "rack": None}
+                                                  for n in (0, 1, 2)])
+    broker.node.create_topic("u", 1)
+    body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": p, "records": record_batch([(1, None, b"v", [])])}
+                                         for p in (0, 1)]},
+        {"name": "gone", "partition_data": [{"index": 0, "records": record_batch([(1, None, b"v", [])])}]},
+        {"name": "u", "partition_data": [{"index": 0, "records": record_batch([(1, None, b"v", [])])}]}]}
+    r = call(broker, ApiKey.PRODUCE, version, body)
+    answers = {(t["name"], p["index"]): p for t in r["responses"] for p in t["partition_responses"]}
+    assert {k: p["error_code"] for k, p in answers.items()} == {("t", 0): NOT_LEADER, ("t", 1): NOT_LEADER,
+                                                                ("gone", 0): NOT_LEADER, ("u", 0): 0}
+    if version == 9:
+        assert all(p["current_leader"] == NO_LEADER for p in answers.values()) and r["node_endpoints"] == []
+        return
+    assert {k: p["current_leader"] for k, p in answers.items()} == {
+        ("t", 0): {"leader_id": 1, "leader_epoch": 7}, ("t", 1): {"leader_id": 1, "leader_epoch": 7},
+        ("gone", 0): NO_LEADER, ("u", 0): NO_LEADER}
+    assert r["node_endpoints"] == [{"node_id": 1, "host": "b1", "port": 9093, "rack": None}]
+
+
+def test_fetch_v16_names_the_leader_of_a_fenced_partition(broker):
+    """KIP-951 for Fetch: a consumer behind the leader epoch (FENCED_LEADER_EPOCH) learns the leader and epoch,
+    and the leader's endpoint; a partition answered without error carries neither."""
+    part = broker.node.partition("t", 0)
+    part.log.leader_epoch = 3
+    topic_id = broker.node.topic("t").topic_id
+    body = _fetch_body({"topic_id": topic_id})
+    body["topics"][0]["partitions"][0]["current_leader_epoch"] = 2
+    r = call(broker, ApiKey.FETCH, 16, body)
+    [p] = r["responses"][0]["partitions"]
+    assert p["error_code"] == FENCED_LEADER_EPOCH
+    assert p["current_leader"] == {"leader_id": 0, "leader_epoch": 3}
+    assert r["node_endpoints"] == [{"node_id": 0, "host": "127.0.0.1", "port": 9092, "rack": None}]
+    body["topics"][0]["partitions"][0]["current_leader_epoch"] = 3
+    r = call(broker, ApiKey.FETCH, 16, body)
+    [p] = r["responses"][0]["partitions"]
+    assert (p["error_code"], p["current_leader"], r["node_endpoints"]) == (0, NO_LEADER, [])
+    body["topics"][0]["partitions"][0]["current_leader_epoch"] = 2
+    [p] = call(broker, ApiKey.FETCH, 15, body)["responses"][0]["partitions"]           # before KIP-951
+    assert (p["error_code"], p["current_leader"]) == (FENCED_LEADER_EPOCH, NO_LEADER)
+
+
+def test_list_offsets_v8_earliest_local_is_the_log_start_offset(broker):
+    """KIP-405's -4 (v8+): the first offset in local storage, which is all of a seglog log, so the log start
+    offset (as Kafka without remote storage answers it); before v8 -4 is refused as an unknown timestamp."""
+    part = broker.node.partition("t", 0)
+    for i in range(5):
+        part.append(record_batch([(1, None, b"v%d" % i, [])]), 1)
+    part.log.delete_records_before(3)
+    request = {"replica_id": -1, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "timestamp": -4}, {"partition_index": 1, "timestamp": -4}]}]}
+    p0, p1 = call(broker, ApiKey.LIST_OFFSETS, 8, request)["topics"][0]["partitions"]
+    assert (p0["error_code"], p0["offset"], p0["timestamp"]) == (0, 3, -1)
+    assert (p1["error_code"], p1["offset"]) == (0, 0)
+    assert all(p["error_code"] == INVALID_REQUEST
+               for p in call(broker, ApiKey.LIST_OFFSETS, 7, request)["topics"][0]["partitions"])
 
 
 def test_fetch_v12_reports_a_diverging_epoch(broker):

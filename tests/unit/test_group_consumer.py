@@ -390,6 +390,33 @@ def test_classic_members_inside_a_consumer_group(env):
     assert coord.leave_group("g", [("nobody", None)])[0].__class__ is UnknownMemberIdError
 
 
+@pytest.mark.parametrize("policy", ["bidirectional", "upgrade"])
+def test_the_last_consumer_member_leaving_makes_it_a_classic_group_again(env, policy):
+    """Kafka's downgrade (policy downgrade or bidirectional): when the last consumer-protocol member leaves and
+    classic members remain, the group becomes a classic group at its epoch (its consumer group records
+    tombstoned, its classic metadata stored) and a rebalance starts, which the classic member rejoins; under
+    upgrade it stays a consumer group."""
+    from seglog.errors import IllegalGenerationError, RebalanceInProgressError
+    coord, clock, _ = env
+    coord.config = dataclasses.replace(coord.config, consumer_migration_policy=policy)
+    r = join(coord, "m1")
+    j, _ = classic_join(coord)
+    coord.consumer_group_heartbeat("g", "m1", -1)
+    [g] = coord.list_groups()
+    if policy == "upgrade":
+        assert g.group_type == "consumer"
+        return
+    assert (g.group_type, g.state.value) == ("classic", "PreparingRebalance")
+    assert coord.store.consumer_records("g") == {} and coord.store.load_groups()["g"].members
+    with pytest.raises((IllegalGenerationError, RebalanceInProgressError)):
+        coord.heartbeat("g", j.generation_id, j.member_id)
+    again = coord.join_group("g", j.member_id, "consumer", [("range", subscription("a"))], 10_000, 30_000)
+    clock.now += 100
+    coord.tick()
+    again = again.result(5)
+    assert again.is_leader and again.generation_id > j.generation_id
+
+
 def test_a_classic_group_with_members_becomes_a_consumer_group(env):
     """group.consumer.migration.policy=bidirectional (Kafka 4.0's default): a consumer-protocol member joining
     a classic group with members converts it, the classic member keeping its partitions at its generation;

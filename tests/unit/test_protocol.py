@@ -115,7 +115,7 @@ def request_frame(api_key, version, body, correlation_id=7, client_id="test-clie
 
 def test_supported_versions_are_the_advertised_table():
     assert dict(SUPPORTED_VERSIONS) == {
-        0: (0, 9), 1: (4, 16), 2: (1, 7), 3: (0, 12), 8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4),
+        0: (0, 10), 1: (4, 16), 2: (1, 8), 3: (0, 12), 8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 3), 19: (2, 7), 20: (1, 6), 21: (0, 2),
         22: (0, 4), 23: (2, 4), 24: (0, 4), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 29: (0, 3), 30: (0, 3),
         31: (0, 3), 32: (0, 4), 33: (0, 2), 34: (0, 2), 35: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1),
@@ -162,8 +162,9 @@ def test_missing_fields_take_kafka_defaults():
     assert decode_response(header, frame) == {
         "responses": [{"name": "t", "partition_responses": [{
             "index": 2, "error_code": 0, "base_offset": 0, "log_append_time_ms": -1, "log_start_offset": -1,
-            "record_errors": [], "error_message": None}]}],
-        "throttle_time_ms": 0}
+            "record_errors": [], "error_message": None,
+            "current_leader": {"leader_id": -1, "leader_epoch": -1}}]}],     # v10+ fields: at their defaults
+        "throttle_time_ms": 0, "node_endpoints": []}
     _, fetch = decode_request(request_frame(ApiKey.FETCH, 4, {"topics": [{"topic": "t", "partitions": [{}]}]}))
     assert fetch["replica_id"] == -1 and fetch["max_bytes"] == 0x7FFFFFFF
     assert fetch["session_epoch"] == -1 and fetch["session_id"] == 0 and fetch["rack_id"] == ""
@@ -185,6 +186,33 @@ def test_produce_v8_request_layout_is_kafkas():
                      b"\xff\xff\xff\xff\x00\x00\x75\x30"               # null transactional_id, acks, timeout
                      b"\x00\x00\x00\x01\x00\x01t"                      # one topic "t"
                      b"\x00\x00\x00\x01\x00\x00\x00\x03\x00\x00\x00\x05BATCH")
+
+
+def test_produce_v10_response_layout_is_kafkas():
+    """KIP-951 as ProduceResponse.json lays it out: CurrentLeader is tag 0 of a partition answer (a struct with
+    its own empty tag section), NodeEndpoints tag 0 of the response; both left out at their defaults."""
+    header = RequestHeader(ApiKey.PRODUCE, 10, 9)
+    partition = {"index": 2, "error_code": 6, "base_offset": -1, "current_leader": {"leader_id": 1, "leader_epoch": 5}}
+    body = {"responses": [{"name": "t", "partition_responses": [partition]}], "throttle_time_ms": 0,
+            "node_endpoints": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}]}
+    minus_one = b"\xff" * 8
+    kafkas = (b"\x00\x00\x00\x09\x00"                                 # correlation id, header tags (v1)
+              b"\x02\x02t\x02"                                         # one topic "t", one partition
+              b"\x00\x00\x00\x02\x00\x06" + minus_one * 3 +            # index, NOT_LEADER_OR_FOLLOWER, offsets
+              b"\x01\x00"                                              # no record errors, null message
+              b"\x01\x00\x09\x00\x00\x00\x01\x00\x00\x00\x05\x00"      # tag 0, 9 bytes: leader 1, epoch 5
+              b"\x00"                                                   # topic tags
+              b"\x00\x00\x00\x00"                                       # throttle time
+              b"\x01\x00\x0d\x02\x00\x00\x00\x01\x02h\x00\x00\x23\x84\x00\x00")  # tag 0: one node, rack null
+    assert one_frame(encode_response(header, body)) == kafkas
+    assert decode_response(header, kafkas) == {**body, "responses": [{"name": "t", "partition_responses": [
+        {**partition, "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [], "error_message": None}]}]}
+    partition["error_code"], partition["current_leader"] = 0, {"leader_id": -1, "leader_epoch": -1}
+    body["node_endpoints"] = []
+    untagged = (b"\x00\x00\x00\x09\x00\x02\x02t\x02\x00\x00\x00\x02\x00\x00" + minus_one * 3
+                + b"\x01\x00\x00\x00\x00\x00\x00\x00\x00")        # empty tag sections: v9's bytes
+    assert one_frame(encode_response(header, body)) == untagged
+    assert one_frame(encode_response(RequestHeader(ApiKey.PRODUCE, 9, 9), body)) == untagged
 
 
 # --- records: zero copy and external chunks ----------------------------------------------------------------------
@@ -285,7 +313,7 @@ def test_truncated_header_is_invalid():
             assert info.value.header[:3] == (ApiKey.METADATA, 1, 77)
 
 
-@pytest.mark.parametrize("api_key,version", [(17, 2), (999, 0), (-1, 0), (0, 10), (1, 3), (1, 17), (2, 0), (3, 13),
+@pytest.mark.parametrize("api_key,version", [(17, 2), (999, 0), (-1, 0), (0, 11), (1, 3), (1, 17), (2, 0), (2, 9), (3, 13),
                                                      (18, 4)])
 def test_unsupported_api_or_version_still_gives_the_header(api_key, version):
     frame = struct.pack(">hhih", api_key, version, 123456, 3) + b"cli" + b"\x00garbage"
@@ -410,7 +438,7 @@ def test_encoding_errors_name_the_message():
     with pytest.raises(errors.InvalidArgumentError):
         encode_response(RequestHeader(ApiKey.HEARTBEAT, 0, 1 << 31), {})            # correlation id over int32
     with pytest.raises(errors.UnsupportedVersionError):
-        encode_response(RequestHeader(ApiKey.PRODUCE, 10, 1), {})
+        encode_response(RequestHeader(ApiKey.PRODUCE, 11, 1), {})
     with pytest.raises(errors.UnsupportedVersionError):
         encode_request(RequestHeader(99, 0, 1), {})
 

@@ -12,7 +12,7 @@ from ..config import LogConfig
 from ..errors import SeglogError, code_of
 from ..security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3          # ListOffsets' special timestamps
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4    # ListOffsets' special timestamps
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 # Kafka's controller refuses an admin request that would write more metadata records than this (a record per
 # topic and per partition; QuorumController.MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION for every topic of
@@ -52,6 +52,25 @@ def authorized_operations(broker, resource_type: ResourceType, name: str = CLUST
     resource, of those its type supports (every one when authorization is off)."""
     ops = sorted(SUPPORTED_OPERATIONS[resource_type])
     return sum(1 << op for op in ops if broker.allowed(AclOperation(op), resource_type, name))
+
+
+def point_to_leaders(view, failed: Iterable[tuple[str, int, dict]]) -> list[dict]:
+    """KIP-951 (Produce v10, Fetch v16): set the ``current_leader`` of each (topic, partition, answer) refused
+    because this broker does not lead it to the leader id and epoch this broker knows ((-1, -1) for a partition
+    without a known leader), and return the ``node_endpoints`` to answer with: each of those leaders that is
+    alive, at its address on the request's listener, once. A client then goes to the new leader without a
+    Metadata round trip."""
+    leaders: set[int] = set()
+    for topic, p, answer in failed:
+        try:
+            pm = view.partition_metadata(topic, p)
+            leader, epoch = pm["leader_id"], pm["leader_epoch"]
+        except SeglogError:
+            leader, epoch = -1, -1
+        answer["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+        if leader >= 0:
+            leaders.add(leader)
+    return [b for b in view.brokers() if b["node_id"] in leaders] if leaders else []
 
 
 def _err(exc: BaseException) -> int:

@@ -12,12 +12,17 @@ from ..node import INTERNAL_TOPICS
 from ..quotas.entities import FETCH, PRODUCE
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
-from .handler_support import EARLIEST, LATEST, MAX_TIMESTAMP, CloseConnection, _err, answer_partitions
+from .handler_support import (EARLIEST, EARLIEST_LOCAL, LATEST, MAX_TIMESTAMP, CloseConnection, _err,
+                              answer_partitions, point_to_leaders)
 from .record_errors import record_errors
 from .throttling import parked
 from .throttling import replica_id as fetch_replica_id
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
+NOT_LEADER = errors.NotLeaderOrFollowerError.code
+# the partition errors whose answers name the current leader (KIP-951): Produce v10+ and Fetch v16+, as Kafka's
+PRODUCE_LEADER_HINTS = frozenset({NOT_LEADER})
+FETCH_LEADER_HINTS = frozenset({NOT_LEADER, errors.FencedLeaderEpochError.code})
 ADMIN_CLIENT_ID = "__admin_client"     # Kafka lets Produce requests of this client id append to internal topics
 
 
@@ -83,7 +88,12 @@ class DataHandlers:
             if failed:
                 raise CloseConnection(f"acks=0 produce request failed ({'; '.join(failed[:5])})")
             return None
-        return {"responses": responses}
+        answer = {"responses": responses}
+        if header.api_version >= 10:
+            answer["node_endpoints"] = point_to_leaders(self.broker.view, (
+                (t["name"], p["index"], p) for t in responses for p in t["partition_responses"]
+                if p["error_code"] in PRODUCE_LEADER_HINTS))
+        return answer
 
     async def _append_one(self, topic: str, index: int, records, acks: int, err: int, transactional_id):
         """(the partition's response entry, (partition, last offset, start time) to wait for, or None)."""
@@ -189,7 +199,12 @@ class DataHandlers:
                 if by_id:
                     for r in responses:
                         r["topic_id"] = ids[r["topic"]]
-                return {"error_code": 0, "session_id": 0, "responses": responses + unknown}
+                answer = {"error_code": 0, "session_id": 0, "responses": responses + unknown}
+                if header.api_version >= 16:
+                    answer["node_endpoints"] = point_to_leaders(self.broker.view, (
+                        (r["topic"], p["partition_index"], p) for r in responses for p in r["partitions"]
+                        if p["error_code"] in FETCH_LEADER_HINTS))
+                return answer
             started = time.monotonic()
             await self.broker.wait_for_data({(t, p["partition"]) for t, p in wanted}, version, left)
             self.broker.note_wait(time.monotonic() - started)
@@ -278,8 +293,8 @@ class DataHandlers:
             fetchable = part.last_stable_offset if body.get("isolation_level", 0) == 1 else part.high_watermark
             if ts == LATEST:
                 out["offset"] = fetchable
-            elif ts == EARLIEST:
-                out["offset"] = part.log_start_offset
+            elif ts == EARLIEST or (ts == EARLIEST_LOCAL and header.api_version >= 8):
+                out["offset"] = part.log_start_offset       # all of a log is local: no tiered storage
             elif ts == MAX_TIMESTAMP and header.api_version >= 7:
                 found = part.log.offset_of_max_timestamp()
                 if found is not None and found.offset < fetchable:

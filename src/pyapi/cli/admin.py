@@ -275,6 +275,13 @@ class Admin(ABC):
         """DescribeLogDirs of each broker (all if None): {broker id: [{"logDir", "error", "partitions": [{"topic",
         "partition", "size", "offsetLag", "isFuture"}]}]}."""
 
+    @abstractmethod
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int, int], str]
+                               ) -> dict[tuple[str, int, int], SeglogError | None]:
+        """AlterReplicaLogDirs: move each replica ((topic, partition, broker id)) to the log directory given, asked
+        of its broker. Per replica None (started, or already there) or its error (LogDirNotFoundError,
+        ReplicaNotAvailableError while the broker has no such replica yet, UnknownTopicOrPartitionError...)."""
+
     # -- groups (ListGroups, DescribeGroups, OffsetFetch, OffsetCommit, DeleteGroups) ----------------------
 
     @abstractmethod

@@ -155,6 +155,21 @@ class BrokerAdmin(Admin):
                       for d in r["results"]]
         return out
 
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int, int], str]
+                               ) -> dict[tuple[str, int, int], SeglogError | None]:
+        out: dict[tuple[str, int, int], SeglogError | None] = {}
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for (t, p, b), d in moves.items():
+            by_broker.setdefault(b, {}).setdefault(d, {}).setdefault(t, []).append(p)
+        for b, dirs in sorted(by_broker.items()):
+            r = self.cluster.broker(b).request(ApiKey.ALTER_REPLICA_LOG_DIRS, {"dirs": [
+                {"path": d, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                for d, topics in dirs.items()]})
+            out.update({(t["topic_name"], p["partition_index"], b): None if p["error_code"] == 0 else error_for(
+                p["error_code"], f"AlterReplicaLogDirs of {t['topic_name']}-{p['partition_index']} at broker {b}")
+                for t in r["results"] for p in t["partitions"]})
+        return out
+
     def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Sequence[str]) -> None:
         """IncrementalAlterConfigs of one broker's dynamic configs, sent to that broker (as Kafka's clients send
         a broker resource); the error of a refused change."""

@@ -9,31 +9,37 @@
     seglog reassign-partitions --bootstrap-server localhost:9092 --list
 
 topics.json is ``{"version": 1, "topics": [{"topic": "pet"}]}``; plan.json is ``{"version": 1, "partitions":
-[{"topic": "pet", "partition": 0, "replicas": [2, 3]}]}`` ("log_dirs", if given, may only say "any": a seglog
-broker has one log directory). --generate prints the current assignment and a proposed one over the brokers
-listed (Kafka's rack-unaware placement); --execute starts the reassignments (the controller adds the new
-replicas, waits until they are in sync, then removes the old ones), printing the current assignment to keep for
-a rollback; --verify tells which are done; --cancel puts the partitions still moving back on their original
-replicas.
+[{"topic": "pet", "partition": 0, "replicas": [2, 3], "log_dirs": ["/disk2/data", "any"]}]}`` ("log_dirs",
+optional, one per replica: the log directory of that broker to hold it, or "any"). --generate prints the current
+assignment and a proposed one over the brokers listed (Kafka's rack-unaware placement); --execute starts the
+reassignments (the controller adds the new replicas, waits until they are in sync, then removes the old ones),
+printing the current assignment to keep for a rollback, then moves the replicas given a log dir there
+(AlterReplicaLogDirs, retried until each replica exists, up to --timeout); --verify tells which are done, and
+which replicas reached their log dir; --cancel puts the partitions still moving back on their original replicas.
 
 --execute --throttle N sets replication throttles as Kafka's tool does: N B/s as leader.replication.throttled.rate
 and follower.replication.throttled.rate on every broker the moving partitions have or get, and on each topic moved
 leader.replication.throttled.replicas (the partitions' current replicas) and follower.replication.throttled.replicas
-(the replicas they gain). --verify removes them all once no partition of the file is still moving (unless
---preserve-throttles).
+(the replicas they gain). --replica-alter-log-dirs-throttle N sets replica.alter.log.dirs.io.max.bytes.per.second
+to N B/s on the brokers whose replicas change log dir (the copy between a broker's log directories). --verify
+removes them all once no partition or replica of the file is still moving (unless --preserve-throttles).
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 from ..cluster.placement import assign_replicas
-from ..replication.throttle import BROKER_RATE_KEYS, FOLLOWER, LEADER, REPLICAS_KEYS
+from ..errors import ReplicaNotAvailableError
+from ..replication.throttle import (ALTER_LOG_DIRS_RATE_KEY, BROKER_RATE_KEYS, DYNAMIC_BROKER_KEYS, FOLLOWER, LEADER,
+                                    REPLICAS_KEYS)
 from .common import CliError, UsageError, add_command_config, out
 from .connect import connect
 
 LEADER_REPLICAS, FOLLOWER_REPLICAS = REPLICAS_KEYS[LEADER], REPLICAS_KEYS[FOLLOWER]
 _ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+ANY_LOG_DIR = "any"
 EXISTING = ("Cannot execute because there is an existing partition assignment.  Use --additional to override this "
             "and create a new partition assignment in addition to the existing one. The --additional flag can also "
             "be used to change the throttle by resubmitting the current reassignment.")
@@ -60,6 +66,12 @@ def register(sub) -> None:
                    help="--execute even though other reassignments are in progress")
     p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
                    help="with --execute: limit the replication of the moving replicas to this many bytes/s")
+    p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="with --execute: limit the copy of replicas moving between log directories of a broker to "
+                        "this many bytes/s")
+    p.add_argument("--timeout", type=int, default=10000, metavar="MS",
+                   help="with --execute: how long to keep retrying the log directory moves of replicas not yet "
+                        "created (default 10000)")
     p.add_argument("--preserve-throttles", action="store_true",
                    help="with --verify: keep the throttles even when the reassignment is done")
     p.set_defaults(func=cmd_reassign_partitions)
@@ -73,9 +85,10 @@ def _read_json(path: str) -> object:
         raise CliError(f"{path} is not JSON: {e}") from None
 
 
-def read_reassignment(path: str) -> dict[tuple[str, int], list[int]]:
-    """The partitions and target replicas of a reassignment JSON file, in file order; CliError for anything
-    else (no partitions, a partition twice, a replica twice, log dirs other than "any")."""
+def read_reassignment(path: str) -> tuple[dict[tuple[str, int], list[int]], dict[tuple[str, int, int], str]]:
+    """The partitions and target replicas of a reassignment JSON file, in file order, and the log directory of
+    each replica given one ((topic, partition, broker) -> directory; "any" is left out); CliError for anything
+    else (no partitions, a partition twice, a replica twice, as many log dirs as replicas)."""
     doc = _read_json(path)
     entries = doc.get("partitions") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
@@ -84,6 +97,7 @@ def read_reassignment(path: str) -> dict[tuple[str, int], list[int]]:
     if not entries:
         raise CliError("Partition reassignment list cannot be empty")
     plan: dict[tuple[str, int], list[int]] = {}
+    log_dirs: dict[tuple[str, int, int], str] = {}
     for e in entries:
         if not (isinstance(e, dict) and isinstance(e.get("topic"), str) and type(e.get("partition")) is int
                 and isinstance(e.get("replicas"), list) and all(type(r) is int for r in e["replicas"])):
@@ -101,11 +115,11 @@ def read_reassignment(path: str) -> dict[tuple[str, int], list[int]]:
             if not isinstance(dirs, list) or len(dirs) != len(replicas):
                 raise CliError(f"Size of replicas list {replicas} is different from size of log dirs list {dirs} "
                                f"for partition {_tp(tp)}")
-            if any(d != "any" for d in dirs):
-                raise CliError(f"{_tp(tp)}: log_dirs other than \"any\" are not supported (a seglog broker has "
-                               f"one log directory)")
+            if not all(isinstance(d, str) for d in dirs):
+                raise CliError(f"{path}: log_dirs must be strings (a log directory, or \"any\"): {dirs!r}")
+            log_dirs.update({(*tp, b): d for b, d in zip(replicas, dirs) if d != ANY_LOG_DIR})
         plan[tp] = replicas
-    return plan
+    return plan, log_dirs
 
 
 def read_topics_to_move(path: str) -> list[str]:
@@ -163,7 +177,8 @@ def _current(admin, partitions) -> dict[tuple[str, int], tuple[int, ...]]:
 
 def cmd_reassign_partitions(args) -> int:
     action = _action(args)
-    plan = read_reassignment(args.reassignment_json_file) if action in ("execute", "verify", "cancel") else None
+    plan, log_dirs = read_reassignment(args.reassignment_json_file) if action in ("execute", "verify", "cancel") \
+        else (None, None)
     topics = read_topics_to_move(args.topics_to_move_json_file) if action == "generate" else None
     brokers = _broker_list(args.broker_list) if action == "generate" else None
     with connect(args) as admin:
@@ -172,9 +187,10 @@ def cmd_reassign_partitions(args) -> int:
         if action == "generate":
             return _generate(admin, topics, brokers)
         if action == "execute":
-            return _execute(admin, plan, args.additional, args.throttle)
+            return _execute(admin, plan, log_dirs, args.additional, args.throttle,
+                            args.replica_alter_log_dirs_throttle, args.timeout)
         if action == "verify":
-            return _verify(admin, plan, args.preserve_throttles)
+            return _verify(admin, plan, log_dirs, args.preserve_throttles)
         return _cancel(admin, plan)
 
 
@@ -234,7 +250,7 @@ def throttled_replicas(current: dict[tuple[str, int], tuple[int, ...]], plan: di
     return {t: (",".join(sorted(leaders[t])), ",".join(sorted(followers[t]))) for t in leaders}
 
 
-def _execute(admin, plan, additional: bool, throttle: int) -> int:
+def _execute(admin, plan, log_dirs, additional: bool, throttle: int, log_dir_throttle: int, timeout_ms: int) -> int:
     if not additional and admin.list_partition_reassignments():
         raise CliError(EXISTING)
     known = set(admin.cluster.broker_ids())
@@ -255,15 +271,82 @@ def _execute(admin, plan, additional: bool, throttle: int) -> int:
         for b in sorted({b for tp, rs in plan.items() for b in (*current[tp], *rs)}):
             admin.alter_broker_config(b, dict.fromkeys(BROKER_RATE_KEYS, str(throttle)), ())
         out(f"The inter-broker throttle limit was set to {throttle} B/s")
+    if log_dir_throttle >= 0 and log_dirs:
+        for b in sorted({b for _, _, b in log_dirs}):
+            admin.alter_broker_config(b, {ALTER_LOG_DIRS_RATE_KEY: str(log_dir_throttle)}, ())
+        out(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
     errors = {tp: e for tp, e in admin.alter_partition_reassignments(plan).items() if e is not None}
     if errors:
         raise CliError("Error reassigning partition(s):\n"
                        + "\n".join(f"{_tp(tp)}: {errors[tp]}" for tp in sorted(errors)))
     out(f"Successfully started partition reassignment{'' if len(plan) == 1 else 's'} for {_tps(plan)}")
+    if log_dirs:
+        _move_replicas(admin, log_dirs, timeout_ms)
     return 0
 
 
-def _verify(admin, plan, preserve_throttles: bool) -> int:
+def _tpr(r: tuple[str, int, int]) -> str:
+    """A replica as Kafka's TopicPartitionReplica prints: topic-partition-broker."""
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+def _move_replicas(admin, log_dirs: dict[tuple[str, int, int], str], timeout_ms: int) -> None:
+    """AlterReplicaLogDirs of every replica given a log dir, as Kafka's executeMoves: a replica its broker does not
+    hold yet (REPLICA_NOT_AVAILABLE: the reassignment is still adding it) is asked again every 100 ms until
+    `timeout_ms`; any other error stops the command."""
+    pending = dict(log_dirs)
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        done = []
+        for r, e in sorted(admin.alter_replica_log_dirs(pending).items()):
+            if e is None:
+                done.append(r)
+            elif not isinstance(e, ReplicaNotAvailableError):
+                raise CliError(f"Failed to alter dir for {_tpr(r)}: {e}")
+        if done:
+            out(f"Successfully started log directory move{'' if len(done) == 1 else 's'} for: "
+                f"{','.join(map(_tpr, done))}")
+        for r in done:
+            del pending[r]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise CliError(f"Timed out before log directory move{'' if len(pending) == 1 else 's'} could be "
+                           f"started for: {','.join(map(_tpr, sorted(pending)))}")
+        time.sleep(0.1)
+
+
+def _verify_replica_moves(admin, log_dirs: dict[tuple[str, int, int], str]) -> bool:
+    """Print where each replica given a log dir is, as Kafka's verifyReplicaMoves; whether all are there."""
+    found = admin.log_dirs(sorted({b for _, _, b in log_dirs}))
+    where: dict[tuple[str, int, int], dict[bool, str]] = {}
+    for b, dirs in found.items():
+        for d in dirs:
+            for p in d["partitions"]:
+                where.setdefault((p["topic"], p["partition"], b), {})[p["isFuture"]] = d["logDir"]
+    out("Status of replica log dir movement:")
+    complete = True
+    for r, target in sorted(log_dirs.items()):
+        topic, p, b = r
+        dirs = where.get(r, {})
+        current, future = dirs.get(False), dirs.get(True)
+        if current is None:
+            out(f"Partition {topic}-{p} is not found in any live log dir on broker {b}. There is likely an offline "
+                f"log directory on the broker.")
+        elif current == target:
+            out(f"Reassignment of replica {_tpr(r)} completed successfully.")
+            continue
+        elif future == target:
+            out(f"Partition {topic}-{p} is being moved to log dir {future} on broker {b}.")
+        elif future is not None:
+            out(f"Partition {topic}-{p} on broker {b} is being moved to log dir {future} instead of {target}.")
+        else:
+            out(f"Partition {topic}-{p} on broker {b} is not being moved from log dir {current} to {target}.")
+        complete = False
+    return complete
+
+
+def _verify(admin, plan, log_dirs, preserve_throttles: bool) -> int:
     moving = admin.list_partition_reassignments(list(plan))
     current = _current(admin, [tp for tp in plan if tp not in moving])
     out("Status of partition reassignment:")
@@ -275,7 +358,11 @@ def _verify(admin, plan, preserve_throttles: bool) -> int:
         else:
             out(f"There is no active reassignment of partition {_tp(tp)}, but replica set is "
                 f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, plan[tp]))}.")
-    if not moving and not preserve_throttles:
+    moved = True
+    if log_dirs:
+        out("")
+        moved = _verify_replica_moves(admin, log_dirs)
+    if not moving and moved and not preserve_throttles:
         # as Kafka's tool: every throttle goes, on every live broker and those of the plan (which brokers an
         # earlier --execute throttled is not known here)
         brokers = sorted(set(admin.cluster.broker_ids()) | {b for rs in plan.values() for b in rs})
@@ -284,7 +371,7 @@ def _verify(admin, plan, preserve_throttles: bool) -> int:
         out(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
             f"{','.join(map(str, brokers))}")
         for b in brokers:
-            admin.alter_broker_config(b, {}, BROKER_RATE_KEYS)
+            admin.alter_broker_config(b, {}, DYNAMIC_BROKER_KEYS)
         out(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
         for t in topics:
             admin.alter_topic_config(t, {}, (LEADER_REPLICAS, FOLLOWER_REPLICAS))

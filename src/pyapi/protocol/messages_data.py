@@ -7,8 +7,9 @@ raw record-batch bytes: decoded as memoryview slices of the frame, encoded from 
 from .schema import Api, array, field, struct
 
 # v0-2 (message-format v0/v1 batches) are decoded only to be answered with UNSUPPORTED_VERSION, as Kafka 4
-# does: old clients read the error instead of a dropped connection
-PRODUCE = Api(0, "Produce", (0, 9), flexible=9, request=(
+# does: old clients read the error instead of a dropped connection; v10 (request as v9) answers, for a partition
+# refused with NOT_LEADER_OR_FOLLOWER, its current leader and that leader's endpoint (KIP-951)
+PRODUCE = Api(0, "Produce", (0, 10), flexible=9, request=(
     field("transactional_id", "string", "3+", nullable="3+"),
     field("acks", "int16"),
     field("timeout_ms", "int32"),
@@ -30,8 +31,18 @@ PRODUCE = Api(0, "Produce", (0, 9), flexible=9, request=(
                       field("batch_index", "int32"),
                       field("batch_index_error_message", "string", nullable="8+"),
                       versions="8+"),
-                field("error_message", "string", "8+", nullable="8+"))),
+                field("error_message", "string", "8+", nullable="8+"),
+                struct("current_leader",
+                       field("leader_id", "int32", default=-1),
+                       field("leader_epoch", "int32", default=-1),
+                       versions="10+", tag=0))),
     field("throttle_time_ms", "int32", "1+"),
+    array("node_endpoints",
+          field("node_id", "int32"),
+          field("host", "string"),
+          field("port", "int32"),
+          field("rack", "string", nullable="0+"),
+          versions="10+", tag=0),
 ))
 
 # v13+ names topics by id; v15 moves the replica id into the tagged replica_state (KIP-903); v16 answers the
@@ -104,8 +115,9 @@ FETCH = Api(1, "Fetch", (4, 16), flexible=12, request=(
           versions="16+", tag=0),
 ))
 
-# timestamp -1 latest, -2 earliest, -3 (v7+) the offset of the largest timestamp
-LIST_OFFSETS = Api(2, "ListOffsets", (1, 7), flexible=6, request=(
+# timestamp -1 latest, -2 earliest, -3 (v7+) the offset of the largest timestamp, -4 (v8+) the earliest offset
+# in local storage (KIP-405; without tiered storage the log start offset, as Kafka without remote storage)
+LIST_OFFSETS = Api(2, "ListOffsets", (1, 8), flexible=6, request=(
     field("replica_id", "int32"),
     field("isolation_level", "int8", "2+"),
     array("topics",
