@@ -648,7 +648,13 @@ class Node:
                                                f"{self.config.broker_id}")
             if self._located[tp] == dest or moving == dest:
                 return
-            self._mover.add(part, self._open_future(part, os.path.join(dest, future_dir_name(topic, p))))
+            path = os.path.join(dest, future_dir_name(topic, p))
+            try:
+                future = self._open_future(part, path)
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)     # a start would resume a move left here
+                raise
+            self._mover.add(part, future)
             log.info("moving the replica of %s-%d from %s to %s", topic, p, self._located[tp], dest)
 
     def _replace_with_future(self, part: Partition, future: Log) -> bool:

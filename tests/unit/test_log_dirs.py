@@ -286,3 +286,14 @@ def test_kill_9_during_a_move_loses_nothing(dirs, mode):
     with seglog.open([a, b]) as node:
         wait_for(lambda: located(node, "t", 0) == b)
         assert values(node, "t", 0) == [b"%08d" % i for i in range(end)]
+
+
+def test_a_future_log_that_cannot_be_created_is_a_storage_error(dirs):
+    with seglog.open(dirs[:2]) as node:
+        node.create_topic("t", 1)
+        with FaultPlan().fail("open", 13, path=f"{dirs[1]}/t-0.*-future/*", times=None):
+            done = node.alter_replica_log_dirs({("t", 0): dirs[1]})
+        assert isinstance(done[("t", 0)], StorageError) and done[("t", 0)].code == 56
+        assert not node._mover.logs() and located(node, "t", 0) == dirs[0]
+        assert not [n for n in os.listdir(dirs[1]) if n.endswith("-future")]
+        node.partition("t", 0).log.append(b"still serving")
