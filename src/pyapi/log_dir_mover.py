@@ -123,6 +123,8 @@ class ReplicaAlterLogDirs:
             for tp, fut in futures:
                 if self._stop:
                     return
+                if self.node.log_dir_failure is not None:     # as Kafka's fetchers of an offline log dir
+                    break
                 if self.quota.exceeded():
                     break
                 try:
