@@ -318,14 +318,18 @@ class ConsumerGroups:
     def _remove_consumer(self, group: ConsumerGroup, member: ConsumerMember, done: list) -> None:
         """Drop a member (lock held): its partitions are released, the group epoch moves. When it was the
         last member using the consumer protocol and classic members remain, the group may become a classic
-        group again (group_consumer_classic._maybe_downgrade; ``done`` takes completions)."""
+        group again instead, at the group epoch the classic members have (as Kafka: they are then asked to
+        rejoin, not refused as of a stale generation; group_consumer_classic._maybe_downgrade; ``done`` takes
+        completions)."""
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
-        self._refresh_target(group, True, self._clock())
         if member.classic is None:
             self._maybe_downgrade(group, done)
+            if self._consumer_groups.get(group.group_id) is not group:
+                return
+        self._refresh_target(group, True, self._clock())
 
     def _refresh_target(self, group: ConsumerGroup, changed: bool, now: float) -> None:
         """Bump the group epoch if ``changed`` or the subscribed topics' metadata moved, and recompute the

@@ -22,7 +22,9 @@ first protocol; the server-side assignor assigns it like any member. As Kafka's 
 When the last member using the consumer protocol leaves (LeaveGroup, an ended session, a revocation not made in
 time) and classic members remain, the group becomes a classic group again (policy downgrade or bidirectional,
 at most group.max.size members; Kafka's convertToClassicGroup): Stable at the group epoch, each member's target
-assignment as its assignment, and a rebalance prepared at once so that the members rejoin it.
+assignment as its assignment, and a rebalance prepared at once so that the members rejoin it. A classic static
+member taking the instance id of the last consumer-protocol member (which left for a while, epoch -2) converts
+it too, without a rebalance.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from __future__ import annotations
 import logging
 
 from .assignors import Assignment as ProtocolAssignment, Subscription
-from .errors import (FencedInstanceIdError, GroupIdNotFoundError, GroupMaxSizeReachedError, IllegalGenerationError,
-                     InconsistentGroupProtocolError, MemberIdRequiredError, RebalanceInProgressError, SeglogError,
-                     UnknownMemberIdError)
+from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
+                     GroupMaxSizeReachedError, IllegalGenerationError, InconsistentGroupProtocolError,
+                     MemberIdRequiredError, RebalanceInProgressError, SeglogError, UnknownMemberIdError)
 from .group_consumer import _new_member_id
 from .group_consumer_state import (STATIC_LEAVE_EPOCH, ClassicProtocols, ConsumerGroup, ConsumerMember, MemberState,
                                    held_elsewhere, minus, reconcile)
@@ -75,7 +77,7 @@ class ClassicMembers:
     def _classic_join_consumer(self, fut, done, now, group: ConsumerGroup, member_id, protocol_type, protocols,
                                session_ms, rebalance_ms, instance_id, client_id, client_host, require_known):
         """A classic JoinGroup to a consumer group with members (lock held)."""
-        known = member_id in group.members
+        known, unknown = member_id in group.members, not member_id
         if not known and len(group.members) >= self.config.consumer_max_size:
             raise GroupMaxSizeReachedError(f"The consumer group has reached its maximum capacity of "
                                            f"{self.config.consumer_max_size} members.")
@@ -94,12 +96,14 @@ class ClassicMembers:
         sub, _ = _subscription(protocols)
         member = group.members.get(member_id)
         changed = member is None
+        replaced_consumer = False                   # it took the place of a member using the consumer protocol
         if instance_id is not None:
             holder = group.static_members.get(instance_id)
             if holder is not None and holder != member_id:
-                if known:
+                if not unknown:                     # only a JoinGroup without a member id takes an instance id
                     raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was "
                                                 f"fenced by member {holder}.")
+                replaced_consumer = group.members[holder].classic is None
                 member = self._replace_static(group, holder, member_id)
                 changed = False
         if member is None:
@@ -125,6 +129,10 @@ class ClassicMembers:
         reconcile(group, member, owned, now)
         if member.revoke_deadline is not None:
             self._deadlines.push(member.revoke_deadline, TimerKind.CONSUMER_REVOKE, group, member)
+        if replaced_consumer:
+            self._maybe_downgrade(group, done, joining=(fut, member_id))
+            if self._consumer_groups.get(group.group_id) is not group:
+                return                              # a classic group now: the JoinGroup is answered once stored
         self._queue_consumer_changes(group)
         _ok(done, fut, JoinResult(member_id, member.member_epoch, "consumer", protocols[0][0], ""))
 
@@ -231,15 +239,22 @@ class ClassicMembers:
         log.info("group %s: the classic group with %d members becomes a consumer group", gid, len(group.members))
         return group
 
-    def _maybe_downgrade(self, group: ConsumerGroup, done) -> None:
+    def _maybe_downgrade(self, group: ConsumerGroup, done, joining: tuple | None = None) -> None:
         """Kafka's convertToClassicGroup after the last consumer-protocol member left (lock held), if the policy
-        allows it and only classic members remain (see the module docstring)."""
+        allows it and only classic members remain (see the module docstring). ``joining`` (the JoinGroup future
+        and member id of a classic static member that took the last consumer-protocol member's instance id, as
+        Kafka's validateOnlineDowngradeWithReplacedMemberId): no rebalance, the group stays Stable with its
+        assignments, and the JoinGroup is answered once the classic generation is stored, for that generation
+        with the leader as it is and no members (it syncs as a follower and gets its assignment). The classic
+        generation is stored before the consumer group's records are tombstoned (a loaded classic generation
+        with members wins over them, group.GroupCoordinator._load)."""
         members = list(group.members.values())
         if (not members or any(m.classic is None for m in members)
                 or self.config.consumer_migration_policy not in ("downgrade", "bidirectional")
                 or len(members) > self.config.max_size
-                or self._consumer_groups.get(group.group_id) is not group):
-            return
+                or self._consumer_groups.get(group.group_id) is not group
+                or not set.intersection(*({n for n, _ in m.classic.protocols} for m in members))):
+            return                                  # (the last: no protocol for a classic group to select)
         gid, now = group.group_id, self._clock()
         classic = Group(gid)
         classic.generation, classic.protocol_type = group.group_epoch, "consumer"
@@ -259,11 +274,24 @@ class ClassicMembers:
                 [TopicPartition(t, p) for t, ps in sorted(target.items()) for p in sorted(ps)]).encode(version)
             classic.members[m.member_id].assignment = assignments[m.member_id]
         del self._consumer_groups[gid]
-        self._queue_consumer_changes(group, dropped=True)
         self._groups[gid] = classic
         self._set_state(classic, GroupState.STABLE)
-        self._persist_group(classic, assignments)
+        on_stored = None
+        if joining is not None:
+            classic.leader_id = next(iter(classic.members))
+            fut, member_id = joining
+            answer = JoinResult(member_id, classic.generation, "consumer", classic.protocol_name, classic.leader_id)
+
+            def on_stored(exc: BaseException | None):
+                if exc is None:
+                    return [(fut, answer, False)]
+                err = CoordinatorNotAvailableError(f"storing group {gid!r} failed: {exc}")
+                err.__cause__ = exc
+                return [(fut, err, True)]
+        self._persist_group(classic, assignments, on_stored)
+        self._queue_consumer_changes(group, dropped=True)
         for member in classic.members.values():
             self._arm_session(classic, member, now)
         log.info("group %s: the consumer group with %d classic members becomes a classic group", gid, len(members))
-        self._prepare_rebalance(classic, done, now)
+        if joining is None:
+            self._prepare_rebalance(classic, done, now)

@@ -42,7 +42,8 @@ from .offsets_format import ConsumerGroupKey, decode_key, encode_consumer_key
 from .protocol.compiler import compile_message
 from .protocol.schema import array, field, struct as nested
 
-__all__ = ["RecordType", "group_records", "restore_group", "changes", "encode_value", "decode_value"]
+__all__ = ["RecordType", "group_records", "restore_group", "changes", "encode_value", "decode_value",
+           "tagged_fields"]
 
 
 class RecordType(IntEnum):
@@ -94,6 +95,12 @@ def encode_value(record_type: RecordType, body: Mapping) -> bytes:
     out = [_VERSION]
     _CODECS[record_type].encode(body, out)
     return b"".join(out)
+
+
+def tagged_fields(record_type: RecordType) -> frozenset[str]:
+    """The names of the tagged fields of a value of ``record_type`` (Kafka's JSON leaves them out at their
+    default)."""
+    return frozenset(f.name for f in _VALUES[record_type] if f.tag is not None)
 
 
 def decode_value(record_type: RecordType, value) -> dict:

@@ -634,7 +634,7 @@ class Node:
         Kafka's ReplicaManager: LogDirNotFoundError for a directory not in log.dirs, InvalidTopicError for a name
         too long for a future directory, ReplicaNotAvailableError for a partition of the cluster this node does
         not host (the directory is remembered for when it does), UnknownTopicOrPartitionError for one that does
-        not exist, StorageError when the future log cannot be created."""
+        not exist, StorageError when the future log cannot be created or a log dir failed."""
         out: dict[tuple[str, int], SeglogError | None] = {}
         for tp, path in moves.items():
             try:
@@ -652,6 +652,8 @@ class Node:
         dest = self._dirs.find(path) if os.path.isabs(path) else None
         if dest is None:
             raise LogDirNotFoundError(f"Failed to find log dir {path}")
+        if self.log_dir_failure is not None:          # the broker halts at its first failed log dir
+            raise StorageError(f"Log directory {dest} is offline", dest)
         with self._lock:
             self._check_open()
             moving = self._mover.dir_of(tp)
@@ -666,7 +668,13 @@ class Node:
                                                f"{self.config.broker_id}")
             if self._located[tp] == dest or moving == dest:
                 return
-            self._mover.add(part, self._open_future(part, os.path.join(dest, future_dir_name(topic, p))))
+            path = os.path.join(dest, future_dir_name(topic, p))
+            try:
+                future = self._open_future(part, path)
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)     # a start would resume a move left here
+                raise
+            self._mover.add(part, future)
             log.info("moving the replica of %s-%d from %s to %s", topic, p, self._located[tp], dest)
 
     def _replace_with_future(self, part: Partition, future: Log) -> bool:

@@ -75,10 +75,6 @@ KNOWN_FAILURES = {
         "expects min.insync.replicas=\"1\" among every topic's non-default configs: KIP-966's cluster-level "
         "ConfigRecord a Kafka 4.1+ KRaft controller writes (DYNAMIC_DEFAULT_BROKER_CONFIG); seglog is a "
         "ZooKeeper-mode broker, where it stays the default (the test skips itself below 4.1)",
-    "consumer/test_consumer_upgrade_downgrade.py::test_consumer_upgrade_downgrade":
-        "KIP-848 mode only: a consumer-protocol member joining a classic group that has members is refused "
-        "GROUP_ID_NOT_FOUND, Kafka's answer under group.consumer.migration.policy=disabled; the online migration "
-        "of a live group between the protocols (Kafka 4.0's default, bidirectional) is not built",
 }
 
 

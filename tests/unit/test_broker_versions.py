@@ -154,6 +154,9 @@ def test_fetch_v13_and_later_name_topics_by_id(broker, version):
     body["max_wait_ms"], body["min_bytes"] = 5000, 1
     [t] = call(broker, ApiKey.FETCH, version, body)["responses"]
     assert t["partitions"][0]["error_code"] == UNKNOWN_TOPIC_ID and time.monotonic() - started < 4
+    # empty records, as Kafka answers every partition error: librdkafka fails the whole response on a null
+    # one ("invalid MessageSetSize -1")
+    assert t["partitions"][0]["records"] is not None and len(t["partitions"][0]["records"]) == 0
 
 
 def test_list_offsets_v7_max_timestamp(broker):
@@ -473,3 +476,27 @@ def test_describe_cluster_and_log_dirs(broker):
     one = call(broker, ApiKey.DESCRIBE_LOG_DIRS, 0, {"topics": [{"topic": "t", "partitions": [1]}]})
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in one["results"][0]["topics"]] == \
         [("t", [1])]
+
+
+@pytest.mark.parametrize("protocol,principal,expected", [
+    ("PLAINTEXT", "User:ANONYMOUS", 64), ("SSL", "User:ANONYMOUS", 64),     # DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    ("SSL", "User:CN=alice", 61), ("SASL_PLAINTEXT", "User:alice", 61), ("SASL_SSL", "User:alice", 61)])
+def test_delegation_token_requests_are_answered_as_a_kafka_without_tokens(broker, protocol, principal, expected):
+    """Kafka 3.7 without delegation.token.secret.key: not allowed over PLAINTEXT and one-way TLS, else
+    DELEGATION_TOKEN_AUTH_DISABLED (61); the owner and requester are named, timestamps -1."""
+    conn = SimpleNamespace(listener=SimpleNamespace(protocol=protocol), principal=principal)
+    broker.connection = lambda: conn
+    create = {"owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1}
+    r = call(broker, ApiKey.CREATE_DELEGATION_TOKEN, 3, create)
+    name = principal.partition(":")[2]
+    assert (r["error_code"], r["principal_name"], r["token_requester_principal_name"]) == (expected, name, name)
+    assert (r["issue_timestamp_ms"], r["expiry_timestamp_ms"], r["max_timestamp_ms"], r["hmac"]) == (-1, -1, -1, b"")
+    for api in (ApiKey.RENEW_DELEGATION_TOKEN, ApiKey.EXPIRE_DELEGATION_TOKEN):
+        period = "renew_period_ms" if api == ApiKey.RENEW_DELEGATION_TOKEN else "expiry_time_period_ms"
+        r = call(broker, api, 2, {"hmac": b"x", period: 1000})
+        assert (r["error_code"], r["expiry_timestamp_ms"]) == (expected, -1)
+    r = call(broker, ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, {"owners": None})
+    assert (r["error_code"], r["tokens"]) == (expected, [])
+    if expected == 61:                              # renewers must be Users, checked before "disabled"
+        create["renewers"] = [{"principal_type": "Group", "principal_name": "ops"}]
+        assert call(broker, ApiKey.CREATE_DELEGATION_TOKEN, 3, create)["error_code"] == 67    # INVALID_PRINCIPAL_TYPE

@@ -175,6 +175,20 @@ def test_records_laid_out_by_kafkas_schemas_decode():
                              .replace(i32(6) + i8(2), i32(6) + i8(9))}, NAMES)
 
 
+def test_a_classic_members_metadata_is_kafkas_tagged_classic_member_metadata():
+    """A member using the classic protocol keeps its session timeout and protocols in tagged field 0 of its
+    member record (Kafka's ClassicMemberMetadata: a nullable struct, size + 1, a 1 marker, the struct)."""
+    body = i32(10_000) + carray([cstr("range") + uvarint(4) + b"abc" + b"\0"]) + b"\0"
+    member = (struct.pack(">h", 0) + cstr(None) + cstr(None) + cstr("c") + cstr("/h") + carray([cstr("a")])
+              + cstr(None) + i32(30_000) + cstr(None) + uvarint(1) + uvarint(0) + uvarint(len(body) + 1) + b"\1"
+              + body)
+    records = {kafka_key(5, "kg", "m1"): member, kafka_key(3, "kg"): struct.pack(">h", 0) + i32(4) + b"\0"}
+    group = restore_group("kg", records, NAMES)
+    [m] = group.members.values()
+    assert (m.classic.session_timeout_ms, m.classic.protocols) == (10_000, (("range", b"abc"),))
+    assert group_records(group, TOPIC_IDS)[kafka_key(5, "kg", "m1")] == member
+
+
 class RecordingStore:
     """An InMemoryOffsetStore that keeps each consumer record write (one list per batch)."""
 
@@ -396,6 +410,7 @@ def test_dump_log_offsets_decoder_shows_the_records(node, capsys):
     assert list(value["data"]) == ["offset", "leaderEpoch", "metadata", "commitTimestamp"]
     member = next(v for k, v, _ in by_type["5"] if k["memberId"] == gone)["data"]
     assert member["subscribedTopicNames"] == ["a", "b"] and member["rebalanceTimeoutMs"] == 30_000
+    assert "classicMemberMetadata" not in member                  # a tagged field at its default: left out
     assigned = next(v for k, v, t in by_type["8"] if k["memberId"] == gone and not t)["data"]["assignedPartitions"]
     assert {base64.urlsafe_b64decode(t["topicId"] + "==") for t in assigned} <= {i.bytes for i in TOPIC_IDS.values()}
     assert [(k["memberId"], t) for k, _, t in by_type["8"] if t] == [(gone, True)]       # its tombstone

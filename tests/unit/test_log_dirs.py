@@ -286,3 +286,28 @@ def test_kill_9_during_a_move_loses_nothing(dirs, mode):
     with seglog.open([a, b]) as node:
         wait_for(lambda: located(node, "t", 0) == b)
         assert values(node, "t", 0) == [b"%08d" % i for i in range(end)]
+
+
+def test_a_future_log_that_cannot_be_created_is_a_storage_error(dirs):
+    with seglog.open(dirs[:2]) as node:
+        node.create_topic("t", 1)
+        with FaultPlan().fail("open", 13, path=f"{dirs[1]}/t-0.*-future/*", times=None):
+            done = node.alter_replica_log_dirs({("t", 0): dirs[1]})
+        assert isinstance(done[("t", 0)], StorageError) and done[("t", 0)].code == 56
+        assert not node._mover.logs() and located(node, "t", 0) == dirs[0]
+        assert not [n for n in os.listdir(dirs[1]) if n.endswith("-future")]
+        node.partition("t", 0).log.append(b"still serving")
+
+
+def test_no_move_starts_or_goes_on_once_a_log_dir_failed(dirs):
+    with seglog.open(dirs[:2]) as node:
+        node.create_topic("t", 2)
+        fill(node, "t", 0, 20000)
+        node.replica_alter_log_dirs_rate = 1
+        node.alter_replica_log_dirs({("t", 0): dirs[1]})
+        node.fail_log_dir(StorageError("No space left on device", dirs[0], 28))
+        done = node.alter_replica_log_dirs({("t", 1): dirs[0]})
+        assert isinstance(done[("t", 1)], StorageError) and "is offline" in str(done[("t", 1)])
+        node.replica_alter_log_dirs_rate = None
+        time.sleep(0.3)
+        assert located(node, "t", 0) == dirs[0] and node._mover.logs()

@@ -171,7 +171,7 @@ class DataHandlers:
                     unknown.append({"topic_id": t["topic_id"], "partitions": [
                         {"partition_index": p["partition"], "error_code": _err(e), "high_watermark": -1,
                          "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-                         "records": None} for p in t["partitions"]]})
+                         "records": b""} for p in t["partitions"]]})     # empty, as Kafka: never null
                     continue
                 ids[name] = t["topic_id"]
             wanted += [(name, p) for p in t["partitions"]]

@@ -15,7 +15,7 @@ import uuid
 
 from ..assignors import Assignment, Subscription
 from ..errors import SeglogError, UnsupportedVersionError
-from ..group_consumer_records import RecordType, decode_value
+from ..group_consumer_records import RecordType, decode_value, tagged_fields
 from ..offsets_format import (ConsumerGroupKey, GroupKey, OffsetKey, Reader, decode_group_value, decode_key,
                               decode_offset_value)
 
@@ -147,7 +147,9 @@ def key_and_payload(key: bytes | None, value: bytes | None, offset: int) -> tupl
         elif isinstance(k, GroupKey):
             data = _group_value(value, version)
         else:
-            data = _plain(decode_value(RecordType(k.record_type), value))
+            body = decode_value(RecordType(k.record_type), value)
+            tagged = tagged_fields(RecordType(k.record_type))
+            data = _plain({f: v for f, v in body.items() if not (f in tagged and v is None)})
     except SeglogError as e:
         return f"Error at offset {offset}, skipping. {e}", None
     return key_text, _json({"version": str(version), "data": data})
