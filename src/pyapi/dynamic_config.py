@@ -50,7 +50,10 @@ LOG_SYNONYMS: dict[str, str] = {
 """Topic config -> the broker config that is its default (Kafka's TopicConfigSynonyms, for the configs seglog
 has; message.format.version, ignored since Kafka 3.0, is left out as Kafka's DynamicLogConfig leaves it out)."""
 
-CLUSTER_WIDE = frozenset(LOG_SYNONYMS.values()) | {
+THREAD_POOLS = ("num.io.threads",)
+"""Thread counts seglog resizes at run time (of Kafka's DynamicThreadPool): the broker's disk-call executor."""
+
+CLUSTER_WIDE = frozenset(LOG_SYNONYMS.values()) | frozenset(THREAD_POOLS) | {
     "max.connections.per.ip", "max.connections.per.ip.overrides",         # Kafka's SocketServer reconfigurables
     "transaction.partition.verification.enable",                            # Kafka's DynamicProducerStateManagerConfig
 }
@@ -167,9 +170,18 @@ class DynamicBrokerConfig:
             for k, v in new.items():
                 if k in DYNAMIC_BROKER_KEYS:          # the rates: Kafka's DynamicConfig.Broker, not BrokerConfig's
                     check_broker_rate(k, v)
-            self.effective(default, broker)
+            effective = self.effective(default, broker)
         except InvalidConfigError as e:
             raise invalid(name, str(e)) from None
+        for k in THREAD_POOLS:
+            attr = _BROKER_KAFKA_TO_ATTR[k]
+            old, value = getattr(self.current, attr), getattr(effective, attr)
+            if value != old:                     # Kafka's DynamicThreadPool: at most halved or doubled at a time
+                why = f"Dynamic thread count update validation failed for {k}={value}"
+                if value < old / 2:
+                    raise invalid(name, f"{why}, value should be at least half the current value {old}")
+                if value > old * 2:
+                    raise invalid(name, f"{why}, value should not be greater than double the current value {old}")
 
     def source_of(self, name: str, per_broker: bool = True) -> list[tuple[str, str | None, int]]:
         """Kafka's synonyms of broker config ``name``, highest precedence first, starting at ``name`` itself:
@@ -219,4 +231,4 @@ def write_stored(data_dir: str, entities: Mapping[str, Mapping[str, str]]) -> No
 
 
 __all__ = ["CLUSTER_WIDE", "DEFAULT_ENTITY", "DynamicBrokerConfig", "LOG_SYNONYMS", "PER_BROKER_ONLY", "STORE_FILE",
-           "config_text", "invalid", "read_stored", "write_stored"]
+           "THREAD_POOLS", "config_text", "invalid", "read_stored", "write_stored"]

@@ -89,8 +89,11 @@ def test_lone_broker_configs_change_at_once_and_survive_a_restart(start_broker, 
         "STATIC_BROKER_CONFIG:log.retention.hours=2, DEFAULT_CONFIG:log.retention.hours=168}",
         "  min.insync.replicas=2 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=2, "
         "DEFAULT_CONFIG:min.insync.replicas=1}"]
-    with pytest.raises(KafkaException, match="Cannot update these configs dynamically: Set\\(num.io.threads\\)"):
-        incremental(bs, "0", num_io_threads="4")
+    with pytest.raises(KafkaException, match="Cannot update these configs dynamically: Set\\(listeners\\)"):
+        incremental(bs, "0", listeners="PLAINTEXT://127.0.0.1:0")
+    incremental(bs, "0", num_io_threads="4")                                  # the disk-call pool, resized
+    assert broker.node.partition("t", 0).log_end_offset == 1                  # served through it from now on
+    assert raw_produce("127.0.0.1", port, "t", 0, [b"after"], acks=1)[0] == 0
 
     out = cli(bs, "--describe", "--entity-type", "brokers", "--entity-name", "0")
     assert out.splitlines()[0] == "Dynamic configs for broker 0 are:"

@@ -62,7 +62,7 @@ def test_read_only_false_exactly_for_what_a_lone_broker_changes_at_run_time(brok
     assert writable == set(broker.view.dynamic_names)
     assert {"advertised.listeners", "log.retention.ms", "min.insync.replicas", "message.max.bytes",
             "log.cleanup.policy", "max.connections.per.ip"} <= writable
-    for static in ("listeners", "num.io.threads", "log.retention.hours", "broker.id", "log.dirs",
+    for static in ("listeners", "log.retention.hours", "broker.id", "log.dirs",
                    "leader.replication.throttled.rate"):          # no replication to throttle here
         assert static not in writable
     assert configs["advertised.listeners"]["config_source"] == DEFAULT
@@ -72,8 +72,8 @@ def test_refusals_are_kafkas(broker):
     assert alter(broker, "0", ("num.partitions", SET, "3")) == (INVALID_REQUEST, (
         "Invalid config value for resource ConfigResource(type=BROKER, name='0'): Cannot update these configs "
         "dynamically: Set(num.partitions)"))
-    assert alter(broker, "0", ("listeners", SET, "PLAINTEXT://:1"), ("num.io.threads", SET, "2"))[1].endswith(
-        "Cannot update these configs dynamically: Set(listeners, num.io.threads)")
+    assert alter(broker, "0", ("listeners", SET, "PLAINTEXT://:1"), ("num.partitions", SET, "2"))[1].endswith(
+        "Cannot update these configs dynamically: Set(listeners, num.partitions)")
     assert alter(broker, "", ("advertised.listeners", SET, "PLAINTEXT://h:1")) == (INVALID_REQUEST, (
         "Invalid config value for resource ConfigResource(type=BROKER, name=''): Cannot update these configs at "
         "default cluster level, broker id must be specified: Set(advertised.listeners)"))
@@ -90,6 +90,17 @@ def test_refusals_are_kafkas(broker):
     code, message = alter(broker, "0", ("replica.alter.log.dirs.io.max.bytes.per.second", SET, "-1"))
     assert code == INVALID_REQUEST and "Value must be at least 0" in message
     assert broker.node.dynamic.broker == broker.node.dynamic.default == {}        # nothing stored
+
+
+def test_num_io_threads_moves_at_most_by_half_or_double_as_kafka(broker):
+    prefix = "Invalid config value for resource ConfigResource(type=BROKER, name=''): Dynamic thread count update " \
+             "validation failed for num.io.threads="
+    assert alter(broker, "", ("num.io.threads", SET, "3")) == (
+        INVALID_REQUEST, prefix + "3, value should be at least half the current value 8")
+    assert alter(broker, "", ("num.io.threads", SET, "17")) == (
+        INVALID_REQUEST, prefix + "17, value should not be greater than double the current value 8")
+    assert alter(broker, "", ("num.io.threads", SET, "16")) == (0, None)
+    assert broker.node.config.num_io_threads == 16
 
 
 def test_the_log_dir_copy_rate_is_a_lone_brokers_dynamic_rate(broker):

@@ -203,7 +203,7 @@ class Broker:
         self._stopped = False
         self.log_dir_failure: StorageError | None = None   # the disk error that stops a cluster member
         self._failed: asyncio.Event | None = None
-        self._disk = concurrent.futures.ThreadPoolExecutor(config.num_io_threads, thread_name_prefix="seglog-io")
+        self._disk = concurrent.futures.ThreadPoolExecutor(node.config.num_io_threads, thread_name_prefix="seglog-io")
         self._append_locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -267,6 +267,11 @@ class Broker:
         connection; new advertised.listeners to the next answer naming this broker (its listeners stay bound)."""
         if new.max_connections_per_ip_overrides != old.max_connections_per_ip_overrides:
             self._ip_limits = new.connection_limit_overrides()
+        if new.num_io_threads != old.num_io_threads:
+            if self._loop is None:
+                self._resize_disk_pool(new.num_io_threads)
+            else:                       # on the loop: no disk call is being handed to the pool being replaced
+                self._loop.call_soon_threadsafe(self._resize_disk_pool, new.num_io_threads)
         if new.advertised_listeners != old.advertised_listeners:
             advertised = {li.name: li for li in broker_listeners(new)}
             self.listeners = [dataclasses.replace(li, advertised_host=advertised[li.name].advertised_host,
@@ -278,6 +283,13 @@ class Broker:
             if self.member is not None:
                 self.member.readvertise(*self.listener_address(inter_broker_listener(new, self.listeners)),
                                         self._endpoints())
+
+    def _resize_disk_pool(self, threads: int) -> None:
+        """num.io.threads changed: later disk calls go to a pool of the new size; the old pool finishes the calls
+        it has, then its threads end."""
+        old, self._disk = self._disk, concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="seglog-io")
+        old.shutdown(wait=False)
+        log.info("broker %d: %d I/O threads", self.config.broker_id, threads)
 
     def _endpoints(self) -> list[tuple[str, str, str, int]]:
         """(listener, protocol, advertised host, port) of every listener: what a cluster member registers."""
