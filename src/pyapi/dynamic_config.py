@@ -117,6 +117,7 @@ class DynamicBrokerConfig:
         self.broker: dict[str, str] = {}
         self._lock = threading.Lock()
         self._hooks: list[Callable[[BrokerConfig, BrokerConfig], None]] = []
+        self._stored: tuple[dict[str, str], dict[str, str]] = ({}, {})     # the levels last given to apply
 
     def add_hook(self, hook: Callable[[BrokerConfig, BrokerConfig], None]) -> None:
         self._hooks.append(hook)
@@ -129,7 +130,13 @@ class DynamicBrokerConfig:
 
     def apply(self, default: Mapping[str, str], broker: Mapping[str, str]) -> None:
         """Make these the dynamic levels (as stored: values that are not valid are dropped with an error
-        logged, as Kafka ignores them) and run the hooks if the effective config changed."""
+        logged, as Kafka ignores them) and run the hooks if the effective config changed. The same levels again
+        (another entity's change: a user's quota) cost nothing."""
+        stored = ({k: str(v) for k, v in default.items()}, {k: str(v) for k, v in broker.items()})
+        with self._lock:
+            if stored == self._stored:
+                return
+            self._stored = stored
         default, broker = self._usable(default, DEFAULT_ENTITY), self._usable(broker, "broker")
         new = self.effective(default, broker)
         with self._lock:
@@ -231,4 +238,5 @@ def write_stored(data_dir: str, entities: Mapping[str, Mapping[str, str]]) -> No
 
 
 __all__ = ["CLUSTER_WIDE", "DEFAULT_ENTITY", "DynamicBrokerConfig", "LOG_SYNONYMS", "PER_BROKER_ONLY", "STORE_FILE",
-           "THREAD_POOLS", "config_text", "invalid", "read_stored", "write_stored"]
+           "SOURCE_DEFAULT", "SOURCE_DYNAMIC_BROKER", "SOURCE_DYNAMIC_DEFAULT", "SOURCE_STATIC", "THREAD_POOLS",
+           "config_text", "invalid", "read_stored", "write_stored"]

@@ -51,6 +51,7 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
+from ..dynamic_config import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT
 from ..errors import ResourceNotFoundError, SeglogError
 from ..quotas.entities import DEFAULT, QuotaEntity
 from ..quotas.manager import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
@@ -332,8 +333,8 @@ def _brokers(args, types: list[str], names: list[str]) -> int:
         with connect(args) as admin:
             if args.alter:
                 broker = _broker_id(names[0])
-                current = {c["name"] for c in admin.describe_broker_configs(broker)
-                           if c["config_source"] == (3 if broker is None else 2)}
+                level = SOURCE_DYNAMIC_DEFAULT if broker is None else SOURCE_DYNAMIC_BROKER
+                current = {c["name"] for c in admin.describe_broker_configs(broker) if c["config_source"] == level}
                 missing = [k for k in deleted if k not in current]
                 if missing:
                     raise CliError(f"Invalid config(s): {','.join(missing)}")
@@ -348,7 +349,7 @@ def _brokers(args, types: list[str], names: list[str]) -> int:
                     out("Default configs for brokers in the cluster are:")
                 else:
                     out(f"{'All' if args.all else 'Dynamic'} configs for broker {broker} are:")
-                level = 3 if broker is None else 2
+                level = SOURCE_DYNAMIC_DEFAULT if broker is None else SOURCE_DYNAMIC_BROKER
                 for c in sorted(entries, key=lambda c: c["name"]):
                     if args.all or c["config_source"] == level:
                         synonyms = ", ".join(f"{SOURCE_NAMES.get(s['source'], 'UNKNOWN')}:{s['name']}="
