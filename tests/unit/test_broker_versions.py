@@ -478,6 +478,18 @@ def test_describe_cluster_and_log_dirs(broker):
         [("t", [1])]
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_alter_replica_log_dirs_at_every_version(broker, version):
+    """v2 is flexible; each partition answers NONE (already in that dir), LOG_DIR_NOT_FOUND (57) or
+    UNKNOWN_TOPIC_OR_PARTITION (3)."""
+    r = call(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, version, {"dirs": [
+        {"path": broker.node.path,
+         "topics": [{"name": "t", "partitions": [0, 1]}, {"name": "nope", "partitions": [0]}]},
+        {"path": "/not/a/log/dir", "topics": [{"name": "t", "partitions": [5]}]}]})
+    assert {(t["topic_name"], p["partition_index"]): p["error_code"] for t in r["results"] for p in t["partitions"]} \
+        == {("t", 0): 0, ("t", 1): 0, ("nope", 0): 3, ("t", 5): 57}
+
+
 @pytest.mark.parametrize("protocol,principal,expected", [
     ("PLAINTEXT", "User:ANONYMOUS", 64), ("SSL", "User:ANONYMOUS", 64),     # DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
     ("SSL", "User:CN=alice", 61), ("SASL_PLAINTEXT", "User:alice", 61), ("SASL_SSL", "User:alice", 61)])
