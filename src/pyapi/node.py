@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 
 from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
-from .dynamic_config import DynamicBrokerConfig
+from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_stored
 from .errors import (ElectionNotNeededError, InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
                      InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, LogClosedError,
                      LogDirNotFoundError, ReplicaNotAvailableError, SeglogError, StorageError, TopicAlreadyExistsError,
@@ -49,6 +49,7 @@ from .log_dirs import LogDirs, delete_dir_name, future_dir_name, parse_log_dirs,
 from .offsets_format import OFFSETS_TOPIC
 from .offsets_store import LogOffsetStore, partition_for_group
 from .partition import FetchResult, Partition
+from .replication.throttle import ALTER_LOG_DIRS_RATE_KEY, rates_for_broker
 from .scheduler import default_scheduler
 from .topic_names import validate_topic_name
 from .txn.coordinator import TransactionCoordinator
@@ -148,6 +149,8 @@ class Node:
         self._mover = ReplicaAlterLogDirs(self, self.config.replication_quota_window_num,
                                           self.config.replication_quota_window_size_seconds)
         try:
+            if not self.config.zookeeper_connect:       # a cluster's are in its ZooKeeper (ClusterMember)
+                self.apply_stored_configs()
             self._load()
             if TRANSACTION_STATE_TOPIC in self._topics and not self.config.zookeeper_connect:
                 self.txn_coordinator                # finishes the transactions a crash left prepared
@@ -615,6 +618,17 @@ class Node:
             total, usable = self._dirs.usage(d)
             result.append({"path": d, "total_bytes": total, "usable_bytes": usable, "partitions": out[d]})
         return result
+
+    def apply_stored_configs(self) -> None:
+        """A lone broker's dynamic broker configs, kept in the first log directory (seglog.dynamic_config's
+        STORE_FILE, written by the broker's AlterConfigs): its own entity over the default, applied to
+        ``dynamic``, and the copy rate of replicas moving between log directories. In-process opens of the
+        directory get them too."""
+        stored = read_stored(self.path)
+        broker_id = self.config.broker_id
+        self.dynamic.apply(stored.get(f"brokers/{DEFAULT_ENTITY}", {}), stored.get(f"brokers/{broker_id}", {}))
+        rate = rates_for_broker(stored, broker_id).get(ALTER_LOG_DIRS_RATE_KEY)
+        self.replica_alter_log_dirs_rate = None if rate is None else rate[0]
 
     @property
     def replica_alter_log_dirs_rate(self) -> int | None:

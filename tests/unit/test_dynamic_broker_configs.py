@@ -179,6 +179,10 @@ def test_alter_configs_replaces_the_entity_and_restart_keeps_it(tmp_path):
     assert b.node.partition("t", 0).log.config.min_insync_replicas == 2
     assert describe(b, 4, "0", ["min.insync.replicas"])["min.insync.replicas"]["config_source"] == DYNAMIC_BROKER
     b.node.close()
+    with Node(tmp_path / "d") as node:                     # opened in process, without a broker: the same
+        assert node.partition("t", 0).log.config.min_insync_replicas == 2
+    with Node(tmp_path / "d", {"broker.id": "0", "zookeeper.connect": "127.0.0.1:1"}) as node:
+        assert node.config.min_insync_replicas == 1         # a cluster member's are its ZooKeeper's
 
 
 def test_dynamic_config_object_drops_bad_stored_values_and_runs_hooks_on_change():

@@ -19,7 +19,7 @@ from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidRep
                       NoReassignmentInProgressError, NotEnoughReplicasError,
                       NotLeaderOrFollowerError, SeglogError, TopicAlreadyExistsError, UnknownLeaderEpochError,
                       UnknownTopicOrPartitionError)
-from ..replication.throttle import ALTER_LOG_DIRS_RATE_KEY, rates_for_broker
+from ..replication.throttle import ALTER_LOG_DIRS_RATE_KEY
 from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
 
@@ -33,7 +33,6 @@ class LocalView:
         self._address = address or (lambda: (host, port))
         self._ids = TopicIds(self.topic_names, self._id_of)
         self._configs_lock = threading.Lock()
-        self._apply_stored(read_stored(node.path))      # the dynamic configs set before a restart
 
     dynamic_names = CLUSTER_WIDE | PER_BROKER_ONLY | {ALTER_LOG_DIRS_RATE_KEY}
     """The broker configs a lone broker changes at run time (seglog.dynamic_config; the copy rate of replicas
@@ -137,13 +136,7 @@ class LocalView:
                 return
             stored[path] = new
             write_stored(self.node.path, stored)
-            self._apply_stored(stored)
-
-    def _apply_stored(self, stored: dict[str, dict[str, str]]) -> None:
-        self.node.dynamic.apply(stored.get(f"brokers/{DEFAULT_ENTITY}", {}),
-                                stored.get(f"brokers/{self.broker_id}", {}))
-        rate = rates_for_broker(stored, self.broker_id).get(ALTER_LOG_DIRS_RATE_KEY)
-        self.node.replica_alter_log_dirs_rate = None if rate is None else rate[0]
+            self.node.apply_stored_configs()
 
     def init_producer_id(self) -> int:
         return self.node.init_producer_id()
