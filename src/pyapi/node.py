@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping
 
 from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
+from .dynamic_config import DynamicBrokerConfig
 from .errors import (ElectionNotNeededError, InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
                      InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, LogClosedError,
                      LogDirNotFoundError, ReplicaNotAvailableError, SeglogError, StorageError, TopicAlreadyExistsError,
@@ -121,6 +122,8 @@ class Node:
         elif not isinstance(config, BrokerConfig):
             config = BrokerConfig.from_properties(config)
         self.config = config
+        self.dynamic = DynamicBrokerConfig(config)       # run-time broker configs; ``config`` follows it
+        self.dynamic.add_hook(self._reconfigure)
         self._lock = threading.RLock()
         self._data = threading.Condition(threading.Lock())
         self._data_version = 0
@@ -443,6 +446,21 @@ class Node:
                 self._partitions[(name, p)].log.config = new.config
             self._write_topics()
             return info
+
+    def _reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Dynamic broker configs changed (``self.dynamic``): ``config`` becomes the new effective one, and every
+        topic's LogConfig is derived again from the new defaults under its own overrides; open logs take it at
+        once, as with alter_topic_config (Kafka's DynamicLogConfig.reconfigure)."""
+        with self._lock:
+            self.config = new
+            if old.log_config() == new.log_config():
+                return
+            for name, info in self._topics.items():
+                info.config = self._topic_info(name, info.topic_id, info.partitions, info.overrides).config
+                for p in range(info.partitions):
+                    part = self._partitions.get((name, p))
+                    if part is not None:
+                        part.log.config = info.config
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and its data (delete.topic.enable). Its directories are renamed at once and removed

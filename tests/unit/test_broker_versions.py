@@ -370,26 +370,6 @@ def test_delete_topics_v6_hides_the_name_of_an_id_not_described(broker, monkeypa
     assert broker.node.topics() == ["t"]
 
 
-def test_broker_configs_on_a_lone_broker_only_the_throttled_rates_are_dynamic_and_kept_nowhere(broker):
-    broker.authorize_cluster = lambda op: None
-    def alter(name):
-        r = call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
-            "resource_type": 4, "resource_name": "0", "configs": [
-                {"name": name, "config_operation": 0, "value": "1000"}]}], "validate_only": False})
-        [res] = r["responses"]
-        return res["error_code"], res["error_message"]
-    code, message = alter("num.partitions")
-    assert code == INVALID_REQUEST and message.startswith("Cannot update these configs dynamically: num.partitions")
-    code, message = alter("leader.replication.throttled.rate")
-    assert code == INVALID_REQUEST and "a lone broker has no replication to throttle" in message
-    r = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
-        "resource_type": 4, "resource_name": "0",
-        "configuration_keys": ["follower.replication.throttled.rate", "num.partitions"]}]})
-    configs = {c["name"]: (c["value"], c["read_only"], c["config_source"]) for c in r["results"][0]["configs"]}
-    assert configs == {"num.partitions": ("1", True, 5),
-                       "follower.replication.throttled.rate": (str((1 << 63) - 1), False, 5)}
-
-
 def test_subtracting_the_last_cleanup_policy_leaves_none_as_kafka(broker):
     """Kafka's cleanup.policy is a list that may be empty (neither deleted by retention nor compacted):
     SUBTRACT of its only item is accepted and described as ""."""
@@ -496,6 +476,18 @@ def test_describe_cluster_and_log_dirs(broker):
     one = call(broker, ApiKey.DESCRIBE_LOG_DIRS, 0, {"topics": [{"topic": "t", "partitions": [1]}]})
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in one["results"][0]["topics"]] == \
         [("t", [1])]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_alter_replica_log_dirs_at_every_version(broker, version):
+    """v2 is flexible; each partition answers NONE (already in that dir), LOG_DIR_NOT_FOUND (57) or
+    UNKNOWN_TOPIC_OR_PARTITION (3)."""
+    r = call(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, version, {"dirs": [
+        {"path": broker.node.path,
+         "topics": [{"name": "t", "partitions": [0, 1]}, {"name": "nope", "partitions": [0]}]},
+        {"path": "/not/a/log/dir", "topics": [{"name": "t", "partitions": [5]}]}]})
+    assert {(t["topic_name"], p["partition_index"]): p["error_code"] for t in r["results"] for p in t["partitions"]} \
+        == {("t", 0): 0, ("t", 1): 0, ("nope", 0): 3, ("t", 5): 57}
 
 
 @pytest.mark.parametrize("protocol,principal,expected", [
