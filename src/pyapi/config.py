@@ -246,6 +246,8 @@ class BrokerConfig:
     message_max_bytes: int = _k("message.max.bytes", "int", 1024 * 1024 + 12, low=0)
     log_segment_bytes: int = _k("log.segment.bytes", "int", 1 << 30, low=14)
     log_roll_hours: int = _k("log.roll.hours", "int", 168, low=1)
+    log_roll_ms: int | None = _k("log.roll.ms", "long", None, low=1, none_is=-2)
+    log_roll_jitter_ms: int | None = _k("log.roll.jitter.ms", "long", None, low=0, none_is=-2)
     log_retention_hours: int = _k("log.retention.hours", "int", 168, low=-1)
     log_retention_minutes: int | None = _k("log.retention.minutes", "int", None, low=-1, none_is=-2)
     log_retention_ms: int | None = _k("log.retention.ms", "long", None, low=-1, none_is=-2)
@@ -261,8 +263,14 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int = _k("log.cleaner.backoff.ms", "long", 15_000, low=0)
     log_cleaner_delete_retention_ms: int = _k("log.cleaner.delete.retention.ms", "long", 24 * 3600 * 1000, low=0)
     log_cleaner_min_cleanable_ratio: float = _k("log.cleaner.min.cleanable.ratio", "double", 0.5, low=0, high=1)
+    log_cleaner_min_compaction_lag_ms: int = _k("log.cleaner.min.compaction.lag.ms", "long", 0, low=0)
+    log_cleaner_max_compaction_lag_ms: int = _k("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, low=1)
+    log_segment_delete_delay_ms: int = _k("log.segment.delete.delay.ms", "long", 60_000, low=0)
+    log_preallocate: bool = _k("log.preallocate", "bool", False)
     log_message_timestamp_type: str = _k("log.message.timestamp.type", "string", "CreateTime",
                                          choices=("CreateTime", "LogAppendTime"))
+    log_message_timestamp_before_max_ms: int = _k("log.message.timestamp.before.max.ms", "long", LONG_MAX, low=0)
+    log_message_timestamp_after_max_ms: int = _k("log.message.timestamp.after.max.ms", "long", LONG_MAX, low=0)
     compression_type: str = _k("compression.type", "string", "producer",
                                choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
     offsets_topic_num_partitions: int = _k("offsets.topic.num.partitions", "int", 50, low=1)
@@ -451,7 +459,9 @@ class BrokerConfig:
 
     def log_config(self) -> LogConfig:
         """The defaults every topic's LogConfig starts from (topic overrides go on top)."""
-        return LogConfig(segment_bytes=self.log_segment_bytes, segment_ms=self.log_roll_hours * 3_600_000,
+        return LogConfig(segment_bytes=self.log_segment_bytes,
+                         segment_ms=self.log_roll_hours * 3_600_000 if self.log_roll_ms is None else self.log_roll_ms,
+                         segment_jitter_ms=self.log_roll_jitter_ms or 0,
                          segment_index_bytes=self.log_index_size_max_bytes,
                          index_interval_bytes=self.log_index_interval_bytes, retention_ms=self.retention_ms(),
                          retention_bytes=self.log_retention_bytes, flush_messages=self.log_flush_interval_messages,
@@ -460,6 +470,11 @@ class BrokerConfig:
                          compression_type=self.compression_type, cleanup_policy=self.log_cleanup_policy,
                          delete_retention_ms=self.log_cleaner_delete_retention_ms,
                          min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
+                         min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
+                         max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms,
+                         file_delete_delay_ms=self.log_segment_delete_delay_ms, preallocate=self.log_preallocate,
+                         message_timestamp_before_max_ms=self.log_message_timestamp_before_max_ms,
+                         message_timestamp_after_max_ms=self.log_message_timestamp_after_max_ms,
                          min_insync_replicas=self.min_insync_replicas,
                          unclean_leader_election_enable=self.unclean_leader_election_enable)
 

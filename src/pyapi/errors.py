@@ -799,6 +799,35 @@ class SecurityDisabledError(SeglogError):
     kafka_name = "SECURITY_DISABLED"
 
 
+class DelegationTokenAuthDisabledError(SeglogError):
+    """Delegation tokens are not enabled (Kafka without delegation.token.secret.key; seglog has none)."""
+
+    code = 61
+    kafka_name = "DELEGATION_TOKEN_AUTH_DISABLED"
+
+
+class DelegationTokenRequestNotAllowedError(SeglogError):
+    """Delegation token requests are not allowed on PLAINTEXT or one-way TLS connections (nor on token
+    authenticated ones)."""
+
+    code = 64
+    kafka_name = "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"
+
+
+class DelegationTokenAuthorizationFailedError(SeglogError):
+    """The principal may not create (or describe) delegation tokens for that owner."""
+
+    code = 65
+    kafka_name = "DELEGATION_TOKEN_AUTHORIZATION_FAILED"
+
+
+class InvalidPrincipalTypeError(SeglogError):
+    """A principal type that is not supported (a delegation token's renewers must be Users)."""
+
+    code = 67
+    kafka_name = "INVALID_PRINCIPAL_TYPE"
+
+
 class ResourceNotFoundError(SeglogError):
     """The resource (for example a SCRAM credential to delete) does not exist."""
 

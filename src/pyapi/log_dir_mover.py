@@ -24,7 +24,7 @@ import os
 import threading
 
 from . import _engine
-from .errors import LogClosedError, SeglogError
+from .errors import SeglogError
 from .replication.throttle import ReplicationQuota
 
 __all__ = ["ReplicaAlterLogDirs"]
@@ -123,15 +123,17 @@ class ReplicaAlterLogDirs:
             for tp, fut in futures:
                 if self._stop:
                     return
+                if self.node.log_dir_failure is not None:     # as Kafka's fetchers of an offline log dir
+                    break
                 if self.quota.exceeded():
                     break
                 try:
                     progressed |= self._step(tp, fut)
-                except (LogClosedError, SeglogError, OSError) as e:
+                except Exception as e:                  # never let one move stop the others
                     if self._stop or tp not in self._futures:
                         continue                        # removed meanwhile
                     log.error("moving the replica of %s-%d to %s failed; the move is abandoned: %s", tp[0], tp[1],
-                              os.path.dirname(fut.log.path), e)
+                              os.path.dirname(fut.log.path), e, exc_info=not isinstance(e, (SeglogError, OSError)))
                     self._abandon(tp, fut)
             if not progressed:
                 self._wake.wait(IDLE_WAIT_S)

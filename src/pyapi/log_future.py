@@ -69,11 +69,13 @@ class LogFuture:
             return True
 
     def _reopen(self, path: str, leader_epoch: int) -> None:
-        """Open this closed Log again over `path` (lock held): the loader's state replaces the old one."""
+        """Open this closed Log again over `path` (lock held): the loader's state replaces the old one. The
+        lock-free getters keep answering meanwhile: the old writer (end_offset) stays until the loader makes the
+        new one, and the offsets the loader sets are the ones the Log had (the same log)."""
         local = self._local
         self.path = path
         self._local = LocalLog(path, self._config, readonly=False, max_open=local.max_open, scheduler=local.scheduler)
-        self._writer = self._journal = self._tail = None
+        self._journal = self._tail = None
         self._batch_writers = {}
         self._points = _engine.BatchCache()
         self._unflushed = 0

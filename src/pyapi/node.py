@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping
 
 from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
+from .dynamic_config import DynamicBrokerConfig
 from .errors import (ElectionNotNeededError, InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
                      InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, LogClosedError,
                      LogDirNotFoundError, ReplicaNotAvailableError, SeglogError, StorageError, TopicAlreadyExistsError,
@@ -121,6 +122,8 @@ class Node:
         elif not isinstance(config, BrokerConfig):
             config = BrokerConfig.from_properties(config)
         self.config = config
+        self.dynamic = DynamicBrokerConfig(config)       # run-time broker configs; ``config`` follows it
+        self.dynamic.add_hook(self._reconfigure)
         self._lock = threading.RLock()
         self._data = threading.Condition(threading.Lock())
         self._data_version = 0
@@ -444,6 +447,21 @@ class Node:
             self._write_topics()
             return info
 
+    def _reconfigure(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Dynamic broker configs changed (``self.dynamic``): ``config`` becomes the new effective one, and every
+        topic's LogConfig is derived again from the new defaults under its own overrides; open logs take it at
+        once, as with alter_topic_config (Kafka's DynamicLogConfig.reconfigure)."""
+        with self._lock:
+            self.config = new
+            if old.log_config() == new.log_config():
+                return
+            for name, info in self._topics.items():
+                info.config = self._topic_info(name, info.topic_id, info.partitions, info.overrides).config
+                for p in range(info.partitions):
+                    part = self._partitions.get((name, p))
+                    if part is not None:
+                        part.log.config = info.config
+
     def delete_topic(self, name: str) -> None:
         """Delete a topic and its data (delete.topic.enable). Its directories are renamed at once and removed
         in the background, as Kafka does. Raises TopicDeletionDisabledError, UnknownTopicOrPartitionError."""
@@ -616,7 +634,7 @@ class Node:
         Kafka's ReplicaManager: LogDirNotFoundError for a directory not in log.dirs, InvalidTopicError for a name
         too long for a future directory, ReplicaNotAvailableError for a partition of the cluster this node does
         not host (the directory is remembered for when it does), UnknownTopicOrPartitionError for one that does
-        not exist, StorageError when the future log cannot be created."""
+        not exist, StorageError when the future log cannot be created or a log dir failed."""
         out: dict[tuple[str, int], SeglogError | None] = {}
         for tp, path in moves.items():
             try:
@@ -634,6 +652,8 @@ class Node:
         dest = self._dirs.find(path) if os.path.isabs(path) else None
         if dest is None:
             raise LogDirNotFoundError(f"Failed to find log dir {path}")
+        if self.log_dir_failure is not None:          # the broker halts at its first failed log dir
+            raise StorageError(f"Log directory {dest} is offline", dest)
         with self._lock:
             self._check_open()
             moving = self._mover.dir_of(tp)

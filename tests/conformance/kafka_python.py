@@ -51,9 +51,6 @@ _SSL_FIXTURE = ("needs the suite's own TLS fixture (JKS keystores generated for 
                 "not an external broker")
 #: test id (file::name) -> why seglog does not pass it yet.
 KNOWN_FAILURES = {
-    "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs":
-        "read_only: seglog's broker configs cannot change at run time, while Kafka 3.x reports advertised.listeners "
-        "as dynamically updatable (read_only false)",
     "test_ssl_integration.py::TestSSLConnection::test_ssl_handshake": _SSL_FIXTURE,
     "test_ssl_integration.py::TestSSLConnection::test_legacy_kafka_client_ssl": _SSL_FIXTURE,
 }

@@ -310,7 +310,7 @@ def test_kafka_python_admin(seglog_broker, topic_name):
                                        "configuration retention.ms: not a value of type LONG")
         result = a.alter_configs([ConfigResource(ConfigResourceType.BROKER, "0", configs={"num.partitions": "3"})],
                                  raise_on_unknown=False)
-        assert "Cannot update these configs dynamically: num.partitions" in result["broker"]["0"]
+        assert "Cannot update these configs dynamically: Set(num.partitions)" in result["broker"]["0"]
         assert a.describe_configs([topic])["topic"][t1]["retention.ms"]["value"] == "120000"
         configs = a.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all")
         broker_cfg = configs["broker"]["0"]

@@ -1,7 +1,8 @@
 """KIP-951 on a real 2-broker cluster (ZooKeeper + ``python -m seglog broker`` subprocesses): a follower asked to
 take a Produce v10 or a consumer's Fetch v16 answers NOT_LEADER_OR_FOLLOWER with the partition's current leader
 and epoch (as ZooKeeper holds them) and that leader's endpoint, so a client can go there without a Metadata
-round trip; at v9 / v15 the same refusal carries neither, as in Kafka 3.7."""
+round trip; at v9 / v15 the same refusal carries neither, as in Kafka 3.7. librdkafka 2.16 uses the hint: after
+a leader moved, its refused batch goes to the new leader before any Metadata answer."""
 
 from __future__ import annotations
 
@@ -72,3 +73,54 @@ def test_a_follower_names_the_leader_and_its_endpoint(cluster):
         assert (p["error_code"], p["base_offset"], p["current_leader"], r["node_endpoints"]) == (0, 0, NO_LEADER, [])
     finally:
         conn.close()
+
+
+def test_librdkafka_follows_the_leader_named_in_a_produce_answer(cluster):
+    """librdkafka 2.16 sends Produce v10 and applies its KIP-951 hint: when the leader moved (a preferred-leader
+    election) and its metadata still names the old one, the refused batch's answer moves the partition to the
+    new leader before any Metadata answer arrives, and the record is delivered there."""
+    import io
+    import logging
+
+    ck = pytest.importorskip("confluent_kafka")
+    from kafka.structs import TopicPartition
+
+    c = cluster
+    admin = c.admin()
+    try:
+        from kafka.admin import NewTopic
+        admin.create_topics([NewTopic("moved", -1, -1, replica_assignments={0: [0, 1]})])
+    finally:
+        admin.close()
+    c.wait_isr("moved", 0, [0, 1])
+    c.brokers[0].stop()                                       # leadership to broker 1, then 0 back in the ISR
+    c.wait_leader("moved", 0, not_in=[0])
+    c.brokers[0].start()
+    c.wait_isr("moved", 0, [0, 1])
+    log = io.StringIO()
+    logger = logging.getLogger("librdkafka-kip951")
+    logger.addHandler(logging.StreamHandler(log))
+    logger.setLevel(logging.DEBUG)
+    producer = ck.Producer({"bootstrap.servers": c.bootstrap, "debug": "protocol,metadata,topic,msg",
+                            "logger": logger, "topic.metadata.refresh.interval.ms": 600000})
+    delivered = []
+    producer.produce("moved", b"a", partition=0, on_delivery=lambda e, m: delivered.append(e))
+    producer.flush(20)
+    admin = c.admin()
+    try:
+        admin.elect_leaders(0, [TopicPartition("moved", 0)])    # preferred: broker 0 leads again
+    finally:
+        admin.close()
+    st = c.wait_leader("moved", 0, not_in=[1])
+    mark = len(log.getvalue())
+    producer.produce("moved", b"b", partition=0, on_delivery=lambda e, m: delivered.append(e))
+    producer.flush(20)
+    assert delivered == [None, None], c.describe()
+    lines = log.getvalue()[mark:].splitlines()
+    refused = next((i for i, line in enumerate(lines) if "Not leader for partition" in line), None)
+    hinted = next((i for i, line in enumerate(lines)
+                   if f"updated with leader 0 and epoch {st['leader_epoch']}" in line), None)
+    metadata = [i for i, line in enumerate(lines) if "Received MetadataResponse" in line]
+    assert refused is not None and hinted is not None, "\n".join(lines)
+    assert refused < hinted and all(hinted < i for i in metadata), "\n".join(lines)
+    assert any("Sent ProduceRequest (v10" in line for line in lines[:refused])

@@ -113,6 +113,21 @@ def test_registration_lists_brokers_with_growing_epochs(namespace):
         b.register_broker(BrokerInfo(1, "intruder", 1))
 
 
+def test_an_updated_registration_keeps_its_epoch_and_reaches_every_watch(namespace):
+    """update_broker (a dynamic advertised.listeners) changes a registration's addresses in place: same broker
+    epoch, every store's watch_brokers delivers it; another session cannot update it."""
+    a, b = namespace.store(), namespace.store()
+    one = a.register_broker(BrokerInfo(1, "host1", 9092))
+    seen = Recorder()
+    b.watch_brokers(seen)
+    seen.wait_latest(lambda brokers: brokers == {1: one})
+    a.update_broker(BrokerInfo(1, "moved", 9092, endpoints=(("PLAINTEXT", "PLAINTEXT", "moved", 9092),)))
+    latest = seen.wait_latest(lambda brokers: brokers[1].host == "moved")
+    assert latest[1].epoch == one.epoch and latest[1].address("PLAINTEXT") == ("moved", 9092)
+    with pytest.raises(InvalidArgumentError):
+        b.update_broker(BrokerInfo(1, "intruder", 1))
+
+
 def test_registration_keeps_every_listeners_address(namespace):
     """A broker of several listeners is registered with all of them (ZooKeeper: Kafka's endpoints and
     listener_security_protocol_map); a client is told the address of its own listener, none for one the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from types import SimpleNamespace
 from typing import Callable, NamedTuple
 
 import pytest
@@ -31,8 +32,9 @@ from seglog.security.credentials import FileCredentialStore
 from seglog.security.sasl import SaslState
 from test_broker_versions import Broker, _fetch_body, call
 
-TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
-AUTHORIZATION_FAILED = frozenset({TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED})
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED, TOKEN_DENIED = 29, 30, 31, 53, 65
+AUTHORIZATION_FAILED = frozenset({TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED, TOKEN_DENIED})
+SASL_LISTENER = SimpleNamespace(name="SASL_PLAINTEXT", protocol="SASL_PLAINTEXT", tls=False)
 Op, Res = AclOperation, ResourceType
 USER, SUPER_USER, HOST = "User:alice", "User:admin", "127.0.0.1"
 
@@ -55,7 +57,7 @@ class AclBroker(Broker):
 
     def new_connection(self):
         sasl = SaslState(("PLAIN",), self.credentials, {"alice": "alice-secret"}, 0)
-        self.conn = Connection(None, HOST, self.principal, sasl)
+        self.conn = Connection(SASL_LISTENER, HOST, self.principal, sasl)
 
     def grant(self, operation, resource_type, name=CLUSTER_NAME):
         [refused] = self.authorizer.create_acls([AclBinding(
@@ -314,6 +316,17 @@ ROWS = {
         {"entity": [{"entity_type": "user", "entity_name": "bob"}],
          "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}]},
         needs=((Op.ALTER_CONFIGS, Res.CLUSTER, CLUSTER_NAME),), denied=CLUSTER_DENIED),
+    # delegation tokens are disabled (seglog has none), but creating one for another owner is authorized first
+    "CreateDelegationToken for another owner": Row(
+        ApiKey.CREATE_DELEGATION_TOKEN, 3, lambda b: {"owner_principal_type": "User", "owner_principal_name": "bob",
+                                                      "renewers": [], "max_lifetime_ms": -1},
+        needs=((Op.CREATE_TOKENS, Res.USER, "User:bob"),), denied=TOKEN_DENIED),
+    "CreateDelegationToken": Row(ApiKey.CREATE_DELEGATION_TOKEN, 3, lambda b: {
+        "owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1}),
+    "RenewDelegationToken": Row(ApiKey.RENEW_DELEGATION_TOKEN, 2, lambda b: {"hmac": b"x", "renew_period_ms": -1}),
+    "ExpireDelegationToken": Row(ApiKey.EXPIRE_DELEGATION_TOKEN, 2, lambda b: {"hmac": b"x",
+                                                                               "expiry_time_period_ms": -1}),
+    "DescribeDelegationToken": Row(ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, lambda b: {"owners": None}),
     "DescribeUserScramCredentials": Row(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, lambda b: {"users": None},
                                         needs=((Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME),), denied=CLUSTER_DENIED),
     "AlterUserScramCredentials": Row(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, lambda b: {

@@ -370,26 +370,6 @@ def test_delete_topics_v6_hides_the_name_of_an_id_not_described(broker, monkeypa
     assert broker.node.topics() == ["t"]
 
 
-def test_broker_configs_on_a_lone_broker_only_the_throttled_rates_are_dynamic_and_kept_nowhere(broker):
-    broker.authorize_cluster = lambda op: None
-    def alter(name):
-        r = call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
-            "resource_type": 4, "resource_name": "0", "configs": [
-                {"name": name, "config_operation": 0, "value": "1000"}]}], "validate_only": False})
-        [res] = r["responses"]
-        return res["error_code"], res["error_message"]
-    code, message = alter("num.partitions")
-    assert code == INVALID_REQUEST and message.startswith("Cannot update these configs dynamically: num.partitions")
-    code, message = alter("leader.replication.throttled.rate")
-    assert code == INVALID_REQUEST and "a lone broker has no replication to throttle" in message
-    r = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
-        "resource_type": 4, "resource_name": "0",
-        "configuration_keys": ["follower.replication.throttled.rate", "num.partitions"]}]})
-    configs = {c["name"]: (c["value"], c["read_only"], c["config_source"]) for c in r["results"][0]["configs"]}
-    assert configs == {"num.partitions": ("1", True, 5),
-                       "follower.replication.throttled.rate": (str((1 << 63) - 1), False, 5)}
-
-
 def test_subtracting_the_last_cleanup_policy_leaves_none_as_kafka(broker):
     """Kafka's cleanup.policy is a list that may be empty (neither deleted by retention nor compacted):
     SUBTRACT of its only item is accepted and described as ""."""
@@ -496,3 +476,39 @@ def test_describe_cluster_and_log_dirs(broker):
     one = call(broker, ApiKey.DESCRIBE_LOG_DIRS, 0, {"topics": [{"topic": "t", "partitions": [1]}]})
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in one["results"][0]["topics"]] == \
         [("t", [1])]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_alter_replica_log_dirs_at_every_version(broker, version):
+    """v2 is flexible; each partition answers NONE (already in that dir), LOG_DIR_NOT_FOUND (57) or
+    UNKNOWN_TOPIC_OR_PARTITION (3)."""
+    r = call(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, version, {"dirs": [
+        {"path": broker.node.path,
+         "topics": [{"name": "t", "partitions": [0, 1]}, {"name": "nope", "partitions": [0]}]},
+        {"path": "/not/a/log/dir", "topics": [{"name": "t", "partitions": [5]}]}]})
+    assert {(t["topic_name"], p["partition_index"]): p["error_code"] for t in r["results"] for p in t["partitions"]} \
+        == {("t", 0): 0, ("t", 1): 0, ("nope", 0): 3, ("t", 5): 57}
+
+
+@pytest.mark.parametrize("protocol,principal,expected", [
+    ("PLAINTEXT", "User:ANONYMOUS", 64), ("SSL", "User:ANONYMOUS", 64),     # DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    ("SSL", "User:CN=alice", 61), ("SASL_PLAINTEXT", "User:alice", 61), ("SASL_SSL", "User:alice", 61)])
+def test_delegation_token_requests_are_answered_as_a_kafka_without_tokens(broker, protocol, principal, expected):
+    """Kafka 3.7 without delegation.token.secret.key: not allowed over PLAINTEXT and one-way TLS, else
+    DELEGATION_TOKEN_AUTH_DISABLED (61); the owner and requester are named, timestamps -1."""
+    conn = SimpleNamespace(listener=SimpleNamespace(protocol=protocol), principal=principal)
+    broker.connection = lambda: conn
+    create = {"owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": -1}
+    r = call(broker, ApiKey.CREATE_DELEGATION_TOKEN, 3, create)
+    name = principal.partition(":")[2]
+    assert (r["error_code"], r["principal_name"], r["token_requester_principal_name"]) == (expected, name, name)
+    assert (r["issue_timestamp_ms"], r["expiry_timestamp_ms"], r["max_timestamp_ms"], r["hmac"]) == (-1, -1, -1, b"")
+    for api in (ApiKey.RENEW_DELEGATION_TOKEN, ApiKey.EXPIRE_DELEGATION_TOKEN):
+        period = "renew_period_ms" if api == ApiKey.RENEW_DELEGATION_TOKEN else "expiry_time_period_ms"
+        r = call(broker, api, 2, {"hmac": b"x", period: 1000})
+        assert (r["error_code"], r["expiry_timestamp_ms"]) == (expected, -1)
+    r = call(broker, ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, {"owners": None})
+    assert (r["error_code"], r["tokens"]) == (expected, [])
+    if expected == 61:                              # renewers must be Users, checked before "disabled"
+        create["renewers"] = [{"principal_type": "Group", "principal_name": "ops"}]
+        assert call(broker, ApiKey.CREATE_DELEGATION_TOKEN, 3, create)["error_code"] == 67    # INVALID_PRINCIPAL_TYPE

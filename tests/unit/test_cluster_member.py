@@ -156,6 +156,27 @@ def test_a_new_session_whose_first_store_calls_fail_still_rejoins_the_cluster(tm
         time.sleep(0.05)
 
 
+def test_dynamic_broker_configs_apply_on_every_member_and_before_registering(tmp_path, members):
+    """A cluster's dynamic configs (the store's brokers/<default> and brokers/<id>) reach every member's node,
+    its own config and its controller at once; a member starting later applies them before it registers."""
+    import time
+
+    cluster = MemoryCluster()
+    a = members(cluster, tmp_path / "a", 0)
+    store = MemoryMetadataStore(cluster)
+    store.update_entity_configs("brokers/<default>", lambda c: {**c, "unclean.leader.election.enable": "true",
+                                                                "log.retention.ms": "1000"})
+    store.update_entity_configs("brokers/1", lambda c: {**c, "log.retention.ms": "2000"})
+    deadline = time.monotonic() + 10
+    while not a.node.config.unclean_leader_election_enable and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert a.config.unclean_leader_election_enable and a.controller.config.unclean_leader_election_enable
+    assert a.node.config.log_config().retention_ms == 1000
+    b = members(cluster, tmp_path / "b", 1)
+    assert b.node.config.log_config().retention_ms == 2000            # its own entity over the default
+    store.close()
+
+
 def test_a_restarted_broker_serves_only_once_every_topic_is_loaded(tmp_path, members, monkeypatch):
     """A broker whose topics load slowly (their logs recovered after kill -9 on a loaded machine, longer than
     the session timeout) does not start serving without them: its Metadata answer for a topic still loading

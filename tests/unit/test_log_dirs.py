@@ -297,3 +297,47 @@ def test_a_future_log_that_cannot_be_created_is_a_storage_error(dirs):
         assert not node._mover.logs() and located(node, "t", 0) == dirs[0]
         assert not [n for n in os.listdir(dirs[1]) if n.endswith("-future")]
         node.partition("t", 0).log.append(b"still serving")
+
+
+def test_no_move_starts_or_goes_on_once_a_log_dir_failed(dirs):
+    with seglog.open(dirs[:2]) as node:
+        node.create_topic("t", 2)
+        fill(node, "t", 0, 20000)
+        node.replica_alter_log_dirs_rate = 1
+        node.alter_replica_log_dirs({("t", 0): dirs[1]})
+        node.fail_log_dir(StorageError("No space left on device", dirs[0], 28))
+        done = node.alter_replica_log_dirs({("t", 1): dirs[0]})
+        assert isinstance(done[("t", 1)], StorageError) and "is offline" in str(done[("t", 1)])
+        node.replica_alter_log_dirs_rate = None
+        time.sleep(0.3)
+        assert located(node, "t", 0) == dirs[0] and node._mover.logs()
+
+
+def test_lock_free_reads_answer_throughout_the_swap(dirs):
+    import threading
+    with seglog.open(dirs[:2]) as node:
+        node.create_topic("t", 1)
+        log = node.partition("t", 0).log
+        moves, seen, errors, stop = 0, set(), [], threading.Event()
+
+        def read():
+            while not stop.is_set():
+                try:
+                    seen.add((log.start_offset, log.end_offset, log.high_watermark, log.leader_epoch))
+                except Exception as e:          # noqa: BLE001 - any error is the failure
+                    errors.append(e)
+                    return
+
+        end = fill(node, "t", 0, 1000)
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            for target in dirs[1], dirs[0], dirs[1], dirs[0], dirs[1]:
+                node.alter_replica_log_dirs({("t", 0): target})
+                wait_for(lambda: located(node, "t", 0) == target and not node._mover.logs())
+                moves += 1
+        finally:
+            stop.set()
+            reader.join()
+        assert not errors and moves == 5
+        assert seen == {(0, end, end, 0)}

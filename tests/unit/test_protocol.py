@@ -118,13 +118,15 @@ def test_supported_versions_are_the_advertised_table():
         0: (0, 10), 1: (4, 16), 2: (1, 8), 3: (0, 12), 8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 3), 19: (2, 7), 20: (1, 6), 21: (0, 2),
         22: (0, 4), 23: (2, 4), 24: (0, 4), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 29: (0, 3), 30: (0, 3),
-        31: (0, 3), 32: (0, 4), 33: (0, 2), 34: (0, 2), 35: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1),
+        31: (0, 3), 32: (0, 4), 33: (0, 2), 34: (0, 2), 35: (0, 4), 36: (0, 2), 37: (0, 3), 38: (0, 3), 39: (0, 2),
+        40: (0, 2), 41: (0, 3), 42: (0, 2), 43: (0, 2), 44: (0, 1),
         45: (0, 0), 46: (0, 0), 47: (0, 0), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 60: (0, 1), 61: (0, 0),
         65: (0, 0), 66: (0, 0), 68: (0, 1), 69: (0, 1)}
     assert sorted(SUPPORTED_VERSIONS) == sorted(ApiKey)
     flexible_from = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
                      17: NEVER_FLEXIBLE, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3,
-                     29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0,
+                     29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 38: 2, 39: 2, 40: 2, 41: 2, 42: 2,
+                     43: 2, 44: 1, 45: 0, 46: 0,
                      47: NEVER_FLEXIBLE, 48: 1, 49: 1, 50: 0, 51: 0, 60: 0, 61: 0, 65: 0, 66: 0, 68: 0, 69: 0}
     assert {k: api(k).flexible for k in SUPPORTED_VERSIONS} == flexible_from
 
@@ -213,6 +215,32 @@ def test_produce_v10_response_layout_is_kafkas():
                 + b"\x01\x00\x00\x00\x00\x00\x00\x00\x00")        # empty tag sections: v9's bytes
     assert one_frame(encode_response(header, body)) == untagged
     assert one_frame(encode_response(RequestHeader(ApiKey.PRODUCE, 9, 9), body)) == untagged
+
+
+def test_delegation_token_layouts_are_kafkas():
+    """Kafka's *DelegationToken*.json, which kafka-python does not implement: Create v3 (flexible, the owner and
+    requester principals), Describe v3 with a null owner list, Renew v1 (classic)."""
+    create = request_frame(38, 3, {"owner_principal_type": "User", "owner_principal_name": "bob",
+                                   "renewers": [{"principal_type": "User", "principal_name": "carol"}],
+                                   "max_lifetime_ms": -1}, 9, "c")
+    assert create == (b"\x00\x26\x00\x03\x00\x00\x00\x09\x00\x01c\x00"       # header v2
+                      b"\x05User\x04bob"                                       # owner type and name (v3+)
+                      b"\x02\x05User\x06carol\x00"                              # one renewer
+                      + b"\xff" * 8 + b"\x00")                                 # max lifetime, tags
+    header = RequestHeader(38, 3, 9)
+    answer = {"error_code": 61, "principal_type": "User", "principal_name": "bob",
+              "token_requester_principal_type": "User", "token_requester_principal_name": "alice",
+              "issue_timestamp_ms": -1, "expiry_timestamp_ms": -1, "max_timestamp_ms": -1, "token_id": "",
+              "hmac": b"", "throttle_time_ms": 0}
+    wire = (b"\x00\x00\x00\x09\x00" b"\x00\x3d" b"\x05User\x04bob\x05User\x06alice" + b"\xff" * 24
+            + b"\x01\x01" b"\x00\x00\x00\x00\x00")                          # empty id and hmac, throttle, tags
+    assert one_frame(encode_response(header, answer)) == wire and decode_response(header, wire) == answer
+    assert request_frame(41, 3, {"owners": None}, 9, "c") == b"\x00\x29\x00\x03\x00\x00\x00\x09\x00\x01c\x00\x00\x00"
+    renew = request_frame(39, 1, {"hmac": b"\x01\x02", "renew_period_ms": 3600000}, 9, "c")
+    assert renew == b"\x00\x27\x00\x01\x00\x00\x00\x09\x00\x01c" b"\x00\x00\x00\x02\x01\x02" b"\x00\x00\x00\x00\x00\x36\xee\x80"
+    header = RequestHeader(39, 1, 9)
+    wire = b"\x00\x00\x00\x09" b"\x00\x40" + b"\xff" * 8 + b"\x00\x00\x00\x00"
+    assert one_frame(encode_response(header, {"error_code": 64, "expiry_timestamp_ms": -1})) == wire
 
 
 # --- records: zero copy and external chunks ----------------------------------------------------------------------

@@ -40,9 +40,11 @@ SHARED = [(k, v) for k, v in ALL_VERSIONS if (k, False) in KP and v <= KP[(k, Fa
 
 
 def test_kafka_python_has_every_api_seglog_speaks():
-    # but KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe, which kafka-python does not implement
-    # (tests/integration/test_consumer_group_protocol.py checks them against librdkafka)
-    assert sorted(set(ALL_VERSIONS) - set(SHARED)) == [(68, 0), (68, 1), (69, 0), (69, 1)]
+    # but the delegation-token APIs (test_protocol checks their layouts) and KIP-848's ConsumerGroupHeartbeat and
+    # ConsumerGroupDescribe, which kafka-python does not implement (tests/integration/test_consumer_group_protocol.py
+    # checks them against librdkafka)
+    assert sorted(set(ALL_VERSIONS) - set(SHARED)) == [(k, v) for k, hi in ((38, 3), (39, 2), (40, 2), (41, 3))
+                                                       for v in range(hi + 1)] + [(68, 0), (68, 1), (69, 0), (69, 1)]
 
 
 # kafka-python renames Kafka's *_authorized_operations fields and presents them as sets of bit positions
@@ -219,8 +221,8 @@ def in_wire_order(fields, version, body):
 def test_old_kafka_python_structs_cover_most_versions():
     # the old structs stop at the last non-flexible version of each API; only these few are missing there
     missing = {(k, v) for k, v in ALL_VERSIONS if v < api(k).flexible} - {(k, v) for k, v, _ in OLD_SHARED}
-    assert missing == {(15, 4), (19, 4), (21, 1), (27, 0), (32, 3), (34, 0), (34, 1), (35, 1), (44, 0), (47, 0),
-                       (49, 0)}
+    assert missing == {(15, 4), (19, 4), (21, 1), (27, 0), (32, 3), (34, 0), (34, 1), (35, 1), (38, 0), (38, 1),
+                       (39, 0), (39, 1), (40, 0), (40, 1), (41, 0), (41, 1), (44, 0), (47, 0), (49, 0)}
 
 
 @pytest.mark.parametrize("api_version_direction", OLD_SHARED,

@@ -19,8 +19,7 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 # the request. Here it also keeps one request (a typo, a flipped bit) from opening logs without bound.
 MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
-CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_DEFAULT = 1, 4, 5
-CONFIG_SOURCE_DYNAMIC_BROKER, CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 2, 3
+CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5     # the broker-level sources: seglog.dynamic_config
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3          # IncrementalAlterConfigs operations
 # Threads for group coordinator calls that may wait for an offsets write's replication (up to its 30 s timeout
 # with a follower gone): JoinGroup, SyncGroup, LeaveGroup, OffsetCommit, DeleteGroups. They never run on the
@@ -32,7 +31,6 @@ LIST_CONFIGS = frozenset(name for name, key in TOPIC_KEYS.items() if key.kind ==
 # DescribeConfigs' config_type (DescribeConfigsResponse.ConfigType), by a config key's kind
 _CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
 _CONFIG_TYPE_PASSWORD = 9
-CONFIG_TYPE_LONG = _CONFIG_TYPES["long"]
 
 
 def config_type(key) -> int:

@@ -28,6 +28,7 @@ from .handlers_groups import GroupHandlers
 from .handlers_txn import TxnHandlers
 from .handlers_quotas import QUOTA_HANDLERS
 from .security_handlers import SECURITY_HANDLERS, sasl_api_versions
+from .token_handlers import TOKEN_HANDLERS
 
 
 __all__ = ["Handlers", "HANDLERS", "CloseConnection"]
@@ -168,4 +169,5 @@ HANDLERS = {
 }
 HANDLERS.update(SECURITY_HANDLERS)
 HANDLERS.update(QUOTA_HANDLERS)
+HANDLERS.update(TOKEN_HANDLERS)
 assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every advertised API has a handler"

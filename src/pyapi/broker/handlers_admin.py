@@ -7,18 +7,25 @@ from __future__ import annotations
 import dataclasses
 
 from .. import errors
-from ..config import KAFKA_NAMES
+from ..config import KAFKA_NAMES, BrokerConfig, _Key
+from ..dynamic_config import LOG_SYNONYMS, config_text
 from ..errors import SeglogError
 from ..replication.throttle import DYNAMIC_BROKER_KEYS, LONG_MAX
 from ..protocol.schema import NIL_UUID
 from ..security.acls import AclOperation as Op
 from ..security.acls import ResourceType as Res
 from ..topic_names import validate_topic_name
-from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_DYNAMIC_BROKER,
-                              CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, CONFIG_SOURCE_STATIC_BROKER, CONFIG_SOURCE_TOPIC,
-                              CONFIG_TYPE_LONG, EXCESSIVE_BATCH, LIST_CONFIGS, MAX_RECORDS_PER_USER_OP, OP_APPEND,
-                              OP_DELETE, OP_SET, OP_SUBTRACT, RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_KEYS, _err,
-                              _off_loop, authorized_operations, by_topic, config_type, error_fields)
+from .handler_support import (CONFIG_SOURCE_DEFAULT, CONFIG_SOURCE_TOPIC, EXCESSIVE_BATCH, LIST_CONFIGS,
+                              MAX_RECORDS_PER_USER_OP, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, RESOURCE_BROKER,
+                              RESOURCE_TOPIC, TOPIC_KEYS, _err, _off_loop, authorized_operations, by_topic, config_type,
+                              error_fields)
+
+BROKER_KEYS = {f.metadata["key"].kafka: f.metadata["key"] for f in dataclasses.fields(BrokerConfig)
+               if "key" in f.metadata}
+RATE_KEY = _Key("leader.replication.throttled.rate", "long")       # the type of every rate (DYNAMIC_BROKER_KEYS)
+BROKER_LIST_DEFAULTS = {f.metadata["key"].kafka: config_text(f.default) for f in dataclasses.fields(BrokerConfig)
+                        if "key" in f.metadata and f.metadata["key"].kind == "list"}
+"""Kafka's default of each broker list config (IncrementalAlterConfigs APPEND / SUBTRACT start from it)."""
 
 
 class AdminHandlers:
@@ -83,7 +90,7 @@ class AdminHandlers:
 
     def _created_topic(self, partitions: int | None, rf: int | None, configs: dict) -> dict:
         """CreateTopics v5+ describes each created topic: its partition count, replication factor and configs."""
-        values = self.config.log_config().with_kafka(configs).to_kafka()
+        values = self.node.config.log_config().with_kafka(configs).to_kafka()
         return {"num_partitions": self.config.num_partitions if partitions is None else partitions,
                 "replication_factor": self.config.default_replication_factor if rf is None else rf,
                 "configs": [{"name": k, "value": values[k], "read_only": False, "is_sensitive": False,
@@ -265,10 +272,11 @@ class AdminHandlers:
             keys = r["configuration_keys"] or None              # as Kafka: null or empty asks for every config
             try:
                 self._check_configs(r["resource_type"], r["resource_name"], Op.DESCRIBE_CONFIGS)
+                synonyms = bool(body.get("include_synonyms"))
                 if r["resource_type"] == RESOURCE_TOPIC:
-                    configs = self._topic_configs(r["resource_name"], keys)
+                    configs = self._topic_configs(r["resource_name"], keys, synonyms)
                 elif r["resource_type"] == RESOURCE_BROKER:
-                    configs = self._broker_configs(r["resource_name"], keys)
+                    configs = self._broker_configs(r["resource_name"], keys, synonyms)
                 else:
                     raise errors.InvalidRequestError(f"unsupported resource type {r['resource_type']}")
                 results.append({"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
@@ -294,6 +302,8 @@ class AdminHandlers:
         """IncrementalAlterConfigs: SET / DELETE each named config, APPEND / SUBTRACT items of a list config
         (cleanup.policy), over the topic's current overrides."""
         def new_broker_configs(current: dict[str, str], configs) -> dict[str, str]:
+            """As Kafka's prepareIncrementalConfigs over the entity's stored dynamic configs: APPEND / SUBTRACT
+            of a list config start from its stored value, else from Kafka's default."""
             for c in configs:
                 key, op, value = c["name"], c["config_operation"], c["value"]
                 if op == OP_SET:
@@ -303,8 +313,14 @@ class AdminHandlers:
                 elif op == OP_DELETE:
                     current.pop(key, None)
                 elif op in (OP_APPEND, OP_SUBTRACT):
-                    raise errors.InvalidConfigError(f"Config value {'append' if op == OP_APPEND else 'subtract'} "
-                                                    f"is not allowed for config key: {key}")
+                    verb = "append" if op == OP_APPEND else "subtract"
+                    if key not in BROKER_LIST_DEFAULTS:
+                        raise errors.InvalidConfigError(f"Config value {verb} is not allowed for config key: {key}")
+                    items = [v.strip() for v in current.get(key, BROKER_LIST_DEFAULTS[key]).split(",") if v.strip()]
+                    given = [v.strip() for v in (value or "").split(",") if v.strip()]
+                    items = items + [v for v in given if v not in items] if op == OP_APPEND else \
+                        [v for v in items if v not in given]
+                    current[key] = ",".join(items)
                 else:
                     raise errors.InvalidRequestError(f"Unknown config operation {op} for config key: {key}")
             return current
@@ -327,7 +343,7 @@ class AdminHandlers:
                     if key not in LIST_CONFIGS:
                         raise errors.InvalidConfigError(f"Config value {verb} is not allowed for config key: {key}")
                     if effective is None:
-                        effective = self.config.log_config().with_kafka(overrides).to_kafka()
+                        effective = self.node.config.log_config().with_kafka(overrides).to_kafka()
                     current = [v for v in overrides.get(key, effective[key]).split(",") if v.strip()]
                     items = [v.strip() for v in (value or "").split(",") if v.strip()]
                     if op == OP_APPEND:
@@ -343,9 +359,9 @@ class AdminHandlers:
     async def _alter_configs(self, body, new_overrides, new_broker_configs) -> list[dict]:
         """The per-resource answers of an (Incremental)AlterConfigs request. Topic resources: the new overrides
         (``new_overrides(topic, configs)``) are validated as a whole, then stored (not with validate_only).
-        Broker resources (this broker's id, or "" for every broker's default): only the replication throttled
-        rates are dynamic (``new_broker_configs(current, configs)``, stored in the cluster's metadata); changing
-        any other broker config is INVALID_REQUEST."""
+        Broker resources (this broker's id, or "" for every broker's default): the entity's new dynamic configs
+        (``new_broker_configs(current, configs)``) are checked and stored by the view, which applies them at
+        once (seglog.dynamic_config); a config seglog cannot change at run time is INVALID_REQUEST."""
         seen: dict[tuple[int, str], int] = {}
         for r in body["resources"]:
             key = (r["resource_type"], r["resource_name"])
@@ -371,16 +387,9 @@ class AdminHandlers:
                     if name not in ("", str(self.config.broker_id)):
                         raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.config.broker_id} "
                                                          f"or empty string, but received {name}")
-                    static = sorted(n for n in names if n not in DYNAMIC_BROKER_KEYS)
-                    if static:
-                        raise errors.InvalidRequestError(
-                            f"Cannot update these configs dynamically: {', '.join(static)} (seglog broker configs "
-                            f"other than {', '.join(DYNAMIC_BROKER_KEYS)} are static: set them in server.properties or "
-                            f"with --override, and restart)")
-                    if names:
-                        await _off_loop(self.broker.view.alter_broker_config, name,
-                                        lambda current, configs=r["configs"]: new_broker_configs(current, configs),
-                                        validate_only=body["validate_only"])
+                    await _off_loop(self.broker.view.alter_broker_config, name,
+                                    lambda current, configs=r["configs"]: new_broker_configs(current, configs),
+                                    validate_only=body["validate_only"])
                 else:
                     raise errors.InvalidRequestError(f"Unsupported resource type {rtype}: seglog alters the configs "
                                                      f"of topics ({RESOURCE_TOPIC}) only")
@@ -397,51 +406,59 @@ class AdminHandlers:
         elif resource_type == RESOURCE_BROKER:
             self.broker.authorize_cluster(operation)
 
-    def _topic_configs(self, name: str, keys):
+    def _topic_configs(self, name: str, keys, synonyms: bool):
+        """A topic's configs: its overrides (TOPIC_CONFIG), else the broker config each falls back to, with that
+        one's source (Kafka's createTopicConfigEntry over its TopicConfigSynonyms)."""
         overrides = self.broker.view.topic_overrides(name)
-        default = self.config.log_config().to_kafka()
-        values = self.config.log_config().with_kafka(overrides).to_kafka()
+        dynamic = self.node.dynamic
+        values = self.node.config.log_config().with_kafka(overrides).to_kafka()
         out = []
         for k in KAFKA_NAMES:
             if keys is not None and k not in keys:
                 continue
-            overridden = k in overrides
-            out.append({"name": k, "value": values[k], "read_only": False,
-                        "config_source": CONFIG_SOURCE_TOPIC if overridden else CONFIG_SOURCE_DEFAULT,
-                        "is_default": not overridden and values[k] == default[k], "is_sensitive": False,
-                        "synonyms": [], "config_type": config_type(TOPIC_KEYS[k]), "documentation": None})
+            found = dynamic.source_of(LOG_SYNONYMS[k]) if k in LOG_SYNONYMS else []
+            if k in overrides:
+                found.insert(0, (k, values[k], CONFIG_SOURCE_TOPIC))
+            source = found[0][2] if found else CONFIG_SOURCE_DEFAULT
+            out.append({"name": k, "value": values[k], "read_only": False, "config_source": source,
+                        "is_default": source == CONFIG_SOURCE_DEFAULT, "is_sensitive": False,
+                        "synonyms": _synonyms(found) if synonyms else [],
+                        "config_type": config_type(TOPIC_KEYS[k]), "documentation": None})
         return out
 
-    def _broker_configs(self, name: str, keys):
+    def _broker_configs(self, name: str, keys, synonyms: bool):
+        """This broker's configs (``name`` its id), each with its source and whether it is dynamic here
+        (read_only false exactly for the configs the view changes at run time); for the default resource
+        (``name`` ""), the dynamic defaults set, as Kafka describes them."""
         if name not in ("", str(self.config.broker_id)):
             raise errors.InvalidRequestError(f"this is broker {self.config.broker_id}, not {name}")
+        dynamic, dynamic_names = self.node.dynamic, self.broker.view.dynamic_names
+        per_broker = name != ""
+        if per_broker:
+            current = dynamic.current
+            values = {key.kafka: (config_text(getattr(current, f.name)), key)
+                      for f in dataclasses.fields(current) if (key := f.metadata.get("key")) is not None}
+            for k in DYNAMIC_BROKER_KEYS:       # seglog.replication.throttle; unset: no limit
+                if k in dynamic_names:
+                    values[k] = (dynamic.broker.get(k, dynamic.default.get(k, str(LONG_MAX))), RATE_KEY)
+        else:
+            values = {k: (v, BROKER_KEYS.get(k, RATE_KEY)) for k, v in sorted(dynamic.default.items())}
         out = []
-        for f in dataclasses.fields(self.config):
-            if "key" not in f.metadata:
-                continue
-            key = f.metadata["key"]
-            k = key.kafka
+        for k, (value, key) in values.items():
             if keys is not None and k not in keys:
                 continue
-            v = getattr(self.config, f.name)
-            text = ",".join(v) if isinstance(v, tuple) else ("" if v is None else str(v).lower()
-                                                              if isinstance(v, bool) else str(v))
-            out.append({"name": k, "value": None if key.secret else text, "read_only": True,   # passwords: null
-                        "config_source": CONFIG_SOURCE_DEFAULT if v == f.default else CONFIG_SOURCE_STATIC_BROKER,
-                        "is_default": v == f.default, "is_sensitive": key.secret, "synonyms": [],
+            found = dynamic.source_of(k, per_broker)
+            source = found[0][2] if found else CONFIG_SOURCE_DEFAULT
+            out.append({"name": k, "value": None if key.secret else value, "read_only": k not in dynamic_names,
+                        "config_source": source, "is_default": source == CONFIG_SOURCE_DEFAULT,
+                        "is_sensitive": key.secret, "synonyms": _synonyms(found, key.secret) if synonyms else [],
                         "config_type": config_type(key), "documentation": None})
-        dynamic = self.broker.view.broker_dynamic_configs()
-        for k in DYNAMIC_BROKER_KEYS:             # dynamic (seglog.replication.throttle): unset, no limit
-            if keys is not None and k not in keys:
-                continue
-            value, path = dynamic.get(k, (str(LONG_MAX), None))
-            source = (CONFIG_SOURCE_DEFAULT if path is None else CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
-                      if path.endswith("<default>") else CONFIG_SOURCE_DYNAMIC_BROKER)
-            out.append({"name": k, "value": value, "read_only": False, "config_source": source,
-                        "is_default": path is None, "is_sensitive": False, "synonyms": [],
-                        "config_type": CONFIG_TYPE_LONG, "documentation": None})
         return out
 
+
+def _synonyms(found, secret: bool = False) -> list[dict]:
+    """DescribeConfigs synonyms (v1+) of (name, value, source) entries; a secret's values are null."""
+    return [{"name": n, "value": None if secret else v, "source": src} for n, v, src in found]
 
 
 def _excessive(topics: list[dict]) -> list[dict]:

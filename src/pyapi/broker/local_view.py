@@ -8,25 +8,20 @@ administration. Swapping the view is all that turns a single broker into a clust
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import uuid
 
-from ..checkpoints import replace_file
 from ..cluster.controller import check_reassignment
 from ..cluster.metastore import ReplicaAssignment
 from ..cluster.placement import validate_assignment, validate_new_partitions
+from ..dynamic_config import CLUSTER_WIDE, DEFAULT_ENTITY, PER_BROKER_ONLY, read_stored, write_stored
 from ..errors import (FencedLeaderEpochError, InvalidPartitionsError, InvalidReplicationFactorError,
-                      InvalidRequestError, NoReassignmentInProgressError, NotEnoughReplicasError,
-                      NotLeaderOrFollowerError, SeglogError, StorageError, TopicAlreadyExistsError,
-                      UnknownLeaderEpochError, UnknownTopicOrPartitionError)
-from ..replication.throttle import ALTER_LOG_DIRS_RATE_KEY, check_broker_rate, rates_for_broker
+                      NoReassignmentInProgressError, NotEnoughReplicasError,
+                      NotLeaderOrFollowerError, SeglogError, TopicAlreadyExistsError, UnknownLeaderEpochError,
+                      UnknownTopicOrPartitionError)
+from ..replication.throttle import ALTER_LOG_DIRS_RATE_KEY, rates_for_broker
 from ..topic_ids import TopicIds
 from ..topic_names import validate_topic_name
-
-
-DYNAMIC_CONFIGS_FILE = "broker-configs.json"     # {entity path: {name: value}} of a lone broker's dynamic configs
 
 
 class LocalView:
@@ -37,16 +32,13 @@ class LocalView:
         self.broker_id = broker_id
         self._address = address or (lambda: (host, port))
         self._ids = TopicIds(self.topic_names, self._id_of)
-        self._dynamic_lock = threading.Lock()
-        self._dynamic_path = os.path.join(node.path, DYNAMIC_CONFIGS_FILE)
-        try:
-            with open(self._dynamic_path, encoding="utf-8") as f:
-                self._dynamic: dict[str, dict[str, str]] = json.load(f)
-        except FileNotFoundError:
-            self._dynamic = {}
-        except (OSError, ValueError) as e:
-            raise StorageError(f"cannot read dynamic broker configs: {e}", self._dynamic_path) from None
-        self._apply_dynamic()
+        self._configs_lock = threading.Lock()
+        self._apply_stored(read_stored(node.path))      # the dynamic configs set before a restart
+
+    dynamic_names = CLUSTER_WIDE | PER_BROKER_ONLY | {ALTER_LOG_DIRS_RATE_KEY}
+    """The broker configs a lone broker changes at run time (seglog.dynamic_config; the copy rate of replicas
+    moving between its log directories, seglog.log_dir_mover). Not the replication throttled rates: nothing to
+    replicate."""
 
     @property
     def host(self) -> str:
@@ -132,38 +124,25 @@ class LocalView:
     def record_replication(self, nbytes: int) -> None:
         """Nothing to record: see replication_throttle."""
 
-    def broker_dynamic_configs(self) -> dict[str, tuple[str, str]]:
-        """{name: (value, entity path)}: a lone broker's one dynamic config, the copy rate of replicas moving
-        between its log directories, if set (see alter_broker_config)."""
-        with self._dynamic_lock:
-            return {k: (v, path) for path in (f"brokers/{self.broker_id}", "brokers/<default>")
-                    for k, v in self._dynamic.get(path, {}).items()}
-
     def alter_broker_config(self, name: str, change, validate_only: bool = False) -> None:
-        """Replace the dynamic configs of this broker (`name` its id, "": the default) with ``change(current)``,
-        kept in ``broker-configs.json`` of its first log directory. Only
-        replica.alter.log.dirs.io.max.bytes.per.second: the replication throttled rates are a cluster's
-        (InvalidRequestError), bad values InvalidConfigError, before anything is stored."""
-        path = f"brokers/{name or '<default>'}"
-        with self._dynamic_lock:
-            new = change(dict(self._dynamic.get(path, {})))
-            other = sorted(k for k in new if k != ALTER_LOG_DIRS_RATE_KEY)
-            if other:
-                raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(other)} (the "
-                                          f"replication throttled rates are kept in a cluster's ZooKeeper; a lone "
-                                          f"broker has no replication to throttle)")
-            for k, v in new.items():
-                check_broker_rate(k, v)
+        """Replace the dynamic configs of this broker (`name` its id; "": the default) with ``change(current)``,
+        checked as Kafka checks them (InvalidRequestError, nothing stored), then stored in its (first) data
+        directory and applied at once."""
+        path = f"brokers/{name or DEFAULT_ENTITY}"
+        with self._configs_lock:
+            stored = read_stored(self.node.path)
+            new = change(dict(stored.get(path, {})))
+            self.node.dynamic.validate(name, new, self.dynamic_names, PER_BROKER_ONLY)
             if validate_only:
                 return
-            configs = {**self._dynamic, path: new}
-            replace_file(self._dynamic_path, json.dumps({p: c for p, c in configs.items() if c}).encode(),
-                         "cannot write dynamic broker configs")
-            self._dynamic = configs
-            self._apply_dynamic()
+            stored[path] = new
+            write_stored(self.node.path, stored)
+            self._apply_stored(stored)
 
-    def _apply_dynamic(self) -> None:
-        rate = rates_for_broker(self._dynamic, self.broker_id).get(ALTER_LOG_DIRS_RATE_KEY)
+    def _apply_stored(self, stored: dict[str, dict[str, str]]) -> None:
+        self.node.dynamic.apply(stored.get(f"brokers/{DEFAULT_ENTITY}", {}),
+                                stored.get(f"brokers/{self.broker_id}", {}))
+        rate = rates_for_broker(stored, self.broker_id).get(ALTER_LOG_DIRS_RATE_KEY)
         self.node.replica_alter_log_dirs_rate = None if rate is None else rate[0]
 
     def init_producer_id(self) -> int:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import contextvars
 import logging
 import os
@@ -65,7 +66,7 @@ from ..security import tls
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import Authorizer, FileAclStore, MetadataAclStore
 from ..security.credentials import FileCredentialStore, MetadataCredentialStore
-from ..security.listeners import Listener, broker_listeners, mechanisms
+from ..security.listeners import Listener, broker_listeners, inter_broker_listener, mechanisms
 from ..security.sasl import FailedLogins, SaslState, plain_users
 from .handlers import HANDLERS, CloseConnection, Handlers
 from .security_handlers import SASL_APIS
@@ -197,11 +198,12 @@ class Broker:
         self._waiters: dict[tuple[str, int], set[asyncio.Event]] = {}
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._per_ip: dict[str, int] = {}          # peer IP address -> connections open from it
-        self._ip_limits = config.connection_limit_overrides()
+        self._ip_limits = node.config.connection_limit_overrides()
+        node.dynamic.add_hook(self._reconfigured)
         self._stopped = False
         self.log_dir_failure: StorageError | None = None   # the disk error that stops a cluster member
         self._failed: asyncio.Event | None = None
-        self._disk = concurrent.futures.ThreadPoolExecutor(config.num_io_threads, thread_name_prefix="seglog-io")
+        self._disk = concurrent.futures.ThreadPoolExecutor(node.config.num_io_threads, thread_name_prefix="seglog-io")
         self._append_locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -241,11 +243,10 @@ class Broker:
                                   address=self.advertised_address)
         else:
             from ..cluster.member import ClusterMember
-            from ..security.listeners import inter_broker_listener
             self.member = ClusterMember(
                 self.node, self.config, self.metadata_store,
                 *self.listener_address(inter_broker_listener(self.config, self.listeners)),
-                endpoints=[(li.name, li.protocol, *self.listener_address(li)) for li in self.listeners],
+                endpoints=self._endpoints(),
                 current_listener=lambda: None if (c := _connection.get()) is None else c.listener.name)
             self.view = self.member.view
             self.member.replicas.on_log_dir_failure = self.log_dir_failed
@@ -261,9 +262,43 @@ class Broker:
                  ", ".join(f"{li.name}://{h or '*'}:{p}" for li, (h, p) in zip(self.listeners, self.bound.values())),
                  self.node.path)
 
+    def _reconfigured(self, old, new) -> None:
+        """Dynamic broker configs changed (seglog.dynamic_config): connection limits apply to the next
+        connection; new advertised.listeners to the next answer naming this broker (its listeners stay bound)."""
+        if new.max_connections_per_ip_overrides != old.max_connections_per_ip_overrides:
+            self._ip_limits = new.connection_limit_overrides()
+        if new.num_io_threads != old.num_io_threads:
+            if self._loop is None:
+                self._resize_disk_pool(new.num_io_threads)
+            else:                       # on the loop: no disk call is being handed to the pool being replaced
+                self._loop.call_soon_threadsafe(self._resize_disk_pool, new.num_io_threads)
+        if new.advertised_listeners != old.advertised_listeners:
+            advertised = {li.name: li for li in broker_listeners(new)}
+            self.listeners = [dataclasses.replace(li, advertised_host=advertised[li.name].advertised_host,
+                                                  advertised_port=advertised[li.name].advertised_port)
+                              for li in self.listeners]
+            log.info("broker %d advertises %s", new.broker_id,
+                     ", ".join(f"{li.name}://{':'.join(map(str, self.listener_address(li)))}"
+                               for li in self.listeners))
+            if self.member is not None:
+                self.member.readvertise(*self.listener_address(inter_broker_listener(new, self.listeners)),
+                                        self._endpoints())
+
+    def _resize_disk_pool(self, threads: int) -> None:
+        """num.io.threads changed: later disk calls go to a pool of the new size; the old pool finishes the calls
+        it has, then its threads end."""
+        old, self._disk = self._disk, concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="seglog-io")
+        old.shutdown(wait=False)
+        log.info("broker %d: %d I/O threads", self.config.broker_id, threads)
+
+    def _endpoints(self) -> list[tuple[str, str, str, int]]:
+        """(listener, protocol, advertised host, port) of every listener: what a cluster member registers."""
+        return [(li.name, li.protocol, *self.listener_address(li)) for li in self.listeners]
+
     def listener_address(self, listener: Listener) -> tuple[str, int]:
         """The advertised (host, port) of a listener (its bound address when advertised.listeners leaves it
-        out; the machine's name for a wildcard host, the bound port for port 0)."""
+        out; the machine's name for a wildcard host, the bound port for port 0), as advertised now."""
+        listener = next((li for li in self.listeners if li.name == listener.name), listener)
         host, port = listener.advertised_host, listener.advertised_port
         bound_host, bound_port = self.bound.get(listener.name, (listener.host, listener.port))
         if (host, port) == (listener.host, listener.port):       # not advertised apart: where it is bound
@@ -428,7 +463,7 @@ class Broker:
         before a byte is read, and logged; then serve it."""
         peer = writer.get_extra_info("peername")
         ip = peer[0] if peer else ""
-        limit = self._ip_limits.get(ip, self.config.max_connections_per_ip)
+        limit = self._ip_limits.get(ip, self.node.config.max_connections_per_ip)
         if self._per_ip.get(ip, 0) >= limit:
             self.metrics.connections_rejected += 1
             log.info("Rejected connection from /%s, address already has the configured maximum of %d "

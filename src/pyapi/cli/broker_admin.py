@@ -170,17 +170,31 @@ class BrokerAdmin(Admin):
                 for t in r["results"] for p in t["partitions"]})
         return out
 
-    def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Sequence[str]) -> None:
-        """IncrementalAlterConfigs of one broker's dynamic configs, sent to that broker (as Kafka's clients send
-        a broker resource); the error of a refused change."""
+    def alter_broker_config(self, broker_id: int | None, set_: Mapping[str, str], delete: Sequence[str]) -> None:
+        """IncrementalAlterConfigs of one broker's dynamic configs (None: every broker's default), sent to that
+        broker (the default to any), as Kafka's clients send a broker resource; the error of a refused change."""
         configs = ([{"name": k, "config_operation": 0, "value": str(v)} for k, v in set_.items()]
                    + [{"name": k, "config_operation": 1, "value": None} for k in delete])
-        r = self.cluster.broker(broker_id).request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {
-            "resources": [{"resource_type": RESOURCE_BROKER, "resource_name": str(broker_id), "configs": configs}],
-            "validate_only": False})
+        conn = self.cluster.any() if broker_id is None else self.cluster.broker(broker_id)
+        r = conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {
+            "resources": [{"resource_type": RESOURCE_BROKER, "resource_name": "" if broker_id is None else
+                           str(broker_id), "configs": configs}], "validate_only": False})
         [res] = r["responses"]
         if res["error_code"]:
             raise error_for(res["error_code"], res["error_message"])
+
+    def describe_broker_configs(self, broker_id: int | None) -> list[dict]:
+        """DescribeConfigs with synonyms of one broker (None: the cluster's dynamic defaults), asked of that broker
+        (the default of any): its config entries (name, value, read_only, config_source, is_sensitive,
+        synonyms)."""
+        conn = self.cluster.any() if broker_id is None else self.cluster.broker(broker_id)
+        r = conn.request(ApiKey.DESCRIBE_CONFIGS, {"resources": [{
+            "resource_type": RESOURCE_BROKER, "resource_name": "" if broker_id is None else str(broker_id),
+            "configuration_keys": None}], "include_synonyms": True, "include_documentation": False})
+        [res] = r["results"]
+        if res["error_code"]:
+            raise error_for(res["error_code"], res["error_message"])
+        return res["configs"]
 
     # -- partition reassignment ---------------------------------------------------------------------------
 

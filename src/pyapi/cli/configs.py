@@ -1,4 +1,5 @@
-"""`seglog configs`: describe and alter client quotas and SCRAM credentials, shaped like kafka-configs.sh.
+"""`seglog configs`: describe and alter client quotas, SCRAM credentials and dynamic broker configs, shaped like
+kafka-configs.sh.
 
     seglog configs --bootstrap-server localhost:9092 --alter --entity-type clients --entity-name c1 \\
                    --add-config 'producer_byte_rate=1024,consumer_byte_rate=2048'
@@ -25,6 +26,19 @@ The requests are AlterClientQuotas / DescribeClientQuotas / AlterUserScramCreden
 DescribeUserScramCredentials: the principal of this connection (User:ANONYMOUS on a PLAINTEXT listener) needs
 AlterConfigs / DescribeConfigs (quotas), Alter / Describe (credentials) on the cluster.
 
+Dynamic broker configs (kafka-configs.sh --entity-type brokers): --entity-name N for broker N, --entity-default
+for every broker's default; --alter sets (--add-config, IncrementalAlterConfigs SET) and removes (--delete-config,
+each must be set now, as kafka-configs.sh checks) and prints "Completed updating config for broker 0." or
+"Completed updating default config for brokers in the cluster."; --describe prints, per broker (every live one and
+the default when no name is given), "Dynamic configs for broker 0 are:" then one line per config set at that
+level (all configs with --all: "All configs for broker 0 are:"), "  name=value sensitive=false
+synonyms={DYNAMIC_BROKER_CONFIG:name=value, ...}". A value holding commas goes in brackets:
+``--add-config 'advertised.listeners=[PLAINTEXT://h:9092,SSL://h:9093]'``.
+
+    seglog configs --bootstrap-server localhost:9092 --alter --entity-type brokers --entity-default \
+                   --add-config log.retention.ms=3600000,min.insync.replicas=2
+    seglog configs --bootstrap-server localhost:9092 --describe --entity-type brokers --entity-name 0 --all
+
 --zookeeper HOST:PORT[/chroot] writes and reads users' SCRAM credentials in the cluster's ZooKeeper directly,
 no broker needed (kafka-configs.sh --zookeeper): how the inter-broker user's credential is made before the
 brokers that authenticate with it start. Running brokers see the change at once (its /config/changes
@@ -37,6 +51,7 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
+from ..dynamic_config import SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT
 from ..errors import ResourceNotFoundError, SeglogError
 from ..quotas.entities import DEFAULT, QuotaEntity
 from ..quotas.manager import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
@@ -47,6 +62,10 @@ from .connect import connect
 __all__ = ["register"]
 
 ENTITY_TYPES = {"users": "user", "clients": "client-id"}       # kafka-configs.sh's names -> the wire's
+BROKERS = "brokers"
+SOURCE_NAMES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+"""Kafka's ConfigEntry.ConfigSource names of DescribeConfigs' config_source ids."""
 SALT_BYTES = 32
 
 
@@ -58,9 +77,10 @@ class _Entity(argparse.Action):
 
 
 def register(sub) -> None:
-    p = sub.add_parser("configs", help="describe and alter client quotas and SCRAM credentials (kafka-configs.sh)",
-                       description="Describe and alter the client quotas of users and client ids and the SCRAM "
-                                   "credentials of users, like kafka-configs.sh.")
+    p = sub.add_parser("configs", help="describe and alter client quotas, SCRAM credentials and dynamic broker "
+                                       "configs (kafka-configs.sh)",
+                       description="Describe and alter the client quotas of users and client ids, the SCRAM "
+                                   "credentials of users and the dynamic configs of brokers, like kafka-configs.sh.")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a broker")
     target.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
@@ -69,8 +89,8 @@ def register(sub) -> None:
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="list the configs of the entities named")
     action.add_argument("--alter", action="store_true", help="add or delete configs of the entity named")
-    p.add_argument("--entity-type", action="append", default=[], choices=sorted(ENTITY_TYPES),
-                   help="users or clients; both (users first) for a user's client id")
+    p.add_argument("--entity-type", action="append", default=[], choices=sorted([*ENTITY_TYPES, BROKERS]),
+                   help="users or clients; both (users first) for a user's client id; or brokers")
     p.add_argument("--entity-name", action=_Entity, dest="entities", metavar="NAME",
                    help="the name of the --entity-type before it")
     p.add_argument("--entity-default", action=_Entity, dest="entities", nargs=0,
@@ -81,6 +101,8 @@ def register(sub) -> None:
                         "SCRAM-SHA-512=[...]")
     p.add_argument("--delete-config", metavar="K,...", help="configs to remove (a SCRAM mechanism's name removes "
                                                              "that credential)")
+    p.add_argument("--all", action="store_true", help="with --describe of brokers: every config, not only the "
+                                                      "dynamic ones")
     p.set_defaults(func=cmd_configs, entities=[])
 
 
@@ -203,6 +225,10 @@ def _check(args, types: list[str], names: list[str]) -> _Changes | None:
 
 def cmd_configs(args) -> int:
     types, names = args.entity_type, args.entities
+    if BROKERS in types:
+        return _brokers(args, types, names)
+    if args.all:
+        raise UsageError("--all goes with --describe --entity-type brokers")
     changes = _check(args, types, names)
     try:
         if args.zookeeper:
@@ -255,4 +281,81 @@ def _on_zookeeper(connect_string: str, user: str | None, changes: _Changes | Non
                            for u, m, i, salt, salted in _salted(user, changes.scram)],
                           [(user, m) for m in changes.scram_deletions])
     out(f"Completed updating config for entity: user-principal '{user}'.")
+    return 0
+
+
+def _text(value: str | None) -> str:
+    return "null" if value is None else value            # as kafka-configs.sh prints a null value
+
+
+def _broker_id(name: str) -> int | None:
+    """The broker id an --entity-name names (None: --entity-default), checked as kafka-configs.sh checks it."""
+    if name == DEFAULT:
+        return None
+    try:
+        return int(name)
+    except ValueError:
+        raise UsageError(f"The entity name for brokers must be a valid integer broker id, found: {name}") from None
+
+
+def _broker_changes(args) -> tuple[dict[str, str], list[str]]:
+    """(configs to set, configs to delete) of --add-config / --delete-config."""
+    added = {}
+    for item in split_config_list(args.add_config or ""):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"Invalid entity config: all configs to be added must be in the format \"key=val\" "
+                             f"({item!r})")
+        added[key.strip()] = value.strip()
+    deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    if not added and not deleted:
+        raise UsageError("At least one of --add-config or --delete-config must be specified with --alter")
+    return added, deleted
+
+
+def _brokers(args, types: list[str], names: list[str]) -> int:
+    """--entity-type brokers: dynamic broker configs through IncrementalAlterConfigs / DescribeConfigs."""
+    if types != [BROKERS]:
+        raise UsageError("--entity-type brokers goes alone")
+    if args.zookeeper:
+        raise UsageError("dynamic broker configs go through --bootstrap-server, not --zookeeper")
+    if len(names) > 1:
+        raise UsageError("--entity-name or --entity-default names one broker")
+    if args.alter:
+        if not names:
+            raise UsageError("--entity-name or --entity-default must be specified with --alter of brokers")
+        if args.all:
+            raise UsageError("--all goes with --describe")
+        added, deleted = _broker_changes(args)
+    elif args.add_config or args.delete_config:
+        raise UsageError("--add-config and --delete-config go with --alter")
+    try:
+        with connect(args) as admin:
+            if args.alter:
+                broker = _broker_id(names[0])
+                level = SOURCE_DYNAMIC_DEFAULT if broker is None else SOURCE_DYNAMIC_BROKER
+                current = {c["name"] for c in admin.describe_broker_configs(broker) if c["config_source"] == level}
+                missing = [k for k in deleted if k not in current]
+                if missing:
+                    raise CliError(f"Invalid config(s): {','.join(missing)}")
+                admin.alter_broker_config(broker, added, deleted)
+                out("Completed updating default config for brokers in the cluster." if broker is None else
+                    f"Completed updating config for broker {broker}.")
+                return 0
+            brokers = [_broker_id(names[0])] if names else [*admin.cluster.broker_ids(), None]
+            for broker in brokers:
+                entries = admin.describe_broker_configs(broker)
+                if broker is None:
+                    out("Default configs for brokers in the cluster are:")
+                else:
+                    out(f"{'All' if args.all else 'Dynamic'} configs for broker {broker} are:")
+                level = SOURCE_DYNAMIC_DEFAULT if broker is None else SOURCE_DYNAMIC_BROKER
+                for c in sorted(entries, key=lambda c: c["name"]):
+                    if args.all or c["config_source"] == level:
+                        synonyms = ", ".join(f"{SOURCE_NAMES.get(s['source'], 'UNKNOWN')}:{s['name']}="
+                                             f"{_text(s['value'])}" for s in c["synonyms"])
+                        out(f"  {c['name']}={_text(c['value'])} sensitive={str(c['is_sensitive']).lower()} "
+                            f"synonyms={{{synonyms}}}")
+    except SeglogError as e:
+        raise CliError(f"Error while executing config command: {e}") from None
     return 0

@@ -21,8 +21,9 @@ import time
 import uuid
 from typing import Callable, Sequence
 
+from ..dynamic_config import CLUSTER_WIDE, DEFAULT_ENTITY, PER_BROKER_ONLY
 from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, InconsistentClusterIdError,
-                      InvalidPartitionsError, InvalidRequestError, InvalidTopicError, LeaderNotAvailableError,
+                      InvalidPartitionsError, InvalidTopicError, LeaderNotAvailableError,
                       ListenerNotFoundError, LogClosedError, NotControllerError, NotCoordinatorError,
                       RequestTimedOutError, SeglogError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                       UnknownLeaderEpochError, UnknownTopicOrPartitionError)
@@ -34,7 +35,7 @@ from ..offsets_store import partition_for_group
 from ..txn.log_format import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from ..replication.manager import ReplicaManager
 from ..replication.throttle import (ALTER_LOG_DIRS_RATE_KEY, DYNAMIC_BROKER_KEYS, LEADER, ReplicationThrottles,
-                                   check_broker_rate, rates_for_broker)
+                                   rates_for_broker)
 from ..security.client import inter_broker_security
 from .controller import Controller, list_reassignments
 from .metastore import (NO_LEADER, BrokerInfo, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
@@ -96,12 +97,14 @@ class ClusterMember:
         self.replicas = ReplicaManager(node, self.broker_id, config, store, self.broker_address, self.security,
                                        self.throttles)
         self.view = ClusterView(self)
+        node.dynamic.add_hook(self._reconfigured)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         self._adopt_cluster_id()
         self.store.add_session_listener(self._on_session)
+        self._on_entity_configs(self.store.get_entity_configs())   # dynamic configs (addresses) before registering
         self._register()
         self._subs = [self.store.watch_brokers(self._on_brokers), self.store.watch_topics(self._on_topics),
                       self.store.watch_topic_deletions(lambda _: self._poke_controller("deletions")),
@@ -154,6 +157,16 @@ class ClusterMember:
         """Register and enter the controller election."""
         self._register_broker()
         self.store.elect_controller(self.broker_id, self._on_controller_change)
+
+    def readvertise(self, host: str, port: int, endpoints: Sequence[tuple[str, str, str, int]]) -> None:
+        """New advertised addresses (a dynamic advertised.listeners): the registration is updated in place, its
+        broker epoch kept (no bounce), and every broker's watch of the registrations answers clients with them.
+        Before the first registration they are simply the ones it will register."""
+        with self._lock:
+            self.host, self.port, self.endpoints = host, port, tuple(endpoints)
+            registered = self.replicas.registered_epoch >= 0
+        if registered:
+            self.store.update_broker(BrokerInfo(self.broker_id, host, port, endpoints=self.endpoints))
 
     def _register_broker(self) -> None:
         """Register (taking over the registration of this broker's previous process: this one holds its data
@@ -284,13 +297,28 @@ class ClusterMember:
             controller.poke(why)
 
     def _on_entity_configs(self, configs: dict[str, dict[str, str]]) -> None:
-        """Dynamic broker configs: this broker's replication throttled rates and the copy rate of its replicas
-        moving between log directories (its own entity, else the default)."""
+        """Dynamic broker configs (this broker's entity over the default's): applied at once (seglog.dynamic_config,
+        the node's ``dynamic``), this broker's replication throttled rates and the copy rate of its replicas
+        moving between log directories."""
         with self._lock:
             self.broker_configs = {p: dict(c) for p, c in configs.items() if p.startswith("brokers/")}
+        self.node.dynamic.apply(configs.get(f"brokers/{DEFAULT_ENTITY}", {}),
+                                configs.get(f"brokers/{self.broker_id}", {}))
         rates = rates_for_broker(configs, self.broker_id)
         self.throttles.set_rates(rates)
         self.node.replica_alter_log_dirs_rate = rates.get(ALTER_LOG_DIRS_RATE_KEY, (None,))[0]
+
+    def _reconfigured(self, old, new) -> None:
+        """The effective broker config changed: read from now on (the controller too: a default
+        unclean.leader.election.enable turned on elects at once, as Kafka's DynamicLogConfig asks its
+        controller)."""
+        with self._lock:
+            self.config = new
+            controller = self.controller
+        if controller is not None:
+            controller.config = new
+            if old.unclean_leader_election_enable != new.unclean_leader_election_enable:
+                controller.poke("unclean.leader.election.enable changed")
 
     def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         with self._lock:
@@ -535,30 +563,20 @@ class ClusterView:
         """Bytes of leader-throttled partitions served to followers."""
         self.m.throttles.record(LEADER, nbytes)
 
-    def broker_dynamic_configs(self) -> dict[str, tuple[str, str]]:
-        """{name: (value, entity path)} of the dynamic configs in force here: this broker's, else the default's."""
-        with self.m._lock:
-            configs = dict(self.m.broker_configs)
-        out = {}
-        for path in (f"brokers/{self.m.broker_id}", "brokers/<default>"):
-            for k, v in configs.get(path, {}).items():
-                out.setdefault(k, (v, path))
-        return out
+    dynamic_names = CLUSTER_WIDE | PER_BROKER_ONLY | frozenset(DYNAMIC_BROKER_KEYS)
+    """The broker configs a cluster member changes at run time (seglog.dynamic_config; the replication
+    throttled rates and the log-dir copy rate, seglog.replication.throttle)."""
 
     def alter_broker_config(self, name: str, change, validate_only: bool = False) -> None:
         """Replace the dynamic configs of broker `name` ("": every broker's default) with ``change(current)``,
-        in the cluster's metadata (every broker watching applies them). Only the replication throttled rates
-        are dynamic: InvalidRequestError for any other name, InvalidConfigError for a bad value, before
-        anything is stored."""
-        path = f"brokers/{name or '<default>'}"
+        in the cluster's metadata (ZooKeeper's /config/brokers/<id> or <default>, with a change notification:
+        every broker watching applies them). Checked as Kafka checks them before anything is stored:
+        InvalidRequestError with Kafka's message."""
+        path = f"brokers/{name or DEFAULT_ENTITY}"
 
         def checked(current: dict[str, str]) -> dict[str, str]:
             new = change(dict(current))
-            static = sorted(k for k in new if k not in DYNAMIC_BROKER_KEYS)
-            if static:
-                raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(static)}")
-            for k, v in new.items():
-                check_broker_rate(k, v)
+            self.m.node.dynamic.validate(name, new, self.dynamic_names, PER_BROKER_ONLY)
             return new
         if validate_only:
             with self.m._lock:

@@ -176,6 +176,15 @@ class MemoryMetadataStore(MetadataStore):
             self._cluster.changed()
             return registered
 
+    def update_broker(self, info: BrokerInfo) -> None:
+        with self._cluster.lock:
+            self._check_open()
+            existing = self._cluster.brokers.get(info.id)
+            if existing is None or existing[1] != self._session_id:
+                raise InvalidArgumentError(f"Broker id {info.id} is not registered by this session")
+            self._cluster.brokers[info.id] = (replace(info, epoch=existing[0].epoch), self._session_id)
+            self._cluster.changed()
+
     def list_brokers(self) -> dict[int, BrokerInfo]:
         with self._cluster.lock:
             self._check_open()

@@ -324,6 +324,12 @@ class MetadataStore(ABC):
         session to expire."""
 
     @abstractmethod
+    def update_broker(self, info: BrokerInfo) -> None:
+        """Replace the addresses of this session's registration of ``info.id`` with ``info``'s, keeping its epoch
+        (Kafka's updateBrokerInfo for a dynamic advertised.listeners: no bounce); ``watch_brokers`` hears of it.
+        InvalidArgumentError if this session does not hold the registration."""
+
+    @abstractmethod
     def list_brokers(self) -> dict[int, BrokerInfo]:
         """Live brokers by id."""
 

@@ -324,8 +324,33 @@ class ZooKeeperMetadataStore(MetadataStore):
         return {broker_id: layout.decode_broker(broker_id, node[0], node[1].czxid)
                 for broker_id, node in zip(ids, found) if node is not None}
 
+    def update_broker(self, info: BrokerInfo) -> None:
+        path = layout.broker_path(info.id)
+        node = self._get_or_none(path)
+        if node is None or node[1].ephemeralOwner != self._session_id:
+            raise InvalidArgumentError(f"Broker id {info.id} is not registered by this session")
+        self._do(self._client.set_async, path, layout.encode_broker(info), node[1].version)
+
     def watch_brokers(self, callback: Callable[[dict[int, BrokerInfo]], None]) -> Subscription:
-        return self._watch(ChildrenWatch, layout.BROKER_IDS, self.list_brokers, callback)
+        """The children of /brokers/ids, and each registration's data (a broker's addresses change with
+        update_broker): every broker seen gets a data watch of its own (kept while the store lives)."""
+        watched: set[int] = set()
+        watch = None
+
+        def on_data(*_):
+            if watch is None or watch.cancelled:
+                return False
+            self._events.submit(watch.refresh)
+
+        def compute() -> dict[int, BrokerInfo]:
+            brokers = self.list_brokers()
+            for broker_id in sorted(brokers.keys() - watched):
+                watched.add(broker_id)
+                with self._kazoo_errors():
+                    DataWatch(self._client, layout.broker_path(broker_id), on_data)
+            return brokers
+        watch = self._watch(ChildrenWatch, layout.BROKER_IDS, compute, callback)
+        return watch
 
     def request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> None:
         path, data = layout.controlled_shutdown_path(broker_id), layout.encode_shutdown_request(broker_epoch)

@@ -1,5 +1,6 @@
 """Schemas of the security APIs: SaslHandshake, SaslAuthenticate, DescribeUserScramCredentials,
-AlterUserScramCredentials, DescribeAcls, CreateAcls, DeleteAcls.
+AlterUserScramCredentials, DescribeAcls, CreateAcls, DeleteAcls, and the delegation-token APIs (Create, Renew,
+Expire, Describe: flexible from v2; v3 of Create and Describe add the owner and requester principals).
 
 Written from Kafka's message JSON specs. SaslAuthenticate v2, both SCRAM credential APIs and the ACL APIs from v2
 are flexible; the ACL APIs' pattern types come with v1 (v0 means LITERAL).
@@ -121,4 +122,69 @@ DELETE_ACLS = Api(31, "DeleteAcls", (0, 3), flexible=2, request=(
                 field("permission_type", "int8"))),
 ))
 
-APIS = (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
+# delegation tokens: seglog answers them as a Kafka broker without delegation.token.secret.key (no tokens)
+CREATE_DELEGATION_TOKEN = Api(38, "CreateDelegationToken", (0, 3), flexible=2, request=(
+    field("owner_principal_type", "string", "3+", nullable="3+"),
+    field("owner_principal_name", "string", "3+", nullable="3+"),
+    array("renewers",
+          field("principal_type", "string"),
+          field("principal_name", "string")),
+    field("max_lifetime_ms", "int64"),
+), response=(
+    field("error_code", "int16"),
+    field("principal_type", "string"),
+    field("principal_name", "string"),
+    field("token_requester_principal_type", "string", "3+"),
+    field("token_requester_principal_name", "string", "3+"),
+    field("issue_timestamp_ms", "int64"),
+    field("expiry_timestamp_ms", "int64"),
+    field("max_timestamp_ms", "int64"),
+    field("token_id", "string"),
+    field("hmac", "bytes"),
+    field("throttle_time_ms", "int32"),
+))
+
+RENEW_DELEGATION_TOKEN = Api(39, "RenewDelegationToken", (0, 2), flexible=2, request=(
+    field("hmac", "bytes"),
+    field("renew_period_ms", "int64"),
+), response=(
+    field("error_code", "int16"),
+    field("expiry_timestamp_ms", "int64"),
+    field("throttle_time_ms", "int32"),
+))
+
+EXPIRE_DELEGATION_TOKEN = Api(40, "ExpireDelegationToken", (0, 2), flexible=2, request=(
+    field("hmac", "bytes"),
+    field("expiry_time_period_ms", "int64"),
+), response=(
+    field("error_code", "int16"),
+    field("expiry_timestamp_ms", "int64"),
+    field("throttle_time_ms", "int32"),
+))
+
+DESCRIBE_DELEGATION_TOKEN = Api(41, "DescribeDelegationToken", (0, 3), flexible=2, request=(
+    array("owners",
+          field("principal_type", "string"),
+          field("principal_name", "string"),
+          nullable="0+"),
+), response=(
+    field("error_code", "int16"),
+    array("tokens",
+          field("principal_type", "string"),
+          field("principal_name", "string"),
+          field("token_requester_principal_type", "string", "3+"),
+          field("token_requester_principal_name", "string", "3+"),
+          field("issue_timestamp", "int64"),
+          field("expiry_timestamp", "int64"),
+          field("max_timestamp", "int64"),
+          field("token_id", "string"),
+          field("hmac", "bytes"),
+          array("renewers",
+                field("principal_type", "string"),
+                field("principal_name", "string"))),
+    field("throttle_time_ms", "int32"),
+))
+
+APIS = (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS, CREATE_DELEGATION_TOKEN, RENEW_DELEGATION_TOKEN, EXPIRE_DELEGATION_TOKEN,
+        DESCRIBE_DELEGATION_TOKEN)
