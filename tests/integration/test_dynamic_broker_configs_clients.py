@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cluster_harness import Cluster, raw_produce, seglog_env, wait_until
+from cluster_harness import Cluster, raw_produce, replica_log, seglog_env, wait_until
 
 NOT_ENOUGH_REPLICAS = 19
 
@@ -161,6 +161,20 @@ def test_dynamic_default_reaches_every_broker_of_a_cluster_at_once(cluster):
                    15, "acks=all accepted again once the dynamic default is deleted", details=c.describe)
     finally:
         follower.resume()
+    c.wait_isr(topic, 0, list(c.brokers), timeout=60)
+
+    # a default log.segment.bytes: every replica, the followers too, rolls its segments by it at once
+    assert cli(c.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+               "log.segment.bytes=16384") == "Completed updating default config for brokers in the cluster.\n"
+    wait_until(lambda: all(described(f"127.0.0.1:{b.port}", str(b.id))["log.segment.bytes"].value == "16384"
+                           for b in c.brokers.values()), 15, "every broker applied the default")
+    for i in range(120):
+        assert raw_produce("127.0.0.1", leader.port, topic, 0, [b"%06d" % i + b"x" * 1000])[0] == 0
+    end = replica_log(leader.partition_dir(topic, 0)).end_offset
+    c.wait_converged(topic, 0, min_end=end)
+    for b in c.brokers.values():
+        segments = replica_log(b.partition_dir(topic, 0)).segments
+        assert len(segments) >= 5, f"broker {b.id} kept {segments} with a default log.segment.bytes=16384"
 
 
 def metadata_hosts(bootstrap: str) -> dict[int, tuple[str, int]]:
