@@ -132,7 +132,7 @@ class ConsumerGroups:
                        client_host, interval, done) -> HeartbeatResult:
         """A heartbeat with epoch >= 0 (lock held); ``done`` takes completions of requests it ends."""
         now = self._clock()
-        group = self._consumer_group(group_id, create=member_epoch == 0, done=done)
+        group = self._consumer_group(group_id, create=member_epoch == 0, done=done, joining=member_id)
         changed = False
         if member_epoch == 0:
             member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
@@ -183,12 +183,14 @@ class ConsumerGroups:
                 raise InvalidRegularExpressionError(f"SubscribedTopicRegex {regex!r} is not a valid regular "
                                                     f"expression: {e}") from None
 
-    def _consumer_group(self, group_id: str, create: bool, done: list) -> ConsumerGroup:
+    def _consumer_group(self, group_id: str, create: bool, done: list, joining: str = "") -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
         group, its offsets kept and its metadata tombstoned (Kafka's maybeDeleteEmptyClassicGroup); a classic
         group with members too when ``create`` and the migration policy allows it (group_consumer_classic:
         its members become classic members of the consumer group), else it is GroupIdNotFoundError with
-        Kafka's reason (see _not_upgraded)."""
+        Kafka's reason (see _not_upgraded). A classic group that would leave no room for the member
+        ``joining`` stays as it is (GroupMaxSizeReachedError: Kafka converts it, finds it full and rolls the
+        conversion back)."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
@@ -197,6 +199,9 @@ class ConsumerGroups:
             why = self._not_upgraded(classic) if create else f"Group {group_id} is not a consumer group."
             if why is not None:
                 raise GroupIdNotFoundError(why)
+            if joining not in classic.members and len(classic.members) >= self.config.consumer_max_size:
+                raise GroupMaxSizeReachedError(f"The consumer group has reached its maximum capacity of "
+                                               f"{self.config.consumer_max_size} members.")
             return self._upgrade_classic_group(classic, self._clock(), done)
         if not create:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")

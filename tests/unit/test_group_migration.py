@@ -536,3 +536,17 @@ def test_fenced_and_unknown_instance_ids_of_classic_members(env):
     assert [type(e) for e in errors] == [FencedInstanceIdError, UnknownMemberIdError, UnknownMemberIdError]
     coord.heartbeat("g", r.generation_id, r.member_id, group_instance_id="i1")
     assert coord.leave_group("g", [("", "i1")]) == [None]
+
+
+def test_a_full_classic_group_is_not_converted():
+    """A consumer-protocol member joining a classic group as large as group.consumer.max.size: the heartbeat is
+    GROUP_MAX_SIZE_REACHED and the classic group stays as it was (Kafka rolls the conversion back)."""
+    from seglog.errors import GroupMaxSizeReachedError
+    coord = coordinator(consumer_max_size=1)
+    c = classic_group(coord)
+    with pytest.raises(GroupMaxSizeReachedError):
+        consumer_join(coord)
+    assert group_type(coord) == "classic"
+    coord.heartbeat("g", c.generation_id, c.member_id)
+    assert classic_member_assignment(coord) == {c.member_id: {("t", p) for p in range(10)}}
+    coord.close()
