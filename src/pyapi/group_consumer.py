@@ -132,7 +132,7 @@ class ConsumerGroups:
                        client_host, interval, done) -> HeartbeatResult:
         """A heartbeat with epoch >= 0 (lock held); ``done`` takes completions of requests it ends."""
         now = self._clock()
-        group = self._consumer_group(group_id, create=member_epoch == 0, done=done)
+        group = self._consumer_group(group_id, create=member_epoch == 0, done=done, joining=member_id)
         changed = False
         if member_epoch == 0:
             member, changed = self._consumer_join(group, member_id or _new_member_id(), instance_id, rack_id,
@@ -183,12 +183,14 @@ class ConsumerGroups:
                 raise InvalidRegularExpressionError(f"SubscribedTopicRegex {regex!r} is not a valid regular "
                                                     f"expression: {e}") from None
 
-    def _consumer_group(self, group_id: str, create: bool, done: list) -> ConsumerGroup:
+    def _consumer_group(self, group_id: str, create: bool, done: list, joining: str = "") -> ConsumerGroup:
         """The consumer group (lock held). An empty classic group of that id (offsets only) becomes a consumer
         group, its offsets kept and its metadata tombstoned (Kafka's maybeDeleteEmptyClassicGroup); a classic
         group with members too when ``create`` and the migration policy allows it (group_consumer_classic:
         its members become classic members of the consumer group), else it is GroupIdNotFoundError with
-        Kafka's reason (see _not_upgraded)."""
+        Kafka's reason (see _not_upgraded). A classic group that would leave no room for the member
+        ``joining`` stays as it is (GroupMaxSizeReachedError: Kafka converts it, finds it full and rolls the
+        conversion back)."""
         group = self._consumer_groups.get(group_id)
         if group is not None:
             return group
@@ -197,14 +199,16 @@ class ConsumerGroups:
             why = self._not_upgraded(classic) if create else f"Group {group_id} is not a consumer group."
             if why is not None:
                 raise GroupIdNotFoundError(why)
+            if joining not in classic.members and len(classic.members) >= self.config.consumer_max_size:
+                raise GroupMaxSizeReachedError(f"The consumer group has reached its maximum capacity of "
+                                               f"{self.config.consumer_max_size} members.")
             return self._upgrade_classic_group(classic, self._clock(), done)
         if not create:
             raise UnknownMemberIdError(f"Group {group_id} does not exist: its members must rejoin.")
         if classic is not None:
             del self._groups[group_id]
-            self._writes.queue(lambda: self.store.start_drop_group_metadata(group_id), log_store_failure)
             log.info("group %s: the empty classic group becomes a consumer group", group_id)
-        group = self._consumer_groups[group_id] = ConsumerGroup(group_id)
+        group = self._consumer_groups[group_id] = ConsumerGroup(group_id, drop_classic=classic is not None)
         now = self._clock()
         self._consumer_holds = [(ours, until) for ours, until in self._consumer_holds if until > now]
         group.hold_until = max((until for ours, until in self._consumer_holds if ours(group_id)), default=None)
@@ -236,21 +240,24 @@ class ConsumerGroups:
 
     def _consumer_join(self, group, member_id, instance_id, rack_id, rebalance_ms, client_id, client_host
                        ) -> tuple[ConsumerMember, bool]:
-        """A member joining with epoch 0: a new member, a static member replacing its instance id's departed
-        one (taking over its epoch and partitions), or a known member rejoining after it was fenced (it gave
+        """A member joining with epoch 0: a new member, a static member replacing its instance id's holder
+        (taking over its epoch and partitions; as Kafka, UnreleasedInstanceIdError unless that holder left
+        with epoch -2 or uses the classic protocol), or a known member rejoining after it was fenced (it gave
         its partitions up: they are released). Returns (member, whether the group epoch must move)."""
         old = group.members.get(member_id)
         if instance_id is not None:
             holder = group.static_members.get(instance_id)
             if holder is not None and holder != member_id:
                 prior = group.members[holder]
-                if prior.member_epoch != STATIC_LEAVE_EPOCH:
-                    raise UnreleasedInstanceIdError(f"Static member {holder} with instance id {instance_id} "
-                                                    f"cannot be replaced because it has not left the group yet.")
+                if prior.classic is None and prior.member_epoch != STATIC_LEAVE_EPOCH:
+                    raise UnreleasedInstanceIdError(f"Static member {member_id} with instance id {instance_id} "
+                                                    f"cannot join the group because the instance id is owned by "
+                                                    f"{holder} member.")
                 del group.members[holder]
+                epoch = prior.previous_epoch if prior.member_epoch == STATIC_LEAVE_EPOCH else prior.member_epoch
                 member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host, rebalance_ms,
                                         prior.subscribed_names, prior.subscribed_regex, prior.server_assignor,
-                                        prior.previous_epoch, -1, MemberState.STABLE, prior.assigned, prior.revoking)
+                                        epoch, -1, MemberState.STABLE, prior.assigned, prior.revoking)
                 member.state = prior.state if prior.revoking else MemberState.STABLE
                 group.members[member_id] = member
                 group.static_members[instance_id] = member_id
@@ -272,11 +279,19 @@ class ConsumerGroups:
         return member, True
 
     def _current_consumer(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
+        """The member a heartbeat names (lock held), in Kafka's order: with an instance id, UnknownMemberIdError
+        when no member holds it and FencedInstanceIdError when another member does; then UnknownMemberIdError
+        for an unknown member id."""
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            if holder is None:
+                raise UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
+            if holder != member_id:
+                raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was fenced "
+                                            f"by member {holder}.")
         member = group.members.get(member_id)
         if member is None:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
-        if instance_id is not None and group.static_members.get(instance_id) != member_id:
-            raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was fenced.")
         return member
 
     @staticmethod
@@ -488,27 +503,32 @@ class ConsumerGroups:
 
     # --- the group's records in the store ----------------------------------------------------------------------
 
-    def _consumer_changes(self, group: ConsumerGroup, dropped: bool = False):
+    def _consumer_changes(self, group: ConsumerGroup, dropped: bool = False, classic=None):
         """The store write of what changed in the group since its records were last written (lock held):
         changed records, tombstones for members gone (for every record when ``dropped``); None when nothing
-        changed. The group's ``stored`` records are updated at once (writes start in the order queued); a write
-        that fails marks every record it had as unwritten, so the next change writes them all again."""
+        changed. A conversion is written in the same batch: the tombstone of the classic group it was
+        (``group.drop_classic``), or ``classic``, the GroupMetadata of the classic group it became (with
+        ``dropped``). The group's ``stored`` records are updated at once (writes start in the order queued); a
+        write that fails marks every record it had as unwritten (and the classic tombstone as due), so the next
+        change writes them all again."""
         if not dropped and self._consumer_groups.get(group.group_id) is not group:
             return None                                 # no longer this id's consumer group: nothing to write
         records = {} if dropped else group_records(group, self._topic_ids())
         todo = changes(group.stored, records)
-        if not todo:
+        drop_classic = group.drop_classic and not dropped
+        if not todo and not drop_classic and classic is None:
             return None
-        group.stored = records
+        group.stored, group.drop_classic = records, False
         gid = group.group_id
 
         def unwritten() -> None:
             with self._lock:
                 group.stored = dict.fromkeys(set(group.stored) | {k for k, _ in todo}, b"")
+                group.drop_classic |= drop_classic
 
         def start():
             try:
-                wait = self.store.start_consumer_records(gid, todo)
+                wait = self.store.start_consumer_records(gid, todo, drop_classic=drop_classic, classic=classic)
             except BaseException:
                 unwritten()
                 raise

@@ -23,8 +23,13 @@ When the last member using the consumer protocol leaves (LeaveGroup, an ended se
 time) and classic members remain, the group becomes a classic group again (policy downgrade or bidirectional,
 at most group.max.size members; Kafka's convertToClassicGroup): Stable at the group epoch, each member's target
 assignment as its assignment, and a rebalance prepared at once so that the members rejoin it. A classic static
-member taking the instance id of the last consumer-protocol member (which left for a while, epoch -2) converts
-it too, without a rebalance.
+member taking the instance id of the last consumer-protocol member converts it too, without a rebalance.
+
+Static members (Kafka's getOrMaybeSubscribeStaticConsumerGroupMember): a classic JoinGroup without a member id
+takes its instance id over from whichever member holds it, live or gone for a while (epoch -2), classic or not
+(UNRELEASED_INSTANCE_ID is only for a consumer-protocol member taking a live consumer-protocol member's); with a
+member id, an instance id nobody holds is UNKNOWN_MEMBER_ID and one another member holds FENCED_INSTANCE_ID, as
+for SyncGroup, Heartbeat and LeaveGroup.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from .errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupI
 from .group_consumer import _new_member_id
 from .group_consumer_state import (STATIC_LEAVE_EPOCH, ClassicProtocols, ConsumerGroup, ConsumerMember, MemberState,
                                    held_elsewhere, minus, reconcile)
-from .group_state import Group, Member, fail as _fail, log_store_failure, ok as _ok
+from .group_state import Group, Member, fail as _fail, log_store_failure, ok as _ok, wall_ms
 from .group_timers import TimerKind
 from .group_types import GroupState, JoinResult, SyncResult
 from .offsets_format import TopicPartition
@@ -67,9 +72,18 @@ class ClassicMembers:
         return group if group is not None and group.members else None
 
     def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
+        """The classic member a SyncGroup, Heartbeat or LeaveGroup names (lock held), in Kafka's order of checks:
+        an instance id no member holds is UnknownMemberIdError, one another member holds FencedInstanceIdError;
+        a member id unknown, or of a member using the consumer protocol, UnknownMemberIdError."""
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            if holder is None:
+                raise UnknownMemberIdError(f"Member with instance id {instance_id} is not a member of group "
+                                           f"{group.group_id}.")
+            if holder != member_id:
+                raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was fenced "
+                                            f"by member {holder}.")
         member = group.members.get(member_id)
-        if instance_id is not None and group.static_members.get(instance_id) not in (None, member_id):
-            raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was fenced.")
         if member is None or member.classic is None:
             raise UnknownMemberIdError(f"Member {member_id} is not a classic member of group {group.group_id}.")
         return member
@@ -99,6 +113,8 @@ class ClassicMembers:
         replaced_consumer = False                   # it took the place of a member using the consumer protocol
         if instance_id is not None:
             holder = group.static_members.get(instance_id)
+            if not unknown and holder is None:      # a JoinGroup with a member id names a known instance id
+                raise UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
             if holder is not None and holder != member_id:
                 if not unknown:                     # only a JoinGroup without a member id takes an instance id
                     raise FencedInstanceIdError(f"Static member {member_id} with instance id {instance_id} was "
@@ -201,7 +217,9 @@ class ClassicMembers:
     def _upgrade_classic_group(self, classic, now: float, done) -> ConsumerGroup:
         """Kafka's convertToConsumerGroup (lock held): the classic group with members becomes a consumer group at
         its generation, each member a classic member keeping its last assignment; waiting JoinGroup and SyncGroup
-        requests get REBALANCE_IN_PROGRESS (through ``done``); the classic group's metadata is tombstoned.
+        requests get REBALANCE_IN_PROGRESS (through ``done``); the classic group's metadata is tombstoned in the
+        batch of the consumer group's first records (Kafka's one atomic append: a crash or a failed write
+        leaves the classic group with its members, never an empty group).
         GroupIdNotFoundError (Kafka's refusal) when a member's subscription or assignment does not decode."""
         gid = classic.group_id
         group = ConsumerGroup(gid, classic.generation, classic.generation)
@@ -233,7 +251,7 @@ class ClassicMembers:
         classic.state = GroupState.DEAD
         del self._groups[gid]
         self._consumer_groups[gid] = group
-        self._writes.queue(lambda: self.store.start_drop_group_metadata(gid), log_store_failure)
+        group.drop_classic = True                   # with the group's first records, in one batch
         for member in group.members.values():
             self._arm_consumer_session(group, member, now)
         log.info("group %s: the classic group with %d members becomes a consumer group", gid, len(group.members))
@@ -245,9 +263,9 @@ class ClassicMembers:
         and member id of a classic static member that took the last consumer-protocol member's instance id, as
         Kafka's validateOnlineDowngradeWithReplacedMemberId): no rebalance, the group stays Stable with its
         assignments, and the JoinGroup is answered once the classic generation is stored, for that generation
-        with the leader as it is and no members (it syncs as a follower and gets its assignment). The classic
-        generation is stored before the consumer group's records are tombstoned (a loaded classic generation
-        with members wins over them, group.GroupCoordinator._load)."""
+        with the leader as it is and no members (it syncs as a follower and gets its assignment). The consumer
+        group's tombstones and the classic generation go in one batch, as Kafka's atomic append: stored whole or
+        not at all."""
         members = list(group.members.values())
         if (not members or any(m.classic is None for m in members)
                 or self.config.consumer_migration_policy not in ("downgrade", "bidirectional")
@@ -288,8 +306,8 @@ class ClassicMembers:
                 err = CoordinatorNotAvailableError(f"storing group {gid!r} failed: {exc}")
                 err.__cause__ = exc
                 return [(fut, err, True)]
-        self._persist_group(classic, assignments, on_stored)
-        self._queue_consumer_changes(group, dropped=True)
+        stored = classic.metadata(assignments, wall_ms())
+        self._writes.queue(self._consumer_changes(group, dropped=True, classic=stored), on_stored or log_store_failure)
         for member in classic.members.values():
             self._arm_session(classic, member, now)
         log.info("group %s: the consumer group with %d classic members becomes a classic group", gid, len(members))

@@ -116,6 +116,7 @@ class ConsumerGroup:
     assignor: str = ""
     hold_until: float | None = None              # the target stays empty until then (a coordinator takeover)
     stored: dict[bytes, bytes] = field(default_factory=dict)     # its records as last written to the store
+    drop_classic: bool = False                   # its next write tombstones the classic group it was (same batch)
     protocol_type = "consumer"
 
     @property

@@ -5,7 +5,7 @@ LogOffsetStore, the group coordinator's offsets and group metadata kept in the c
 A group's records all go to partition ``abs(javaHashCode(group)) % offsets.topic.num.partitions``, as Kafka
 places them. The latest value per key wins; a null value (tombstone) deletes the key. The in-memory view is
 rebuilt by replaying every partition when the store opens. Writes append one batch per call (all the
-offsets of a commit land together or not at all). Thread-safe: one lock guards the cache and the appends.
+offsets of a commit, all the records of a group conversion, land together or not at all). Thread-safe: one lock guards the cache and the appends.
 
 Transactional offset commits (TxnOffsetCommit, KIP-98) are written as a transactional batch of the producer
 and kept pending: invisible to fetches until a COMMIT marker of that producer lands in the group's partition
@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Mapping
 
 from . import _engine
 from . import offsets_format as fmt
-from .errors import UnknownTopicOrPartitionError
+from .errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from .offsets_format import OFFSETS_TOPIC, GroupMetadata, OffsetAndMetadata, TopicPartition
 
 
@@ -110,11 +110,6 @@ class OffsetStore(ABC):
         self.delete_offsets(group, partitions)
         return _no_wait
 
-    def start_drop_group_metadata(self, group: str) -> Callable[[], None]:
-        """Start forgetting the group's metadata (a tombstone for its key), its offsets kept: a classic group
-        that became a consumer group (see :meth:`start_commit`). This default is a store that keeps none."""
-        return _no_wait
-
     # KIP-848 consumer groups (group_consumer_records): their records are kept as written, key -> value.
 
     def consumer_records(self, group: str) -> dict[bytes, bytes]:
@@ -122,10 +117,18 @@ class OffsetStore(ABC):
         is a store that does not keep consumer groups: they then live in the coordinator's memory only."""
         return {}
 
-    def start_consumer_records(self, group: str, records: list[tuple[bytes, bytes | None]]) -> Callable[[], None]:
+    def start_consumer_records(self, group: str, records: list[tuple[bytes, bytes | None]], *,
+                               drop_classic: bool = False, classic: GroupMetadata | None = None
+                               ) -> Callable[[], None]:
         """Start writing consumer group records of ``group`` (None values: tombstones), as one batch (see
-        :meth:`start_commit`)."""
-        return _no_wait
+        :meth:`start_commit`). A conversion goes in that batch too, so that it is stored whole or not at all
+        (Kafka's atomic append): ``drop_classic`` (a classic group became this consumer group) first a
+        tombstone of the classic group's metadata, its offsets kept; ``classic`` (the consumer group became
+        this classic group) last that metadata. This default keeps no consumer group records: only the
+        classic metadata is written."""
+        if drop_classic and classic is not None:
+            raise InvalidArgumentError("a conversion either drops or stores the classic group's metadata")
+        return self.start_store_group(group, classic) if classic is not None else _no_wait
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         """Whether the topic partition exists (OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for one that
@@ -180,14 +183,15 @@ class InMemoryOffsetStore(OffsetStore):
         with self._lock:
             return dict(self._consumer.get(group, {}))
 
-    def start_consumer_records(self, group, records):
+    def start_consumer_records(self, group, records, *, drop_classic=False, classic=None):
+        if drop_classic and classic is not None:
+            raise InvalidArgumentError("a conversion either drops or stores the classic group's metadata")
         with self._lock:
+            if drop_classic:
+                self._groups.pop(group, None)
             self._put_consumer(group, records)
-        return _no_wait
-
-    def start_drop_group_metadata(self, group):
-        with self._lock:
-            self._groups.pop(group, None)
+            if classic is not None:
+                self._groups[group] = classic
         return _no_wait
 
     def _drop_offset(self, group: str, tp: TopicPartition) -> None:
@@ -413,21 +417,20 @@ class LogOffsetStore(InMemoryOffsetStore):
 
     def _start(self, group: str, records: list[tuple[bytes, bytes | None]],
                producer: tuple[int, int] | None = None) -> Callable[[], None]:
-        """Append records (lock held): one batch, transactional for a ``producer`` (id, epoch); the waiter for
-        their acks, which then applies them in order."""
+        """Append records (lock held) as one batch (a crash keeps all of them or none), transactional for a
+        ``producer`` (id, epoch); the waiter for their acks, which then applies them in order."""
         p = partition_for_group(group, self._partitions)
         part = self._node.partition(OFFSETS_TOPIC, p)
         if producer is None:
-            _, last = part.log.append_batch([v for _, v in records], keys=[k for k, _ in records])
+            w = _engine.BatchWriter(batch_bytes=1 << 62, max_record_bytes=1 << 62)
         else:
             w = _engine.BatchWriter(producer_id=producer[0], producer_epoch=producer[1], transactional=True,
                                     next_sequence=_next_sequence(part.log, *producer), batch_bytes=1 << 62,
                                     max_record_bytes=1 << 62)
-            for key, value in records:
-                w.add(value, key, None, None)
-            w.finish()
-            base = part.log.append_raw(w.take())
-            last = base + len(records) - 1
+        for key, value in records:
+            w.add(value, key, None, None)
+        w.finish()
+        last = part.log.append_raw(w.take()) + len(records) - 1
         producer_id = -1 if producer is None else producer[0]
         wait_replicated = self._node.replication_waiter
         if wait_replicated is None:                     # standalone: nothing to wait for
@@ -493,11 +496,16 @@ class LogOffsetStore(InMemoryOffsetStore):
     def store_group(self, group, metadata: GroupMetadata) -> None:
         self.start_store_group(group, metadata)()
 
-    def start_consumer_records(self, group, records) -> Callable[[], None]:
-        if not records:
+    def start_consumer_records(self, group, records, *, drop_classic=False, classic=None) -> Callable[[], None]:
+        if drop_classic and classic is not None:
+            raise InvalidArgumentError("a conversion either drops or stores the classic group's metadata")
+        key = fmt.encode_group_key(group)
+        batch = ([(key, None)] if drop_classic else []) + list(records) + (
+            [] if classic is None else [(key, fmt.encode_group_value(classic))])
+        if not batch:
             return _no_wait
         with self._lock:
-            return self._start(group, list(records))
+            return self._start(group, batch)
 
     def start_delete_group(self, group) -> Callable[[], None]:
         with self._lock:
@@ -511,12 +519,6 @@ class LogOffsetStore(InMemoryOffsetStore):
 
     def delete_group(self, group) -> None:
         self.start_delete_group(group)()
-
-    def start_drop_group_metadata(self, group) -> Callable[[], None]:
-        with self._lock:
-            if group not in self._groups:
-                return _no_wait
-            return self._start(group, [(fmt.encode_group_key(group), None)])
 
     def start_delete_offsets(self, group, partitions) -> Callable[[], None]:
         with self._lock:

@@ -14,6 +14,7 @@ check every 2 s) so the module runs in a few minutes. Broker logs (stdout + stde
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -234,6 +236,74 @@ def test_leader_killed_and_restarted_at_once_fails_over_in_seconds_not_a_session
     assert not cp.failed and not kp.failed, f"sends failed: {(cp.failed + kp.failed)[:5]}"
     converge_and_consume(c, topic, [0], producers)
     print(f"kill -9 + restart after 0.5 s, to 50 more acknowledgements of each producer: {took} s")
+
+
+def first_metadata(address, topics, timeout: float) -> dict:
+    """The broker's first Metadata v12 answer (librdkafka's version), asked as soon as its port takes a
+    connection: a broker binds its port before it serves, so the request waits in the socket until then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with RawConnection(address, timeout=timeout) as conn:
+                return conn.request(ApiKey.METADATA, 12, {"topics": [{"name": t, "topic_id": uuid.UUID(int=0)}
+                                                                     for t in topics],
+                                                          "allow_auto_topic_creation": True,
+                                                          "include_topic_authorized_operations": False})
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def test_a_broker_restarted_at_once_never_answers_a_topic_without_its_partitions(make_cluster):
+    """Issue 12: a broker restarted 0.5 s after kill -9, its topics' logs recovering, served before it had
+    loaded every topic and answered UNKNOWN_TOPIC_OR_PARTITION for some: librdkafka took them for deleted
+    (partition count 3 -> 0), its idempotent producer reset its sequences, got OUT_OF_ORDER_SEQUENCE_NUMBER,
+    bumped its epoch and re-sent stored batches. The restarted broker's first Metadata answer has every topic
+    with all its partitions; an idempotent acks=all librdkafka producer (no debug) never loses a partition from
+    its metadata (stats: "unknown") and never bumps its epoch; nothing fails, is lost or duplicated."""
+    c = make_cluster()
+    topic = "restarts"
+    others = [f"load-{i}" for i in range(12)]          # more topics to load, in whatever order ZooKeeper lists
+    c.create_topic(topic, partitions=3, rf=3, configs={"min.insync.replicas": 2})
+    for name in others:
+        c.create_topic(name, partitions=3, rf=3)
+    seen: dict[str, object] = {"unknown": set(), "epochs": set(), "errors": []}
+
+    def stats(text: str) -> None:
+        st = json.loads(text)
+        eos = st.get("eos") or {}
+        if eos.get("producer_id", -1) >= 0:
+            seen["epochs"].add((eos["producer_id"], eos["producer_epoch"]))
+        for key, part in st.get("topics", {}).get(topic, {}).get("partitions", {}).items():
+            if key != "-1" and part.get("unknown"):
+                seen["unknown"].add(int(key))
+
+    cp = ConfluentBackgroundProducer(c.bootstrap, topic, [0, 1, 2], tag=b"c", rate=300, max_pending=400,
+                                     **{"message.timeout.ms": 60000, "statistics.interval.ms": 100,
+                                        "stats_cb": stats, "error_cb": lambda e: seen["errors"].append(str(e))}).start()
+    answers = []
+    try:
+        cp.wait_acked(100, 60, details=c.describe)
+        for _ in range(2):
+            victim = c.wait_leader(topic, 0)["leader"]
+            c.wait_full_isr(topic, [0, 1, 2], timeout=60)
+            c.brokers[victim].kill()
+            time.sleep(0.5)
+            # a session timeout loading 13 topics can outlast on a loaded machine (the old bound on that wait)
+            c.brokers[victim].args += ["--override", "zookeeper.session.timeout.ms=2000"]
+            c.brokers[victim].spawn()
+            answer = first_metadata((HOST, c.brokers[victim].port), [topic, *others], 60)
+            answers.append({t["name"]: (t["error_code"], len(t["partitions"])) for t in answer["topics"]})
+            c.brokers[victim].wait_started()
+            cp.wait_acked(100, 60, details=c.describe)
+    finally:
+        cp.stop()
+    assert all(a == {t: (0, 3) for t in [topic, *others]} for a in answers), answers
+    assert not seen["unknown"], f"partitions of {topic} dropped from the producer's metadata: {seen}"
+    assert len(seen["epochs"]) == 1, f"the idempotent producer bumped its epoch: {seen}"
+    assert not cp.failed, f"sends failed: {cp.failed[:5]}"
+    converge_and_consume(c, topic, [0, 1, 2], [cp])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs for a broker's data dir needs root")

@@ -11,6 +11,7 @@ subprocesses, brokers 0, 1, 2), driven by `seglog reassign-partitions` and by ka
 - the controller stops in the middle of a move: the next one completes it, and the removed broker deletes its
   copy when it starts again;
 - --generate proposes a placement over the brokers listed; bad JSON files are refused with Kafka's messages;
+- a replica added after DeleteRecords left the leader's log start offset inside a batch catches up;
 - brokers with two log dirs: "log_dirs" in the plan puts each replica in the directory named (the new one as
   it is created, the kept one moved there), --replica-alter-log-dirs-throttle limits the copy, --verify waits for
   the moves and removes the throttles.
@@ -25,8 +26,8 @@ from pathlib import Path
 import pytest
 from test_cli import fails, ok
 
-from cluster_harness import (OFFSETS_TOPIC, BackgroundProducer, Cluster, close_producers, consume_all, raw_produce,
-                             replica_log, wait_until)
+from cluster_harness import (HOST, OFFSETS_TOPIC, BackgroundProducer, Cluster, close_producers, consume_all,
+                             raw_produce, replica_log, wait_until)
 
 pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
@@ -105,6 +106,28 @@ def test_a_partition_moves_with_its_data_while_a_producer_writes(cluster, tmp_pa
                details=lambda: f"{local_copies(c, 0, 'moved')}\n{c.describe()}")
     assert ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--list") == \
         "No partition reassignments found.\n"
+
+
+def test_a_new_replica_catches_up_from_a_log_start_offset_inside_a_batch(cluster, tmp_path):
+    """DeleteRecords leaves the leader's log start offset inside a batch (offset 5 of the batch 0-9); a replica
+    added afterwards is answered OFFSET_OUT_OF_RANGE from 0, restarts empty at 5, is sent the whole batch, and
+    must take it (as Kafka's Partition: its log restarts at the batch) to join the ISR."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient
+
+    c = cluster
+    create(c, "midbatch", [0])
+    assert raw_produce(HOST, c.brokers[0].port, "midbatch", 0, [b"r%d" % i for i in range(10)], acks=1) == (0, 0)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    [(_, fut)] = admin.delete_records([ck.TopicPartition("midbatch", 0, 5)]).items()
+    assert fut.result(30).low_watermark == 5
+    plan = plan_file(tmp_path / "plan.json", "midbatch", [0, 1])
+    ok("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute", "--reassignment-json-file", plan)
+    c.wait_isr("midbatch", 0, [0, 1], timeout=60)
+    logs = c.wait_converged("midbatch", 0, min_end=10)
+    assert logs.end_offset == 10
+    records = consume_all(c.bootstrap, "midbatch", [0])[0]
+    assert [v for _, _, v in records] == [b"r%d" % i for i in range(5, 10)]
 
 
 def test_a_stuck_reassignment_is_listed_and_cancelled(cluster, tmp_path):

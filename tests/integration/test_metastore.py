@@ -690,6 +690,35 @@ def test_a_write_right_after_a_pause_past_the_session_timeout_lands_on_the_new_s
         child.wait()
 
 
+def test_a_connection_cut_right_after_connecting_does_not_fail_the_start(zookeeper_server, monkeypatch):
+    """The connection cut just after it was established (a ZooKeeper ping lost on a loaded machine): the
+    first request sent fails with ConnectionLoss. As Kafka's ZooKeeperClient, the store repeats it once
+    connected again instead of failing its constructor (a restarting broker exited with status 1)."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss
+
+    from seglog.cluster.zk import ZooKeeperMetadataStore
+
+    real = KazooClient._call
+    cut = []
+
+    def call(client, request, async_object):
+        if not cut and client.chroot:                 # the store's own session, not its chroot creator's
+            cut.append(type(request).__name__)
+            async_object.set_exception(ConnectionLoss())
+            return False
+        return real(client, request, async_object)
+
+    monkeypatch.setattr(KazooClient, "_call", call)
+    connect = f"{zookeeper_server.connect_string}/cut-{uuid.uuid4().hex[:12]}"
+    store = ZooKeeperMetadataStore(connect, session_timeout=6.0)
+    try:
+        assert cut, "no request was cut"
+        assert store.get_or_create_cluster_id("c1") == "c1"
+    finally:
+        store.close()
+
+
 # -- client quotas (Kafka's /config/users and /config/clients) ------------------------------------------------------
 
 def test_client_quotas_are_stored_per_entity_and_watched(namespace):

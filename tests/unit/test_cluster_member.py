@@ -175,3 +175,38 @@ def test_dynamic_broker_configs_apply_on_every_member_and_before_registering(tmp
     b = members(cluster, tmp_path / "b", 1)
     assert b.node.config.log_config().retention_ms == 2000            # its own entity over the default
     store.close()
+
+
+def test_a_restarted_broker_serves_only_once_every_topic_is_loaded(tmp_path, members, monkeypatch):
+    """A broker whose topics load slowly (their logs recovered after kill -9 on a loaded machine, longer than
+    the session timeout) does not start serving without them: its Metadata answer for a topic still loading
+    was UNKNOWN_TOPIC_OR_PARTITION, and librdkafka took the topic for deleted (partition count 3 -> 0, its
+    idempotent producer reset the sequences and bumped its epoch, storing re-sent batches twice)."""
+    import asyncio
+    import threading
+
+    from seglog.broker.handlers import Handlers
+
+    cluster = MemoryCluster()
+    first = members(cluster, tmp_path / "a", 0, **{"num.partitions": 3, "default.replication.factor": 1})
+    for name in ("t1", "t2", "t3"):
+        first.view.create_topic(name, 3, {}, 1, assignment={p: [0] for p in range(3)})
+    real = Node.apply_topic
+    slow = threading.Event()
+
+    def slow_apply(node, topic, *args, **kwargs):
+        if topic == "t2" and not slow.is_set():
+            slow.wait(1.5)                          # several session timeouts of the member below
+        return real(node, topic, *args, **kwargs)
+
+    monkeypatch.setattr(Node, "apply_topic", slow_apply)
+    second = members(cluster, tmp_path / "b", 1, **{"zookeeper.session.timeout.ms": 200})
+    broker = SimpleNamespace(view=second.view, node=second.node, config=second.config,
+                             allowed=lambda *a: True)
+    header = SimpleNamespace(api_version=12)
+    answer = asyncio.run(Handlers.handle_metadata(
+        SimpleNamespace(broker=broker, node=second.node, config=second.config), header,
+        {"topics": [{"name": n, "topic_id": None} for n in ("t1", "t2", "t3")],
+         "allow_auto_topic_creation": False}))
+    assert [(t["name"], t["error_code"], len(t["partitions"])) for t in answer["topics"]] == \
+        [("t1", 0, 3), ("t2", 0, 3), ("t3", 0, 3)]

@@ -223,10 +223,14 @@ def test_static_members(env):
     # it takes over the epoch and partitions, and must give up the half that now goes to m2
     assert back.member_epoch == s1.member_epoch and len(parts(back.assignment)) == 3
     assert parts(back.assignment) < parts(first)
-    with pytest.raises(UnknownMemberIdError):
+    with pytest.raises(FencedInstanceIdError):                # Kafka checks the instance id first
         coord.consumer_group_heartbeat("g", "s1", s1.member_epoch, instance_id="i1")
     with pytest.raises(FencedInstanceIdError):
         coord.consumer_group_heartbeat("g", "m2", other.member_epoch, instance_id="i1")
+    with pytest.raises(UnknownMemberIdError):                 # an instance id nobody holds
+        coord.consumer_group_heartbeat("g", "m2", other.member_epoch, instance_id="i9")
+    with pytest.raises(UnknownMemberIdError):
+        coord.consumer_group_heartbeat("g", "s1", s1.member_epoch)
 
 
 def test_request_checks(env):

@@ -200,9 +200,9 @@ class RecordingStore:
                 super().__init__()
                 self.batches = []
 
-            def start_consumer_records(self, group, records):
+            def start_consumer_records(self, group, records, **conversion):
                 self.batches.append(list(records))
-                return super().start_consumer_records(group, records)
+                return super().start_consumer_records(group, records, **conversion)
         return Store()
 
 
@@ -351,10 +351,10 @@ def test_a_failed_write_is_written_again_with_the_next_change():
     class FlakyStore(InMemoryOffsetStore):
         fail = False
 
-        def start_consumer_records(self, group, records):
+        def start_consumer_records(self, group, records, **conversion):
             if self.fail:
                 raise NotEnoughReplicasError("disk gone")
-            return super().start_consumer_records(group, records)
+            return super().start_consumer_records(group, records, **conversion)
 
     store = FlakyStore()
     coord = coordinator(store, Clock())

@@ -295,3 +295,258 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_w
     assert group_type(coord) == "classic"
     assert coord.describe_groups(["g"])[0].state.value == "Stable" and not s.members
     assert classic_sync(coord, s) == kept                                  # its predecessor's partitions
+
+
+# --- conversions are stored as one batch ---------------------------------------------------------------------
+
+def offsets_batches(node):
+    """The record keys and values of __consumer_offsets partition 0, batch by batch."""
+    from seglog import _engine
+    log = node.partition("__consumer_offsets", 0).log
+    view = log.read(log.start_offset, 1 << 24)
+    records = list(_engine.decode_records(view, log.start_offset))
+    return [[(r.key, r.value) for r in records if b.base_offset <= r.offset <= b.last_offset]
+            for b in _engine.batches(view, False)]
+
+
+def record_type(key):
+    return int.from_bytes(key[:2], "big")
+
+
+def classic_member_assignment(coord):
+    """member id -> its partitions, of the classic group 'g' as loaded."""
+    [d] = coord.describe_groups(["g"])
+    return {m.member_id: {(tp.topic, tp.partition) for tp in Assignment.decode(m.assignment).partitions}
+            for m in d.members}
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    return tmp_path / "data"
+
+
+def open_node(data_dir):
+    from seglog.node import Node
+    return Node(data_dir, {"offsets.topic.num.partitions": "1"})
+
+
+def reload(data_dir):
+    """A coordinator started on the node's __consumer_offsets as a restarted one would be."""
+    from seglog.offsets_store import LogOffsetStore
+    node = open_node(data_dir)
+    return node, coordinator(LogOffsetStore(node), Clock())
+
+
+def test_the_upgrade_is_one_batch_the_classic_tombstone_first(data_dir):
+    """As Kafka's atomic append: the classic group's tombstone (key type 2), then the consumer group's
+    records (3-8), in one batch."""
+    from seglog.offsets_store import LogOffsetStore
+    with open_node(data_dir) as node:
+        coord = coordinator(LogOffsetStore(node), Clock())
+        classic_group(coord)
+        before = len(offsets_batches(node))
+        consumer_join(coord)
+        [batch] = offsets_batches(node)[before:]
+        assert batch[0] == (batch[0][0], None) and record_type(batch[0][0]) == 2
+        assert {record_type(k) for k, _ in batch[1:]} == {3, 4, 5, 6, 7, 8}
+        coord.close()
+
+
+def test_the_downgrade_is_one_batch_the_classic_generation_last(data_dir):
+    from seglog.offsets_store import LogOffsetStore
+    with open_node(data_dir) as node:
+        coord = coordinator(LogOffsetStore(node), Clock())
+        c = classic_group(coord)
+        consumer_join(coord)
+        classic_sync(coord, classic_join(coord, c.member_id))
+        before = len(offsets_batches(node))
+        coord.consumer_group_heartbeat("g", "m", -1)
+        assert group_type(coord) == "classic"
+        [batch] = offsets_batches(node)[before:]
+        assert all(v is None and 3 <= record_type(k) <= 8 for k, v in batch[:-1])
+        assert record_type(batch[-1][0]) == 2 and batch[-1][1] is not None
+        coord.close()
+
+
+def test_an_upgrade_whose_append_fails_reloads_as_the_classic_group_with_its_members(data_dir):
+    """The conversion's one append fails: a coordinator reloading __consumer_offsets finds the classic group
+    with its member and its assignment, not an empty group."""
+    from seglog.errors import SeglogError
+    from seglog.faults import FaultPlan
+    from seglog.offsets_store import LogOffsetStore
+    node = open_node(data_dir)
+    coord = coordinator(LogOffsetStore(node), Clock())
+    c = classic_group(coord)
+    plan = FaultPlan().fail("pwrite", path="*__consumer_offsets-0/*.log", times=None)
+    plan.fail("write", path="*__consumer_offsets-0/*.log", times=None)
+    with plan, pytest.raises(SeglogError):
+        consumer_join(coord)
+    assert plan.fired
+    coord.close()
+    node.close()
+    node, coord = reload(data_dir)
+    try:
+        assert group_type(coord) == "classic"
+        assert classic_member_assignment(coord) == {c.member_id: {("t", p) for p in range(10)}}
+    finally:
+        coord.close()
+        node.close()
+
+
+@pytest.mark.parametrize("cut", [1, "half", "all"])
+def test_an_upgrade_cut_by_a_crash_reloads_whole_or_not_at_all(data_dir, cut):
+    """A crash (no clean shutdown) leaves the conversion's batch torn, cut ``cut`` bytes short: the
+    reloaded coordinator has the classic group with its member and assignment."""
+    import os
+    from seglog.offsets_store import LogOffsetStore
+    node = open_node(data_dir)
+    coord = coordinator(LogOffsetStore(node), Clock())
+    c = classic_group(coord)
+    [seg] = [f for f in os.scandir(data_dir / "__consumer_offsets-0") if f.name.endswith(".log")]
+    size = os.path.getsize(seg.path)
+    consumer_join(coord)
+    grown = os.path.getsize(seg.path) - size
+    coord.close()
+    node.close()
+    (data_dir / "__consumer_offsets-0" / ".clean-shutdown").unlink(missing_ok=True)
+    os.truncate(seg.path, size + grown - {1: 1, "half": grown // 2, "all": grown - 1}[cut])
+    node, coord = reload(data_dir)
+    try:
+        assert group_type(coord) == "classic"
+        assert classic_member_assignment(coord) == {c.member_id: {("t", p) for p in range(10)}}
+    finally:
+        coord.close()
+        node.close()
+
+
+def test_a_downgrade_whose_append_fails_reloads_as_the_consumer_group(data_dir):
+    from seglog.faults import FaultPlan
+    from seglog.offsets_store import LogOffsetStore
+    node = open_node(data_dir)
+    coord = coordinator(LogOffsetStore(node), Clock())
+    c = classic_group(coord)
+    consumer_join(coord)
+    held = classic_sync(coord, classic_join(coord, c.member_id))
+    plan = FaultPlan().fail("pwrite", path="*__consumer_offsets-0/*.log", times=None)
+    plan.fail("write", path="*__consumer_offsets-0/*.log", times=None)
+    with plan:
+        coord.consumer_group_heartbeat("g", "m", -1)
+    assert plan.fired
+    coord.close()
+    node.close()
+    node, coord = reload(data_dir)
+    try:
+        assert group_type(coord) == "consumer"
+        [d] = coord.describe_consumer_groups(["g"])
+        members = {x.member_id: x for x in d.members}
+        assert set(members) == {c.member_id, "m"} and parts(members[c.member_id].assignment) == held
+    finally:
+        coord.close()
+        node.close()
+
+
+# --- static members across the two protocols (Kafka's getOrMaybeSubscribeStaticConsumerGroupMember) ---------
+
+def static_consumer(coord, mid, instance):
+    r = coord.consumer_group_heartbeat("g", mid, 0, instance_id=instance, rebalance_timeout_ms=30_000,
+                                       subscribed_topic_names=["t"])
+    return beat(coord, r, ())
+
+
+def test_a_classic_static_member_takes_the_instance_id_of_a_live_consumer_member(env):
+    """As Kafka: a classic JoinGroup without a member id replaces the holder of its instance id whatever protocol
+    the holder uses and whether or not it left (UNRELEASED_INSTANCE_ID is only for two consumer-protocol
+    members); the new member has the old one's partitions, the old one is fenced."""
+    coord, _ = env
+    s = static_consumer(coord, "s", "i1")
+    m = static_consumer(coord, "m", "i2")
+    s = beat(coord, s, parts(s.assignment))
+    held = parts(s.assignment)
+    assert held and s.member_epoch >= 0                         # live: it has not left
+    r = classic_join(coord, "", instance="i1")
+    assert r.member_id != "s" and classic_sync(coord, r) == held
+    assert group_type(coord) == "consumer"                      # "m" still uses the consumer protocol
+    with pytest.raises(FencedInstanceIdError):
+        coord.consumer_group_heartbeat("g", "s", s.member_epoch, instance_id="i1")
+    with pytest.raises(UnknownMemberIdError):
+        coord.consumer_group_heartbeat("g", "s", s.member_epoch)
+    [d] = coord.describe_consumer_groups(["g"])
+    assert {x.member_id: x.classic for x in d.members} == {r.member_id: True, "m": False}
+    beat(coord, m, parts(m.assignment))
+    no_partition_twice(coord)
+
+
+def test_a_classic_static_member_takes_the_instance_id_of_a_consumer_member_that_left_for_a_while(env):
+    coord, _ = env
+    s = static_consumer(coord, "s", "i1")
+    static_consumer(coord, "m", "i2")
+    s = beat(coord, s, parts(s.assignment))                    # it revokes half
+    held = parts(s.assignment)
+    s = beat(coord, s, held)
+    assert len(held) == 5 and s.member_epoch == 2
+    coord.consumer_group_heartbeat("g", "s", -2, instance_id="i1")
+    r = classic_join(coord, "", instance="i1")
+    assert r.generation_id == s.member_epoch and classic_sync(coord, r) == held
+    coord.heartbeat("g", r.generation_id, r.member_id, group_instance_id="i1")
+
+
+def test_a_consumer_static_member_takes_the_instance_id_of_a_classic_member_not_of_a_live_consumer_one(env):
+    """ConsumerGroupHeartbeat epoch 0: the holder of the instance id is replaced if it uses the classic
+    protocol or left with epoch -2; a live consumer-protocol holder makes it UNRELEASED_INSTANCE_ID."""
+    from seglog.errors import UnreleasedInstanceIdError
+    coord, _ = env
+    static_consumer(coord, "m", "i2")
+    r = classic_join(coord, "", instance="i1")
+    held = classic_sync(coord, classic_join(coord, r.member_id, instance="i1"))
+    s = coord.consumer_group_heartbeat("g", "s", 0, instance_id="i1", rebalance_timeout_ms=30_000,
+                                       subscribed_topic_names=["t"])
+    assert parts(s.assignment) == held
+    with pytest.raises(FencedInstanceIdError):
+        coord.heartbeat("g", r.generation_id, r.member_id, group_instance_id="i1")
+    with pytest.raises(UnreleasedInstanceIdError):
+        coord.consumer_group_heartbeat("g", "s2", 0, instance_id="i1", rebalance_timeout_ms=30_000,
+                                       subscribed_topic_names=["t"])
+    coord.consumer_group_heartbeat("g", "s", -2, instance_id="i1")
+    s2 = coord.consumer_group_heartbeat("g", "s2", 0, instance_id="i1", rebalance_timeout_ms=30_000,
+                                        subscribed_topic_names=["t"])
+    assert parts(s2.assignment) == held
+
+
+def test_fenced_and_unknown_instance_ids_of_classic_members(env):
+    """Kafka's order of checks: an instance id nobody holds is UNKNOWN_MEMBER_ID, one another member holds
+    FENCED_INSTANCE_ID (JoinGroup with a member id, SyncGroup, Heartbeat, LeaveGroup)."""
+    coord, _ = env
+    static_consumer(coord, "m", "i2")
+    r = classic_join(coord, "", instance="i1")
+    with pytest.raises(FencedInstanceIdError):
+        classic_join(coord, "other", instance="i1")
+    with pytest.raises(FencedInstanceIdError):
+        classic_join(coord, r.member_id, instance="i2")            # a consumer member's instance id
+    with pytest.raises(UnknownMemberIdError):
+        classic_join(coord, r.member_id, instance="i9")
+    with pytest.raises(FencedInstanceIdError):
+        coord.sync_group("g", r.generation_id, "other", group_instance_id="i1").result(5)
+    with pytest.raises(UnknownMemberIdError):
+        coord.sync_group("g", r.generation_id, r.member_id, group_instance_id="i9").result(5)
+    with pytest.raises(FencedInstanceIdError):
+        coord.heartbeat("g", r.generation_id, "other", group_instance_id="i1")
+    with pytest.raises(UnknownMemberIdError):
+        coord.heartbeat("g", r.generation_id, r.member_id, group_instance_id="i9")
+    errors = coord.leave_group("g", [("other", "i1"), ("", "i9"), ("", "i2")])
+    assert [type(e) for e in errors] == [FencedInstanceIdError, UnknownMemberIdError, UnknownMemberIdError]
+    coord.heartbeat("g", r.generation_id, r.member_id, group_instance_id="i1")
+    assert coord.leave_group("g", [("", "i1")]) == [None]
+
+
+def test_a_full_classic_group_is_not_converted():
+    """A consumer-protocol member joining a classic group as large as group.consumer.max.size: the heartbeat is
+    GROUP_MAX_SIZE_REACHED and the classic group stays as it was (Kafka rolls the conversion back)."""
+    from seglog.errors import GroupMaxSizeReachedError
+    coord = coordinator(consumer_max_size=1)
+    c = classic_group(coord)
+    with pytest.raises(GroupMaxSizeReachedError):
+        consumer_join(coord)
+    assert group_type(coord) == "classic"
+    coord.heartbeat("g", c.generation_id, c.member_id)
+    assert classic_member_assignment(coord) == {c.member_id: {("t", p) for p in range(10)}}
+    coord.close()

@@ -271,6 +271,33 @@ def test_a_follower_takes_the_leaders_log_start_offset(make_log):
     assert lg.start_offset == 6
 
 
+def test_a_follower_behind_a_log_start_inside_a_batch_restarts_at_the_batch(tmp_path):
+    """DeleteRecords can leave the leader's log start offset inside a batch (here 5 of the batch 0-9): a follower
+    behind it is answered OFFSET_OUT_OF_RANGE, restarts empty at 5, and is then sent the whole batch from 0. As
+    Kafka's Partition.appendRecordsToFollowerOrFutureReplica, its empty log restarts at the batch's base offset,
+    takes it, and moves its start offset back up to the leader's."""
+    leader = Log(tmp_path / "leader")
+    leader.append_batch([b"r%d" % i for i in range(10)])
+    leader.high_watermark = 10
+    leader.delete_records_before(5)
+    batch = leader.read(5)                      # the whole batch holding offset 5: from 0
+    lg = Log(tmp_path / "follower")
+    manager = SimpleNamespace(broker_id=2, **UNTHROTTLED, config=BrokerConfig(), broker_address=lambda _: None)
+    f = _Followed(SimpleNamespace(topic="t", index=0, log=lg), 0, truncated=True)
+    fetcher = LeaderFetcher(manager, 1)
+    try:
+        fetcher._apply(f, Fetched(error_code=1, high_watermark=10, log_start_offset=5, records=memoryview(b""),
+                                  next_offset=-1))                        # OFFSET_OUT_OF_RANGE
+        assert (lg.start_offset, lg.end_offset) == (5, 5)
+        fetcher._apply(f, Fetched(error_code=0, high_watermark=10, log_start_offset=5, records=batch,
+                                  next_offset=10))
+        assert (lg.start_offset, lg.end_offset, lg.high_watermark) == (5, 10, 10)
+        assert [r.value for r in lg.records(5, 10)] == [b"r%d" % i for i in range(5, 10)]
+    finally:
+        leader.close()
+        lg.close()
+
+
 def test_a_partition_the_leader_does_not_lead_yet_delays_only_itself(tmp_path, monkeypatch, caplog):
     """Right after a leader election the new leader learns of its partitions one by one: OffsetForLeaderEpoch
     for a partition it has not learned yet answers NOT_LEADER_OR_FOLLOWER. The other partitions followed

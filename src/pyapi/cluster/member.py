@@ -81,6 +81,7 @@ class ClusterMember:
         self.shutting_down: dict[int, int] = {}       # brokers in controlled shutdown -> their broker epochs
         self._watches: dict[str, list] = {}
         self._topics_known = False                     # the topics watch delivered once
+        self._closed = False
         self._state_watches: dict[tuple[str, int], object] = {}
         self._lock = threading.RLock()
         self._pid_next = self._pid_end = 0
@@ -113,21 +114,32 @@ class ClusterMember:
 
     def _wait_for_metadata(self) -> None:
         """Until the watches delivered what requests need: this broker among the live ones, a live controller,
-        and every topic's assignment (the broker serves only after this, as Kafka's processes requests only
-        once started: a client must not see a cluster without brokers, controller or topics). Bounded by the
-        session timeout; a controller still missing then is logged and left to clients' retries."""
-        deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000
+        and every topic's assignment (the broker serves only after this, as Kafka's loads its logs before its
+        socket server takes requests and answers from a cache the controller fills whole). Assignments come one
+        after the other on the store's event thread, each opening its partitions' logs (a recovery after
+        kill -9 can take long). Not bounded: served earlier, a topic whose assignment is still loading would be
+        answered UNKNOWN_TOPIC_OR_PARTITION, and librdkafka takes that for a deleted topic (its partition count
+        drops to 0, its idempotent producer resets the sequences and bumps its epoch, re-sending stored
+        batches). Logged every session timeout while it lasts; LogClosedError if the broker is closed meanwhile."""
+        every = self.config.zookeeper_session_timeout_ms / 1000
+        t0 = time.monotonic()
+        next_log = t0 + every
 
         def ready() -> bool:
             with self._lock:
                 return (self.broker_id in self.brokers and self.controller_id in self.brokers
                         and self._topics_known and all(t in self.assignments for t in self._watches))
         while not ready():
-            if time.monotonic() > deadline:
-                log.warning("broker %d: serving before it knows the whole cluster (controller %s, %d of %d "
-                            "topics)", self.broker_id, self.controller_id,
-                            sum(t in self.assignments for t in self._watches), len(self._watches))
-                return
+            if self._closed:
+                raise LogClosedError(f"broker {self.broker_id} closed while joining the cluster")
+            if time.monotonic() > next_log:
+                with self._lock:
+                    loaded, known = sum(t in self.assignments for t in self._watches), len(self._watches)
+                log.warning("broker %d: not serving yet after %.0f s, still loading the cluster's metadata "
+                            "(registered %s, controller %s, %d of %s topics)", self.broker_id,
+                            time.monotonic() - t0, self.broker_id in self.brokers, self.controller_id, loaded,
+                            known if self._topics_known else "?")
+                next_log += every
             time.sleep(0.01)
 
     def _adopt_cluster_id(self) -> None:
@@ -213,6 +225,7 @@ class ClusterMember:
         self._poke_controller("controlled shutdown")
 
     def close(self) -> None:
+        self._closed = True
         with self._lock:
             controller, self.controller = self.controller, None
         if controller is not None:

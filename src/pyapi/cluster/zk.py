@@ -90,22 +90,34 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._client = KazooClient(hosts=connect, timeout=session_timeout, connection_retry=_RECONNECT)
         self._client.add_listener(self._on_state)
         try:
-            self._client.start(timeout=connect_timeout)
+            # not kazoo's start(): its first request (a chroot check) fails the start-up on a connection cut
+            # right after connecting; as Kafka's ZooKeeperClient, only not being connected within the
+            # connection timeout does, and requests cut meanwhile are repeated once connected again (_do)
+            self._client.start_async()
+            if not self._await_connected(time.monotonic() + connect_timeout):
+                raise NetworkError(f"Could not connect to ZooKeeper at {connect} within {connect_timeout} s")
             for path in layout.PERSISTENT_PATHS:
                 self._do(self._client.ensure_path_async, path)
-        except BaseException as exc:
+        except BaseException:
             self.close()
-            if isinstance(exc, KazooTimeoutError):
-                raise NetworkError(f"Could not connect to ZooKeeper at {connect} within {connect_timeout} s") \
-                    from exc
             raise
 
     @staticmethod
     def _ensure_chroot(hosts: str, chroot: str, timeout: float) -> None:
-        client = KazooClient(hosts=hosts)
+        """Create the chroot, repeating it across connection cuts until ``timeout`` s have passed."""
+        client = KazooClient(hosts=hosts, connection_retry=_RECONNECT)
+        deadline = time.monotonic() + timeout
         try:
             client.start(timeout=timeout)
-            client.ensure_path(chroot)
+            while True:
+                try:
+                    client.ensure_path(chroot)
+                    return
+                except _UNREACHABLE as exc:
+                    while not client.connected and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    if time.monotonic() >= deadline:
+                        raise NetworkError(f"ZooKeeper at {hosts} is unreachable: {exc!r}") from exc
         except KazooTimeoutError as exc:
             raise NetworkError(f"Could not connect to ZooKeeper at {hosts} within {timeout} s") from exc
         finally:

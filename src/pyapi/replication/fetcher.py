@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .. import wire_fetch
+from .. import _engine, wire_fetch
 from ..client import BrokerConnection
 from ..errors import NetworkError, OffsetOutOfRangeError, SeglogError, StorageError, for_code
 from ..protocol import ApiKey
@@ -315,6 +315,14 @@ class LeaderFetcher(threading.Thread):
         if code:
             raise _retry_later(code, "fetch")
         if len(r.records):
+            first = _engine.batches(r.records, False)[0]
+            if first.base_offset < lg.end_offset == lg.start_offset <= first.last_offset:
+                # the leader's log start offset is inside this batch (DeleteRecords) and this replica's log is
+                # empty, restarted there: as Kafka's Partition, restart it at the batch, whose records before
+                # the leader's start offset the log start offset below hides again
+                log.info("%s: the first batch from the leader starts at %d, before this empty log's start %d; "
+                         "restarting the log there", part, first.base_offset, lg.start_offset)
+                lg.truncate_fully_and_start_at(first.base_offset)
             lg.append_as_follower(r.records)
         hw = min(r.high_watermark, lg.end_offset)
         if hw > lg.high_watermark:
