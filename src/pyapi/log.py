@@ -470,8 +470,9 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly,
 
         A batch from an idempotent producer (producer id set) that repeats one of the producer's last five
         batches is not written again: its original base offset is returned. A write that fails (StorageError,
-        also from a flush after the segment took the batch) is taken back, so the retry is stored once.
-        Sequence gaps raise OutOfOrderSequenceError, stale epochs InvalidProducerEpochError (see
+        also from a flush after the segment took the batch) is taken back, so the retry is stored once; until
+        it is, the producer's later batches raise that StorageError, not OutOfOrderSequenceError (see
+        producer_state). Sequence gaps raise OutOfOrderSequenceError, stale epochs InvalidProducerEpochError (see
         producer_state). `now_ms` is the append time (LogAppendTime topics stamp it; timestamps are checked
         against it).
 
@@ -506,8 +507,10 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly,
             _engine.stamp_batch(data, base, self._leader_epoch, now if cfg.log_append_time else -1)
             try:
                 self._write(data, info.records_count)
-            except BaseException:
+            except BaseException as e:
                 self._take_back(base)
+                if idempotent and isinstance(e, StorageError):
+                    self._producers.write_failed(info.producer_id, info.producer_epoch, info.base_sequence, e)
                 raise
             self._writer.reset(base + info.records_count)
             if idempotent:

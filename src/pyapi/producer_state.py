@@ -9,6 +9,15 @@ producer has at most five requests in flight). A batch from a client is checked 
 - same epoch: first sequence = last + 1 (int32 wrap to 0) -> else OutOfOrderSequenceError (a gap or a reorder)
 - unknown producer id: any sequence is accepted (its state may have expired with retention)
 
+A batch that passed these checks but whose write failed (``write_failed``: disk full, I/O error) is missing, so
+the producer's batches sent after it would be out of order only because of it: while it is not retried, a
+batch of that producer and epoch with a later sequence is refused with the failure's StorageError
+(KAFKA_STORAGE_ERROR, retriable: the client sends it again with the same sequence) instead of
+OutOfOrderSequenceError, on which an idempotent client bumps its epoch and sends again under the new one batches
+it cannot tell were stored. The failed batch's retry is checked as before; once one of the producer's batches is
+written (``update``) or the state is rebuilt, the failure is forgotten. A cluster member refuses every produce
+after a disk failure instead (its log directory goes offline, ``Node.fail_log_dir``).
+
 Transactions (KIP-98): a transactional batch opens the producer's transaction here at its first offset unless
 one is open; the producer's COMMIT / ABORT marker (``complete_txn``) closes it. A marker with an epoch older
 than the producer's is refused (InvalidProducerEpochError), one from an older coordinator epoch too
@@ -33,7 +42,7 @@ from typing import NamedTuple
 
 from . import _engine
 from .checkpoints import replace_file, storage_errors
-from .errors import (CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError,
+from .errors import (CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError, StorageError,
                      TransactionCoordinatorFencedError)
 
 MAX_BATCHES_PER_PRODUCER = 5
@@ -97,6 +106,19 @@ def _next_seq(seq: int, count: int) -> int:
     return (seq + count) % (INT32_MAX + 1)
 
 
+def _after(seq: int, than: int) -> bool:
+    """`seq` comes after `than` in the int32 sequence space (which wraps to 0): less than half of it ahead."""
+    return 0 < (seq - than) % (INT32_MAX + 1) <= INT32_MAX // 2
+
+
+class FailedWrite(NamedTuple):
+    """A producer's batch that passed the sequence checks but whose write failed: its epoch, first sequence
+    and the error."""
+    epoch: int
+    first_seq: int
+    error: StorageError
+
+
 class ProducerStateManager:
     """Producer id -> ProducerEntry for one log, plus snapshot files in the log directory."""
 
@@ -105,13 +127,21 @@ class ProducerStateManager:
         self.entries: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}               # producer id -> first offset of its open transaction
         self.unreplicated: list[CompletedTxn] = []      # completed, marker not yet below the high watermark
+        self.failed: dict[int, FailedWrite] = {}        # producer id -> its batch whose write failed last
 
     def clear(self) -> None:
         """Forget every producer (before a snapshot is loaded and the log replayed)."""
-        self.entries, self.ongoing, self.unreplicated = {}, {}, []
+        self.entries, self.ongoing, self.unreplicated, self.failed = {}, {}, [], {}
 
     def check(self, producer_id: int, epoch: int, first_seq: int, count: int) -> BatchMeta | None:
-        """Validate a client batch; returns the kept batch it duplicates (do not append it) or None."""
+        """Validate a client batch; returns the kept batch it duplicates (do not append it) or None. Raises
+        the StorageError of the producer's failed write for a batch sent after the failed one (see the module
+        docstring)."""
+        failed = self.failed.get(producer_id)
+        if failed is not None and failed.epoch == epoch and _after(first_seq, failed.first_seq):
+            raise StorageError(f"producer {producer_id} epoch {epoch}: sequence {first_seq} follows sequence "
+                               f"{failed.first_seq}, whose write failed and is not retried yet ({failed.error})",
+                               errno=failed.error.errno)
         entry = self.entries.get(producer_id)
         if entry is None:
             return None
@@ -132,6 +162,11 @@ class ProducerStateManager:
                                           f"sequence 0, not {first_seq}")
         return None
 
+    def write_failed(self, producer_id: int, epoch: int, first_seq: int, error: StorageError) -> None:
+        """The write of a batch that passed ``check`` failed: until one of the producer's batches is written,
+        its later batches in `epoch` are refused with `error`."""
+        self.failed[producer_id] = FailedWrite(epoch, first_seq, error)
+
     def _entry(self, producer_id: int, epoch: int) -> ProducerEntry:
         """The producer's entry for `epoch`: a newer epoch restarts its sequences (its open transaction and
         coordinator epoch stay: the coordinator ends a transaction before bumping the epoch)."""
@@ -147,6 +182,7 @@ class ProducerStateManager:
                last_offset: int, timestamp: int, transactional: bool = False) -> None:
         """Record an appended batch (from a client or a leader); a transactional one opens the producer's
         transaction at first_offset unless one is open."""
+        self.failed.pop(producer_id, None)
         entry = self._entry(producer_id, epoch)
         entry.batches.append(BatchMeta(first_seq, _next_seq(first_seq, count - 1), first_offset, last_offset,
                                        timestamp))
@@ -289,7 +325,7 @@ class ProducerStateManager:
                 entries[pid] = entry
         except (struct.error, ValueError) as e:
             raise CorruptRecordError(f"producer snapshot does not parse ({e})", path=path) from None
-        self.entries = entries
+        self.entries, self.failed = entries, {}
         self.ongoing = {pid: e.txn_first_offset for pid, e in entries.items() if e.txn_first_offset >= 0}
         self.unreplicated = []
 
