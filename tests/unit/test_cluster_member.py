@@ -210,3 +210,26 @@ def test_a_restarted_broker_serves_only_once_every_topic_is_loaded(tmp_path, mem
          "allow_auto_topic_creation": False}))
     assert [(t["name"], t["error_code"], len(t["partitions"])) for t in answer["topics"]] == \
         [("t1", 0, 3), ("t2", 0, 3), ("t3", 0, 3)]
+
+
+def test_a_topic_created_elsewhere_and_not_yet_known_here_is_leader_not_available(tmp_path, members, monkeypatch):
+    """Metadata with auto-creation for a topic another broker just created, which this broker's view of the
+    store does not hold yet: Kafka answers LEADER_NOT_AVAILABLE (its "already exists", retriable), never
+    UNKNOWN_TOPIC_OR_PARTITION, which librdkafka takes for a deleted topic (partition count to 0)."""
+    import asyncio
+
+    from seglog.broker.handlers import Handlers
+    from seglog.errors import TopicAlreadyExistsError
+
+    member = members(MemoryCluster(), tmp_path / "a", 0)
+
+    def created_elsewhere(name, *args, **kwargs):
+        raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+
+    monkeypatch.setattr(member.view, "create_topic", created_elsewhere)
+    broker = SimpleNamespace(view=member.view, node=member.node, config=member.config, allowed=lambda *a: True)
+    answer = asyncio.run(Handlers.handle_metadata(
+        SimpleNamespace(broker=broker, node=member.node, config=member.config, may_create_topic=lambda _: True),
+        SimpleNamespace(api_version=12),
+        {"topics": [{"name": "fresh", "topic_id": None}], "allow_auto_topic_creation": True}))
+    assert [(t["name"], t["error_code"], t["partitions"]) for t in answer["topics"]] == [("fresh", 5, [])]

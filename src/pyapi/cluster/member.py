@@ -521,7 +521,13 @@ class ClusterView:
                 self.create_topic(name, None, {}, None)
             except (TopicAlreadyExistsError, RequestTimedOutError):
                 pass                            # created; partitions without a leader yet say so themselves
-        return self.topic_partitions(name)
+        try:
+            return self.topic_partitions(name)
+        except UnknownTopicOrPartitionError:
+            # created (here or by another broker) but not yet in this broker's view of the store: as Kafka,
+            # whose metadata cache has not heard of it from the controller; never "unknown", which librdkafka
+            # takes for a deleted topic
+            raise LeaderNotAvailableError(f"Topic {name} is being created") from None
 
     # -- checks on the request path ----------------------------------------------------------------------------
 
