@@ -64,3 +64,9 @@ def test_index_lookup_1m_entries(benchmark, tmp_path):
             idx.lookup(t)
     benchmark(run)
     idx.close()
+
+
+def test_partitions_for_keys_100k(benchmark):
+    """The batch partitioner (murmur2 in C for every key, one call): compare with one Python call per key."""
+    keys = [b"user-%d" % i for i in range(100_000)]
+    assert len(benchmark(_engine.partitions_for_keys, keys, 12)) == len(keys)

@@ -9,7 +9,6 @@ import array
 import os
 import random
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -125,18 +124,11 @@ def test_partitions_for_keys_rejects_bad_arguments():
         engine.partitions_for_keys([b"a", "b"], 3)
 
 
-def test_partitions_for_keys_hashes_in_c_not_per_key_python():
-    """A same-run ratio, not a time limit: the batch call must stay far (here >= 10x; ~100x measured) ahead of
-    one Python call per key, so a shared, loaded machine cannot fail it."""
+def test_partitions_for_keys_agrees_with_one_python_call_per_key_over_many_keys():
+    """The batch call gives what murmur2 per key gives (its speed is bench/test_micro.py's, not a unit test's)."""
     keys = [b"user-%d" % i for i in range(100_000)]
-    start = time.perf_counter()
-    batch = engine.partitions_for_keys(keys, 12)
-    fast = time.perf_counter() - start
-    start = time.perf_counter()
-    one_by_one = [(partitioner_mod.murmur2(k) & 0x7FFFFFFF) % 12 for k in keys]
-    slow = time.perf_counter() - start
-    assert list(batch) == one_by_one
-    assert slow / fast >= 10, f"batch {fast:.4f} s vs per key {slow:.4f} s"
+    assert list(engine.partitions_for_keys(keys, 12)) == [(partitioner_mod.murmur2(k) & 0x7FFFFFFF) % 12
+                                                         for k in keys]
 
 
 # --- partitioners --------------------------------------------------------------------------------------------
