@@ -1,5 +1,6 @@
 """Small text checkpoint files in Kafka's layout: a version line, a count line, then one entry per line; and
-the file-system helpers the storage modules share (``replace_file``, ``fsync_dir``, ``storage_errors``).
+the file-system helpers the storage modules share (``replace_file``, ``read_json``, ``fsync_dir``,
+``storage_errors``).
 Their file calls go through the engine's file-call table (``_engine.file_*``), so faults can be injected.
 
 Writes are atomic: the new content goes to ``<name>.tmp``, is fsynced, renamed over the old file, and the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 
 from . import _engine
@@ -43,6 +45,18 @@ def replace_file(path: str, data, what: str, mode: int = 0o644) -> None:
             os.close(fd)
         _engine.file_rename(tmp, path)
     fsync_dir(os.path.dirname(path) or ".")
+
+
+def read_json(path: str, what: str):
+    """The JSON document in ``path``, or None if the file does not exist. Raises StorageError("<what>: <reason>")
+    when it cannot be read or does not parse."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise StorageError(f"{what}: {e}", path) from None
 
 
 def read_checkpoint(path: str, fields: int, version: int = VERSION) -> list[list[str]] | None:

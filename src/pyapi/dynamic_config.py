@@ -21,9 +21,9 @@ import os
 import threading
 from typing import Callable, Mapping
 
-from .checkpoints import replace_file
+from .checkpoints import read_json, replace_file
 from .config import BrokerConfig, _BROKER_KAFKA_TO_ATTR
-from .errors import InvalidConfigError, InvalidRequestError, StorageError
+from .errors import InvalidConfigError, InvalidRequestError
 from .replication.throttle import DYNAMIC_BROKER_KEYS, check_broker_rate
 
 log = logging.getLogger("seglog.config")
@@ -219,14 +219,7 @@ class DynamicBrokerConfig:
 def read_stored(data_dir: str) -> dict[str, dict[str, str]]:
     """A lone broker's stored dynamic configs by entity path ("brokers/<default>", "brokers/<id>", as a
     cluster's ZooKeeper names them); {} when none were set."""
-    path = os.path.join(data_dir, STORE_FILE)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        raise StorageError(f"cannot read dynamic broker configs: {e}", path) from None
+    data = read_json(os.path.join(data_dir, STORE_FILE), "cannot read dynamic broker configs") or {}
     return {str(p): {str(n): str(v) for n, v in c.items()} for p, c in data.items()}
 
 

@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .checkpoints import fsync_dir, read_checkpoint, write_checkpoint
+from .checkpoints import read_checkpoint, read_json, replace_file, write_checkpoint
 from .config import KAFKA_NAMES, BrokerConfig, LogConfig
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, read_stored
 from .errors import (ElectionNotNeededError, InconsistentClusterIdError, InvalidConfigError, InvalidPartitionsError,
@@ -219,29 +219,13 @@ class Node:
             self.cluster_id = cluster_id
 
     def _read_topics(self) -> dict[str, dict]:
-        path = os.path.join(self.path, TOPICS_FILE)
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            raise StorageError(f"cannot read topic metadata: {e}", path) from None
+        data = read_json(os.path.join(self.path, TOPICS_FILE), "cannot read topic metadata") or {}
         return data.get("topics", {})
 
     def _write_topics(self) -> None:
-        path = os.path.join(self.path, TOPICS_FILE)
         data = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self._topics.items())}}
-        tmp = path + ".tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(self.path)
-        except OSError as e:
-            raise StorageError(f"cannot write topic metadata: {e.strerror}", path, e.errno) from None
+        replace_file(os.path.join(self.path, TOPICS_FILE), json.dumps(data, indent=1).encode(),
+                     "cannot write topic metadata")
 
     def _topic_info(self, name: str, topic_id: uuid.UUID, partitions: int, overrides: Mapping[str, Any]) -> TopicInfo:
         created = internal_topic_config(name, self.config)
