@@ -52,7 +52,7 @@ from . import log_loader
 from .checkpoints import fsync_dir, storage_errors
 from .config import LogConfig
 from .errors import (InvalidArgumentError, CorruptRecordError, LogClosedError, OffsetOutOfRangeError,
-                     ReadOnlyLogError, RecordTooLargeError, StorageError)
+                     ReadOnlyLogError, RecordTooLargeError, SeglogError, StorageError)
 from .isolation import AbortedFilter
 from .leader_epochs import LeaderEpochCache
 from .local_log import INT64_MAX as _INT64_MAX, LocalLog, unlink_all
@@ -518,6 +518,28 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly,
                                        info.records_count, base, base + info.records_count - 1, max_ts,
                                        info.is_transactional)
             return base
+
+    def refused(self, batch, error: SeglogError) -> None:
+        """A client batch the leader refused before it reached the log with a retriable error that stored
+        nothing (NOT_ENOUGH_REPLICAS). If it is its idempotent producer's next batch, the producer's later
+        batches in that epoch are refused with `error` too until one of its batches is written (see
+        producer_state): a client then retries them in order with their sequences, where an
+        OUT_OF_ORDER_SEQUENCE_NUMBER answer would have librdkafka bump its epoch and store again, under the new
+        one, batches it cannot tell were stored. Anything else (not idempotent, a duplicate, out of order,
+        after an earlier refusal, a closed log) is left alone. Takes the lock."""
+        found = _engine.batches(memoryview(batch), False)
+        if not found or found[0].producer_id < 0:
+            return
+        b = found[0]
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._producers.check(b.producer_id, b.producer_epoch, b.base_sequence,
+                                         b.last_offset_delta + 1) is None:
+                    self._producers.write_failed(b.producer_id, b.producer_epoch, b.base_sequence, error)
+            except SeglogError:
+                pass
 
     def _convert_codec(self, batch: bytearray, info) -> bytearray:
         """The batch, recompressed into a new bytearray if the topic's compression.type asks for another codec."""

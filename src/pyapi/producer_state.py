@@ -9,11 +9,12 @@ producer has at most five requests in flight). A batch from a client is checked 
 - same epoch: first sequence = last + 1 (int32 wrap to 0) -> else OutOfOrderSequenceError (a gap or a reorder)
 - unknown producer id: any sequence is accepted (its state may have expired with retention)
 
-A batch that passed these checks but whose write failed (``write_failed``: disk full, I/O error) is missing, so
-the producer's batches sent after it would be out of order only because of it: while it is not retried, a
-batch of that producer and epoch with a later sequence is refused with the failure's StorageError
-(KAFKA_STORAGE_ERROR, retriable: the client sends it again with the same sequence) instead of
-OutOfOrderSequenceError, on which an idempotent client bumps its epoch and sends again under the new one batches
+A batch that passed these checks but whose write failed (``write_failed``: disk full, I/O error), or that a
+leader refused before the log with a retriable error that stored nothing (NOT_ENOUGH_REPLICAS, through
+``Log.refused``), is missing, so the producer's batches sent after it would be out of order only because of it:
+while it is not retried, a batch of that producer and epoch with a later sequence is refused with the same
+error (KAFKA_STORAGE_ERROR or NOT_ENOUGH_REPLICAS, retriable: the client sends it again with the same sequence)
+instead of OutOfOrderSequenceError, on which an idempotent client bumps its epoch and sends again under the new one batches
 it cannot tell were stored. The failed batch's retry is checked as before; once one of the producer's batches is
 written (``update``) or the state is rebuilt, the failure is forgotten. A cluster member refuses every produce
 after a disk failure instead (its log directory goes offline, ``Node.fail_log_dir``).
@@ -42,8 +43,8 @@ from typing import NamedTuple
 
 from . import _engine
 from .checkpoints import replace_file, storage_errors
-from .errors import (CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError, StorageError,
-                     TransactionCoordinatorFencedError)
+from .errors import (CorruptRecordError, InvalidProducerEpochError, OutOfOrderSequenceError, SeglogError,
+                     StorageError, TransactionCoordinatorFencedError)
 
 MAX_BATCHES_PER_PRODUCER = 5
 INT32_MAX = (1 << 31) - 1
@@ -112,11 +113,11 @@ def _after(seq: int, than: int) -> bool:
 
 
 class FailedWrite(NamedTuple):
-    """A producer's batch that passed the sequence checks but whose write failed: its epoch, first sequence
-    and the error."""
+    """A producer's batch that passed the sequence checks but was not stored (its write failed, or the leader
+    refused it first): its epoch, first sequence and the error."""
     epoch: int
     first_seq: int
-    error: StorageError
+    error: SeglogError
 
 
 class ProducerStateManager:
@@ -139,9 +140,11 @@ class ProducerStateManager:
         docstring)."""
         failed = self.failed.get(producer_id)
         if failed is not None and failed.epoch == epoch and _after(first_seq, failed.first_seq):
-            raise StorageError(f"producer {producer_id} epoch {epoch}: sequence {first_seq} follows sequence "
-                               f"{failed.first_seq}, whose write failed and is not retried yet ({failed.error})",
-                               errno=failed.error.errno)
+            why = (f"producer {producer_id} epoch {epoch}: sequence {first_seq} follows sequence "
+                   f"{failed.first_seq}, which was not stored and is not retried yet ({failed.error})")
+            if isinstance(failed.error, StorageError):
+                raise StorageError(why, errno=failed.error.errno)
+            raise type(failed.error)(why)
         entry = self.entries.get(producer_id)
         if entry is None:
             return None
@@ -162,9 +165,10 @@ class ProducerStateManager:
                                           f"sequence 0, not {first_seq}")
         return None
 
-    def write_failed(self, producer_id: int, epoch: int, first_seq: int, error: StorageError) -> None:
-        """The write of a batch that passed ``check`` failed: until one of the producer's batches is written,
-        its later batches in `epoch` are refused with `error`."""
+    def write_failed(self, producer_id: int, epoch: int, first_seq: int, error: SeglogError) -> None:
+        """A batch that passed ``check`` was not stored (its write failed, or the leader refused it with a
+        retriable error): until one of the producer's batches is written, its later batches in `epoch` are
+        refused with `error`."""
         self.failed[producer_id] = FailedWrite(epoch, first_seq, error)
 
     def _entry(self, producer_id: int, epoch: int) -> ProducerEntry:

@@ -113,7 +113,11 @@ class DataHandlers:
         try:
             if records is None or len(records) == 0:
                 raise errors.InvalidRecordError("produce request without a record batch")
-            self.broker.view.check_produce(topic, index, acks)
+            try:
+                self.broker.view.check_produce(topic, index, acks)
+            except errors.NotEnoughReplicasError as e:
+                self.node.partition(topic, index).log.refused(records, e)    # it leads: check_produce said so
+                raise
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
             base, last, append_time = await self.broker.append_on_disk(topic, index, part.append, records, acks,
