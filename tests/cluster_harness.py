@@ -828,9 +828,11 @@ def consume_all(bootstrap: str, topic: str, partitions, timeout: float = 60.0,
     {partition: [(offset, key, value)]}."""
     from kafka import KafkaConsumer, TopicPartition
 
+    # metadata_max_age_ms: kafka-python 3.0 loses an update requested while a Metadata request is in flight, so
+    # the assigned topic's leaders could stay unknown for the default 5 minutes (end_offsets timed out, 1 run in 80)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                              auto_offset_reset="earliest", request_timeout_ms=20000, fetch_max_wait_ms=200,
-                             isolation_level=isolation_level)
+                             isolation_level=isolation_level, metadata_max_age_ms=1000)
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
