@@ -535,11 +535,12 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly,
             if self._closed:
                 return
             try:
-                if self._producers.check(b.producer_id, b.producer_epoch, b.base_sequence,
-                                         b.last_offset_delta + 1) is None:
-                    self._producers.write_failed(b.producer_id, b.producer_epoch, b.base_sequence, error)
-            except SeglogError:
-                pass
+                duplicate = self._producers.check(b.producer_id, b.producer_epoch, b.base_sequence,
+                                                  b.last_offset_delta + 1)
+            except SeglogError:          # out of order, fenced, or after an earlier refusal: nothing to remember
+                return
+            if duplicate is None:
+                self._producers.write_failed(b.producer_id, b.producer_epoch, b.base_sequence, error)
 
     def _convert_codec(self, batch: bytearray, info) -> bytearray:
         """The batch, recompressed into a new bytearray if the topic's compression.type asks for another codec."""
