@@ -29,7 +29,7 @@ from .errors import CorruptRecordError, StorageError
 from .scheduler import Scheduler
 from .txn_index import SUFFIX as TXN_INDEX, AbortedTxn, append_entries, read_index, sync_index, write_index
 
-__all__ = ["LocalLog", "SEGMENT_RE", "unlink_all"]
+__all__ = ["LocalLog", "SEGMENT_RE", "listed_bases", "segment_bases", "unlink_all"]
 
 log = logging.getLogger("seglog.log")
 
@@ -48,6 +48,21 @@ def unlink_all(paths: list[str]) -> None:
 def segment_bases(names: list[str]) -> list[int]:
     """The base offsets of the ``.log`` files among directory entry names, ascending."""
     return sorted(int(m.group(1)) for m in map(SEGMENT_RE.match, names) if m)
+
+
+def listed_bases(path: str) -> list[int]:
+    """Read-only logs: the base offsets of directory `path`'s segments, ascending, while the writing process
+    may be rolling. A directory listing is no snapshot: an entry created while it runs may be left out while a
+    later one is returned (ext4 lists in hash order), so one listing may hold the newest segment but not the
+    one before it. Every entry there when a listing starts is returned, and a writer creates segments in base
+    order (a roll's base is above every other), so a second listing holds every segment up to the newest of
+    the first. Invariant: every segment the writer created before the last one returned, and has not deleted
+    since, is returned (segments it creates meanwhile are left to the next listing). Raises StorageError."""
+    with storage_errors("cannot list log directory", path):
+        first = segment_bases(os.listdir(path))
+        if not first:
+            return first
+        return [b for b in segment_bases(os.listdir(path)) if b <= first[-1]]
 
 
 class LocalLog:

@@ -23,7 +23,7 @@ from . import _engine
 from . import cleaner as _cleaner
 from .checkpoints import CorruptCheckpointError, fsync_dir, read_checkpoint, storage_errors, write_checkpoint
 from .errors import StorageError
-from .local_log import LocalLog, segment_bases, unlink_all
+from .local_log import LocalLog, listed_bases, segment_bases, unlink_all
 
 __all__ = ["RecoveryReport", "Loaded", "load", "read_state", "write_state", "STATE_FILE", "CLEAN_SHUTDOWN_FILE"]
 
@@ -85,15 +85,16 @@ def load(local: LocalLog) -> Loaded:
     """Open the directory's segments into `local` (see the module docstring); sets ``local.recovery``.
     Raises StorageError (an unreadable directory; a read-only open of a directory without segments)."""
     path, readonly = local.path, local.readonly
-    with storage_errors("cannot list log directory", path):
-        names = os.listdir(path)
-    if not readonly:
+    if readonly:
+        local.bases = listed_bases(path)     # the writer may be rolling: one listing can miss a segment
+    else:
+        with storage_errors("cannot list log directory", path):
+            names = os.listdir(path)
         unlink_all([os.path.join(path, name) for name in names if name.endswith(_TEMP_SUFFIXES)])
         if complete_interrupted_swaps(path, names):
             with storage_errors("cannot list log directory", path):
                 names = os.listdir(path)
-    local.bases = segment_bases(names)
-    if not readonly:
+        local.bases = segment_bases(names)
         # indexes whose .log is gone (deleted files, damage) would be taken up by a new segment at that base
         logs = {f"{b:020d}" for b in local.bases}
         orphans = [name for name in names if name.endswith((".index", ".timeindex", ".txnindex"))

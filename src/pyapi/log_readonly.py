@@ -3,8 +3,11 @@ writer's segments, checkpoint and append journal.
 
 ``LogReadonly`` is a base class of ``log.Log``; a read-only Log (``readonly=True``) keeps ``_tail``, the
 journal's batches that continue its segments, which read_next() and get() serve through ``read_batches``.
-Invariant: what a reader has seen never disappears unless the writer removed it (the journal is read before
-the segments are scanned). Locking as stated per method.
+Invariants: a reader presents a prefix of the log with no gap the writer's log does not have: its segments are
+every one the writer had up to the newest it lists (local_log.listed_bases: one directory listing may miss a
+segment rolled while it runs), so end_offset is the offset after the last whole batch it read, never the base
+of a newer segment past one it missed. What a reader has seen never disappears unless the writer removed it
+(the journal is read before the segments are scanned). Locking as stated per method.
 """
 
 from __future__ import annotations
@@ -13,9 +16,8 @@ import os
 
 from . import _engine
 from . import log_loader
-from .checkpoints import storage_errors
 from .errors import StorageError
-from .local_log import segment_bases
+from .local_log import listed_bases
 from .log_loader import JOURNAL_FILE
 
 __all__ = ["LogReadonly", "read_batches"]
@@ -34,8 +36,7 @@ class LogReadonly:
             # the journal first: a batch the writer moves from it to a segment meanwhile is in a segment listed
             # and scanned after, so nothing seen before disappears (see _set_tail)
             journal = _engine.read_journal(os.path.join(self.path, JOURNAL_FILE))
-            with storage_errors("cannot list log directory", self.path):
-                bases = segment_bases(os.listdir(self.path))
+            bases = listed_bases(self.path)
             if not bases:
                 raise StorageError("log directory has no segments any more", self.path)
             state = log_loader.read_state(self.path) or {}   # unparsable: the writer rewrites it at its next open

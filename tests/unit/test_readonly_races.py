@@ -1,7 +1,8 @@
 """Read-only opens of a log another writer is appending to: what the reader sees is the state of the files at
 some moment of its open, and the writer goes on meanwhile. The reader takes the .log's size first and reads the
 indexes after it, so they may hold entries of batches past that size (ignored), the newest segment's index
-files may not exist yet (empty) or be trimmed by a roll while they are read (a shorter snapshot)."""
+files may not exist yet (empty) or be trimmed by a roll while they are read (a shorter snapshot), and a listing
+of the directory taken while the writer rolls may miss a segment created during it but hold a later one."""
 
 import os
 import shutil
@@ -129,3 +130,56 @@ def test_read_only_opens_while_a_writer_appends_and_rolls(tmp_path):
         writer.close()
     assert not failed, failed
     assert opens >= 20 and len(os.listdir(path)) > 10           # many opens, across several rolls
+
+
+def listing_during_two_rolls(monkeypatch, path, writer: Log) -> dict:
+    """Patch os.listdir so that the next listing of `path` runs while the writer rolls twice, and returns, as
+    readdir in hash order may, the second new segment but not the first (created while it ran, before the
+    second). Later listings are whole. Returns {"missed": base, "seen": base} once it ran."""
+    real, bases = os.listdir, {}
+
+    def listdir(p=".", *a):
+        names = real(p, *a)
+        if bases or os.fspath(p) != os.fspath(path):
+            return names
+        for _ in range(2):
+            append(writer, 3)
+            writer.roll()
+        bases["missed"], bases["seen"] = writer.segment_bases[-2:]
+        return names + [f"{bases['seen']:020d}{ext}" for ext in (".log", ".index", ".timeindex")]
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    return bases
+
+
+def check_prefix(ro: Log, writer: Log) -> None:
+    """The reader has the writer's log, up to its end, without a gap."""
+    end = ro.end_offset
+    assert end == writer.end_offset
+    assert [r.value for r in ro.records(end - 40, end)] == [value(o) for o in range(end - 40, end)]
+    assert [r.offset for r in ro.records()] == list(range(end))
+    assert ro.segment_bases == writer.segment_bases
+
+
+def test_open_while_a_listing_misses_a_segment_rolled_during_it(tmp_path, monkeypatch):
+    """Was: the reader took the listed newest (empty) segment's base as its end, past the missed segment: no
+    records in [end - 40, end)."""
+    path = tmp_path / "t-0"
+    with Log(path, config(segment_bytes=1024)) as writer:
+        append(writer, 60)
+        rolled = listing_during_two_rolls(monkeypatch, path, writer)
+        with Log(path, readonly=True) as ro:
+            assert rolled["missed"] < rolled["seen"]
+            check_prefix(ro, writer)
+
+
+def test_refresh_while_a_listing_misses_a_segment_rolled_during_it(tmp_path, monkeypatch):
+    path = tmp_path / "t-0"
+    with Log(path, config(segment_bytes=1024)) as writer:
+        append(writer, 60)
+        with Log(path, readonly=True) as ro:
+            assert ro.end_offset == 60
+            rolled = listing_during_two_rolls(monkeypatch, path, writer)
+            ro.refresh()
+            assert rolled
+            check_prefix(ro, writer)
