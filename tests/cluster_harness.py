@@ -27,7 +27,9 @@ Nothing here imports pytest: failures raise AssertionError with the cluster stat
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
+import logging
 import os
 import signal
 import shutil
@@ -125,6 +127,11 @@ class Batch:
     crc: int
     data: bytes
 
+    @property
+    def producer(self) -> tuple[int, int, int]:
+        """(producer id, producer epoch, base sequence) from the batch header."""
+        return struct.unpack_from(">qhi", self.data, 43)
+
 
 @dataclass
 class ReplicaLog:
@@ -166,6 +173,12 @@ class ReplicaLog:
         spans = ", ".join(f"e{e}:{lo}..{hi}" for e, (lo, hi) in epochs.items())
         return (f"{self.path}: offsets {self.start_offset}..{self.end_offset} in {len(self.batches)} batches, "
                 f"{len(self.data)} B, segments {self.segments}; epochs {spans}")
+
+    def headers(self) -> str:
+        """One line per batch: offsets, leader epoch and the producer's id, epoch and base sequence, to read how
+        a record came to be stored twice."""
+        return "\n".join("%d..%d le=%d pid=%d pe=%d seq=%d" % (b.base_offset, b.last_offset, b.leader_epoch, *b.producer)
+                         for b in self.batches)
 
 
 def parse_batches(data: bytes) -> list[Batch]:
@@ -880,6 +893,23 @@ def raw_produce(host: str, port: int, topic: str, p: int, values: list[bytes], a
 _OPEN_PRODUCERS: list = []
 
 
+class LineRing(logging.Handler):
+    """The last `size` lines logged to its own logger, with their time."""
+
+    def __init__(self, name: str, size: int = 20000):
+        super().__init__(logging.DEBUG)
+        self.lines: collections.deque[str] = collections.deque(maxlen=size)
+        self.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        self.logger = logging.Logger(name, logging.DEBUG)      # outside logging's registry: freed with the client
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
 def close_producers() -> None:
     """Close every producer of this module still open (test teardown)."""
     while _OPEN_PRODUCERS:
@@ -938,6 +968,11 @@ class BackgroundProducer:
 
     def _close(self) -> None:
         self.producer.close(10)
+
+    def client_log(self) -> str:
+        """The client's own recent log lines kept by the harness ("" when the client logs through Python's
+        logging, which pytest captures)."""
+        return ""
 
     # -- common --------------------------------------------------------------------------------------------
 
@@ -1049,9 +1084,18 @@ class ConfluentBackgroundProducer(BackgroundProducer):
         cfg = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 2,
                "message.timeout.ms": 120000, "request.timeout.ms": 10000, "socket.timeout.ms": 10000,
                "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 5000}
+        self._ring = None
+        if "logger" not in config:
+            # librdkafka's idempotence log (pid, epoch bumps, sequence resets and why) is kept, so that a failed
+            # exactly-once check shows what the client saw (client_log); it is a few lines per fault
+            self._ring = LineRing(f"{__name__}.{self.tag.decode()}.{id(self)}")
+            cfg.update({"logger": self._ring.logger, "debug": "eos"})
         cfg.update(config)
         self.producer = Producer(cfg)
         self._plock = threading.Lock()
+
+    def client_log(self) -> str:
+        return self._ring.text() if self._ring is not None else ""
 
     def _send(self, p: int, seq: int) -> None:
         def report(err, msg, p=p, seq=seq):

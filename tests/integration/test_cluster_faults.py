@@ -95,6 +95,40 @@ def check_exactly_once(consumed: dict[int, list], producers, *, allow_unacked: b
     return checked
 
 
+def check_one_producer_session(c: Cluster, topic: str, partitions, producers) -> None:
+    """Each idempotent producer wrote each partition under one producer id and epoch: it never started its
+    sequence numbers over. A new epoch is how a client recovers from an answer it cannot reconcile with its
+    sequences, and it is what lets a retried batch be stored twice (the leader cannot tell it from a new one), so
+    none of these faults may cause one; this catches the cause even in a run where no duplicate followed."""
+    from kafka.record.memory_records import MemoryRecords
+
+    tags = {bp.tag for bp in producers}
+    for p in partitions:
+        sessions: dict[bytes, set] = {}
+        for b in c.replica_logs(topic, p)[c.leader(topic, p)].batches:
+            batch = MemoryRecords(b.data).next_batch()
+            if batch.is_control_batch:
+                continue
+            tag = BackgroundProducer.parse(next(iter(batch)).value)[0]
+            if tag in tags:
+                sessions.setdefault(tag, set()).add(b.producer[:2])
+        many = {t.decode(): sorted(s) for t, s in sessions.items() if len(s) > 1}
+        assert not many, f"{topic}-{p}: producers restarted their sequences, (id, epoch) used: {many}"
+
+
+def explain_failed_check(c: Cluster, topic: str, partitions, producers) -> None:
+    """Print (to the test's captured stderr) what tells how a record came to be lost or stored twice: the
+    producer fields of every batch of the leaders' logs, the clients' own logs, the brokers' logs."""
+    for p in partitions:
+        leader = c.leader(topic, p)
+        print(f"== batches of {topic}-{p} on its leader {leader}\n{c.replica_logs(topic, p)[leader].headers()}",
+              file=sys.stderr)
+    for bp in producers:
+        print(f"== {bp.client} producer {bp.tag.decode()}\n{bp.client_log()}", file=sys.stderr)
+    for i, b in c.brokers.items():
+        print(f"== broker {i}, the end of its log\n{b.log_text()[-200_000:]}", file=sys.stderr)
+
+
 def converge_and_consume(c: Cluster, topic: str, partitions, producers, timeout: float = 60.0) -> dict:
     """Wait until all replicas are byte-identical and hold every acknowledged record, then consume everything
     with a real client and check it (check_exactly_once)."""
@@ -105,7 +139,12 @@ def converge_and_consume(c: Cluster, topic: str, partitions, producers, timeout:
     for p in partitions:         # what a consumer reads is what every replica stores
         stored = [(o, v) for o, _, v in c.replica_logs(topic, p)[c.leader(topic, p)].records()]
         assert [(o, v) for o, _, v in consumed[p]] == stored, f"{topic}-{p}: consumed records differ from the log"
-    checked = check_exactly_once(consumed, producers)
+    try:
+        checked = check_exactly_once(consumed, producers)
+        check_one_producer_session(c, topic, partitions, producers)
+    except AssertionError:
+        explain_failed_check(c, topic, partitions, producers)
+        raise
     assert checked == sum(bp.acked_count() for bp in producers)
     return consumed
 
