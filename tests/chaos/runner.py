@@ -387,7 +387,8 @@ class Run:
         summary = {"seed": self.seed, "faults_requested": self.faults, "faults_run": self.faults_run,
                    "kinds": self.kinds, "duration_s": round(time.monotonic() - t_start, 1), "notes": self.notes,
                    "violations": [str(v) for v in report.violations], "worst_by_kind": report.worst_by_kind(),
-                   "windows": report.windows, "counts": report.counts}
+                   "windows": report.windows, "counts": report.counts,
+                   "sequence_restarts": report.sequence_restarts}
         (self.work_dir / "report.json").write_text(json.dumps(summary, indent=1))
         return report
 

@@ -89,6 +89,20 @@ def test_a_duplicate_names_the_producer_id_epoch_and_sequence_of_each_copy():
     assert v.message == "b-1 is stored 2 times: 1:1 (producer 7 epoch 0 seq 1), 1:2 (producer 7 epoch 1 seq 0)"
 
 
+def test_a_producer_that_started_its_sequences_over_is_reported_not_a_violation():
+    """A new producer id or epoch in one producer's stored batches is counted and named (a client does this
+    after a message timeout, as against Apache Kafka), without failing the run."""
+    events = clean_history()
+    events.append({"t": 9.0, "type": "replicas", "partition": 1, "brokers": {}, "identical": True, "detail": "",
+                   "producers": [[0, 0, 7, 0, 0], [1, 1, 7, 1, 0]]})
+    events.append({"t": 9.1, "type": "replicas", "partition": 0, "brokers": {}, "identical": True, "detail": "",
+                   "producers": [[0, 1, 3, 0, 0]]})
+    report = check(events)
+    assert report.ok and report.sequence_restarts == {"b": [(7, 0), (7, 1)]}
+    assert "a new producer id or epoch): 1\n  b: (id, epoch) [(7, 0), (7, 1)]" in format_report(report)
+    assert check(clean_history()).sequence_restarts == {}
+
+
 def test_an_acknowledgement_without_an_offset_needs_the_value_somewhere_in_its_partition():
     events = clean_history()
     next(e for e in events if e["type"] == "ack" and e["value"] == "a-1")["offset"] = None
