@@ -18,6 +18,9 @@ cluster benchmark (bench/cluster.py).
   the brokers, when their listener is TLS or SASL (the overrides configure it).
 - ``Cluster(..., tmpfs_size="256m")``: every broker's data dir is a tmpfs of its own (root only), so
   ``faults.fill_disk(broker.data_dir)`` fills one broker's disk and ``faults.free_disk`` frees it.
+- ``Cluster(..., disk_faults=True)``: every broker runs under helpers/failing_disk.py, so
+  ``broker.fail_disk(errno.ENOSPC, ops)`` makes exactly those file calls of its process fail from that moment
+  (``heal_disk()`` ends it), without root.
 - ``replica_log(dir)`` / ``Cluster.wait_converged``: the batches of a partition directory's ``.log`` segments,
   parsed with struct (independently of seglog), compared byte for byte across replicas.
 
@@ -409,6 +412,7 @@ class BrokerProc:
         self.data_dir = data_dir
         self.log_path = log_path
         self.args = args
+        self.disk_trigger: Path | None = None      # set when it runs under helpers/failing_disk.py
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.paused = False
@@ -474,6 +478,17 @@ class BrokerProc:
                 self.kill()
         return None if self.proc is None else self.proc.returncode
 
+    def fail_disk(self, error: int, ops=("pwrite", "write", "fallocate", "ftruncate")) -> None:
+        """From now on this broker's file calls of `ops` fail with `error` (Cluster(disk_faults=True) only)."""
+        from helpers.failing_disk import write_trigger
+        assert self.disk_trigger is not None, "the cluster was not started with disk_faults=True"
+        write_trigger(self.disk_trigger, error, ops)
+
+    def heal_disk(self) -> None:
+        from helpers.failing_disk import clear_trigger
+        if self.disk_trigger is not None:
+            clear_trigger(self.disk_trigger)
+
     def pause(self) -> None:
         os.kill(self.proc.pid, signal.SIGSTOP)
         self.paused = True
@@ -513,7 +528,8 @@ class Cluster:
 
     def __init__(self, zk_connect: str, work_dir, n: int = 3, overrides: dict | None = None, *,
                  proxied: bool = False, chroot: str | None = None, log_level: str = "INFO",
-                 tmpfs_size: str | None = None, security: dict | None = None, log_dirs: int = 1):
+                 tmpfs_size: str | None = None, security: dict | None = None, log_dirs: int = 1,
+                 disk_faults: bool = False):
         self.zk_base = zk_connect
         self.security = security          # client settings for the harness's own requests (a TLS/SASL listener)
         self.tmpfs_size = tmpfs_size
@@ -560,7 +576,12 @@ class Cluster:
                 props["advertised.listeners"] = f"PLAINTEXT://{advertised}:{port}"
             for k, v in props.items():
                 args += ["--override", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+            trigger = None
+            if disk_faults:
+                trigger = self.work_dir / f"disk-faults-{i}"
+                args[1:1] = [str(Path(__file__).resolve().parent / "helpers" / "failing_disk.py"), str(trigger)]
             self.brokers[i] = BrokerProc(self, i, port, data_dir, self.work_dir / f"broker-{i}.log", args)
+            self.brokers[i].disk_trigger = trigger
         self._zk = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------

@@ -276,9 +276,11 @@ def _close_open_consumers(tb) -> None:
 
 
 class BrokerProcess:
-    """A seglog broker in a subprocess (tests/helpers/broker_process.py): its own GIL, killable with -9."""
+    """A seglog broker in a subprocess (tests/helpers/broker_process.py): its own GIL, killable with -9.
+    ``disk_trigger``: a file path; the broker runs under helpers/failing_disk.py, whose ``write_trigger`` on that
+    path makes its file calls fail from then on."""
 
-    def __init__(self, data_dir, log_path, **overrides):
+    def __init__(self, data_dir, log_path, disk_trigger=None, **overrides):
         import os
         import re
         import subprocess
@@ -290,8 +292,10 @@ class BrokerProcess:
         args = [f"{k.replace('_', '.')}={v}" for k, v in props.items()]
         self.data_dir, self.log_path = str(data_dir), str(log_path)
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, helper, self.data_dir, *args], stdout=subprocess.PIPE,
-                                     stderr=self._log)
+        wrapper = [] if disk_trigger is None else [
+            os.path.join(os.path.dirname(helper), "failing_disk.py"), str(disk_trigger)]
+        self.proc = subprocess.Popen([sys.executable, *wrapper, helper, self.data_dir, *args],
+                                     stdout=subprocess.PIPE, stderr=self._log)
         self.pid = self.proc.pid
         deadline = time.monotonic() + 30
         line = b""
@@ -363,9 +367,9 @@ def broker_process(tmp_path):
     with Kafka-named overrides; returns a BrokerProcess. Brokers still running at the end are killed."""
     started = []
 
-    def start(data_dir=None, **overrides):
+    def start(data_dir=None, disk_trigger=None, **overrides):
         data_dir = data_dir or tmp_path / "broker-data"
-        proc = BrokerProcess(data_dir, tmp_path / f"broker-{len(started)}.log", **overrides)
+        proc = BrokerProcess(data_dir, tmp_path / f"broker-{len(started)}.log", disk_trigger, **overrides)
         started.append(proc)
         return proc
 

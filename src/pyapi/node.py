@@ -866,12 +866,24 @@ class Node:
             part.log.flush()
 
     def _close_partitions(self) -> None:
-        for part in list(self._partitions.values()):
+        """Close every log, each whatever the others did. A log whose close fails (a full or failing disk) keeps
+        no clean-shutdown marker, so the next start recovers it from its segments; one ERROR line sums them up."""
+        parts = list(self._partitions.values())
+        failed: list[tuple[Partition, Exception]] = []
+        for part in parts:
             try:
                 part.log.close()
-            except Exception:
+            except StorageError as e:
+                failed.append((part, e))
+                log.warning("closing %s-%d failed: %s", part.topic, part.index, e)
+            except Exception as e:
+                failed.append((part, e))
                 log.exception("closing %s failed", part)
         self._partitions.clear()
+        if failed:
+            (first, error), dirs = failed[0], ", ".join(self.log_dirs)
+            log.error("%d of %d logs in %s were not closed cleanly (first: %s-%d: %s); the next start recovers "
+                      "them from their segments", len(failed), len(parts), dirs, first.topic, first.index, error)
 
     def close(self) -> None:
         """Stop the group coordinator, close every log cleanly, release the directories. Idempotent."""

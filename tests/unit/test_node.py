@@ -6,9 +6,11 @@ Everything goes through the public Node / Producer / Consumer API; the partition
 test_log.py.
 """
 
+import errno
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -20,6 +22,7 @@ import pytest
 
 import seglog
 from seglog import Log, LogConfig
+from seglog.faults import OPS, FaultPlan
 from seglog.errors import (InvalidConfigError, InvalidPartitionsError, InvalidRecordError,
                            InvalidReplicationFactorError, InvalidRequiredAcksError, InvalidTopicError, LogClosedError,
                            OffsetOutOfRangeError, StorageError, TopicAlreadyExistsError, TopicDeletionDisabledError,
@@ -355,6 +358,34 @@ def test_file_system_errors_are_storage_errors(data_dir, monkeypatch):
     fail_os_call(monkeypatch, "open", ".lock")
     with pytest.raises(StorageError, match="lock file"):
         seglog.open(data_dir)
+
+
+@pytest.mark.parametrize("error,ops", [(errno.ENOSPC, ("pwrite", "write", "fallocate", "ftruncate")),
+                                       (errno.EIO, OPS)], ids=["ENOSPC", "EIO"])
+def test_close_on_a_failing_disk_closes_every_log_says_so_and_the_next_open_recovers(data_dir, caplog, error, ops):
+    """Every write of a close failing (the last batches, index trims, checkpoints, producer snapshots, the
+    clean-shutdown markers): close() still closes every log and releases the directory, one ERROR line names how
+    many logs were not closed cleanly; the next open recovers them and serves every record written before."""
+    node = seglog.open(data_dir)
+    node.create_topic("t", 3)
+    produce(node, "t", [(i % 3, b"v%d" % i) for i in range(300)])
+    with seglog.Producer(node) as prod:              # buffered in the logs, written by close()
+        for i in range(300, 330):
+            prod.send("t", b"v%d" % i, partition=i % 3)
+    before = values_of(node, "t")
+    plan = FaultPlan()
+    for op in ops:
+        plan.fail(op, error, times=None)
+    with caplog.at_level(logging.WARNING, logger="seglog.node"), plan:
+        node.close()
+    assert plan.fired
+    assert node.closed
+    summary = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(summary) == 1 and re.match(rf"3 of 3 logs in {re.escape(str(data_dir))} were not closed cleanly "
+                                          rf"\(first: t-\d: .*{os.strerror(error)}", summary[0]), summary
+    with seglog.open(data_dir) as node:
+        assert values_of(node, "t") == before
+        assert not any(node.partition("t", p).log.recovery.clean_shutdown for p in range(3))
 
 
 def test_deleted_topic_stays_deleted_after_restart(data_dir):

@@ -189,11 +189,23 @@ def run_forever(config: BrokerConfig, *, metrics_port: int | None = None) -> int
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await broker.start()
+        stopping = asyncio.ensure_future(stop.wait())
+        starting = asyncio.ensure_future(broker.start())
+        await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():          # as Kafka's shutdown hook during start-up: stop, do not finish starting
+            log.warning("broker %d: told to stop while starting; giving the start up", config.broker_id)
+            broker.abandon_start()
+            try:
+                await starting
+            except Exception as e:       # noqa: BLE001 - the start was given up: how it ended does not matter
+                log.info("broker %d: start given up (%s)", config.broker_id, e)
+            await broker.stop()
+            return
+        starting.result()                    # the start's error, if it failed (asyncio.run cancels `stopping`)
         print(f"seglog broker {config.broker_id} listening on "
               + ", ".join(f"{':'.join(map(str, broker.listener_address(li)))} ({li.name})" for li in broker.listeners)
               + (f", metrics on :{broker.metrics_port}" if broker.metrics_port else ""), flush=True)
-        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(broker.wait_failed())]
+        waits = [stopping, asyncio.ensure_future(broker.wait_failed())]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -56,8 +56,9 @@ import socket
 import time
 
 from .. import _engine
-from ..errors import (ClusterAuthorizationFailedError, InvalidConfigError, InvalidRequestError, StorageError,
-                      ThrottlingQuotaExceededError, TransactionalIdAuthorizationFailedError, UnsupportedVersionError)
+from ..errors import (ClusterAuthorizationFailedError, InvalidConfigError, InvalidRequestError, LogClosedError,
+                      StorageError, ThrottlingQuotaExceededError, TransactionalIdAuthorizationFailedError,
+                      UnsupportedVersionError)
 from ..protocol import ApiKey, api_versions_fallback, decode_request, encode_response, frame_size
 from ..quotas.entities import REQUEST
 from ..quotas.manager import ClientQuotas
@@ -201,6 +202,7 @@ class Broker:
         self._ip_limits = node.config.connection_limit_overrides()
         node.dynamic.add_hook(self._reconfigured)
         self._stopped = False
+        self._abandoned = False                    # told to stop while starting (abandon_start)
         self.log_dir_failure: StorageError | None = None   # the disk error that stops a cluster member
         self._failed: asyncio.Event | None = None
         self._disk = concurrent.futures.ThreadPoolExecutor(node.config.num_io_threads, thread_name_prefix="seglog-io")
@@ -243,6 +245,8 @@ class Broker:
                                   address=self.advertised_address)
         else:
             from ..cluster.member import ClusterMember
+            if self._abandoned:
+                raise LogClosedError(f"broker {self.config.broker_id} was told to stop while starting")
             self.member = ClusterMember(
                 self.node, self.config, self.metadata_store,
                 *self.listener_address(inter_broker_listener(self.config, self.listeners)),
@@ -315,6 +319,14 @@ class Broker:
 
     def advertised_host(self) -> str:
         return self.listener_address(self.listeners[0])[0]
+
+    def abandon_start(self) -> None:
+        """Told to stop while start() runs (on the loop): a cluster member gives up joining at its next step
+        (ClusterMember.abandon_start), so start() raises LogClosedError instead of waiting for metadata that may
+        not come (ZooKeeper unreachable); stop() then stops what was started."""
+        self._abandoned = True
+        if self.member is not None:
+            self.member.abandon_start()
 
     async def stop(self) -> None:
         """In a cluster, a controlled shutdown first (ClusterMember.controlled_shutdown); then stop accepting,

@@ -8,7 +8,10 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import signal
 
 from ..config import BrokerConfig, read_properties
 from ..errors import InvalidConfigError
@@ -78,9 +81,16 @@ def cmd_broker(args) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise CliError(f"--metrics-port {args.metrics_port} is not a port (0..65535)", 2)
     try:
-        return run_forever(broker_config(args), metrics_port=args.metrics_port)
+        status = run_forever(broker_config(args), metrics_port=args.metrics_port)
     except InvalidConfigError as e:                   # a bad setting is bad usage: exit status 2
         raise CliError(str(e), 2) from None
+    # stopped: a SIGTERM from now on must not make the exit status its own (-15 to a supervisor, hiding a failed log
+    # dir's 1): while the interpreter joins the thread pools' threads it ends the process at once with the status;
+    # once it tears its modules down (where Python resets its handlers to the default, and any thread still
+    # running may take the signal) it is ignored
+    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(status))
+    atexit.register(signal.signal, signal.SIGTERM, signal.SIG_IGN)
+    return status
 
 
 def cmd_zookeeper(args) -> int:

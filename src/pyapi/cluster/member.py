@@ -82,6 +82,7 @@ class ClusterMember:
         self._watches: dict[str, list] = {}
         self._topics_known = False                     # the topics watch delivered once
         self._closed = False
+        self._abandoned = False                        # the broker was told to stop while starting
         self._state_watches: dict[tuple[str, int], object] = {}
         self._lock = threading.RLock()
         self._pid_next = self._pid_end = 0
@@ -120,7 +121,8 @@ class ClusterMember:
         kill -9 can take long). Not bounded: served earlier, a topic whose assignment is still loading would be
         answered UNKNOWN_TOPIC_OR_PARTITION, and librdkafka takes that for a deleted topic (its partition count
         drops to 0, its idempotent producer resets the sequences and bumps its epoch, re-sending stored
-        batches). Logged every session timeout while it lasts; LogClosedError if the broker is closed meanwhile."""
+        batches). Logged every session timeout while it lasts; LogClosedError if the broker is closed or told to stop
+        (abandon_start) meanwhile."""
         every = self.config.zookeeper_session_timeout_ms / 1000
         t0 = time.monotonic()
         next_log = t0 + every
@@ -130,8 +132,9 @@ class ClusterMember:
                 return (self.broker_id in self.brokers and self.controller_id in self.brokers
                         and self._topics_known and all(t in self.assignments for t in self._watches))
         while not ready():
-            if self._closed:
-                raise LogClosedError(f"broker {self.broker_id} closed while joining the cluster")
+            if self._closed or self._abandoned:
+                raise LogClosedError(f"broker {self.broker_id} {'closed' if self._closed else 'told to stop'} "
+                                     f"while joining the cluster")
             if time.monotonic() > next_log:
                 with self._lock:
                     loaded, known = sum(t in self.assignments for t in self._watches), len(self._watches)
@@ -184,6 +187,11 @@ class ClusterMember:
                 time.sleep(0.5)
         self.replicas.registered_epoch = registered.epoch
         log.info("broker %d registered (broker epoch %d)", self.broker_id, registered.epoch)
+
+    def abandon_start(self) -> None:
+        """The broker was told to stop while start() runs: its wait for the cluster's metadata ends with
+        LogClosedError (the steps before it are bounded by the store's request timeout). Any thread."""
+        self._abandoned = True
 
     def controlled_shutdown(self) -> None:
         """Kafka's controlled shutdown (controlled.shutdown.enable): stop following, ask the controller to move
