@@ -580,6 +580,51 @@ def test_zookeeper_layout_matches_kafkas(zookeeper_server):
 
 
 @pytest.mark.zookeeper
+def test_an_unreadable_topic_node_is_left_out_logged_once_and_read_again_when_repaired(zookeeper_server, caplog):
+    """A topic node holding what Kafka does not write there: get_topic raises MalformedTopicError (an unknown
+    topic to every caller that skips those), one ERROR per version of the node names it, watch_topic delivers None
+    for it, then the assignment once the node is repaired; other topics read as before."""
+    from kazoo.client import KazooClient
+
+    from seglog.cluster.metastore import MalformedTopicError
+    from seglog.cluster.zk import ZooKeeperMetadataStore
+    from seglog.cluster.zklayout import encode_topic
+
+    chroot = f"/malformed-{uuid.uuid4().hex[:8]}"
+    store = ZooKeeperMetadataStore(zookeeper_server.connect_string + chroot)
+    raw = KazooClient(zookeeper_server.connect_string + chroot)
+    raw.start()
+    try:
+        orders = two_partitions("orders")
+        store.create_topic(orders)
+        raw.create("/brokers/topics/broken", b"\x00garbage")
+        assignments = Recorder()
+        store.watch_topic("broken", assignments)
+        assignments.wait_latest(lambda a: a is None)
+        for _ in range(3):
+            with pytest.raises(MalformedTopicError, match=r"/brokers/topics/broken cannot be read \(not JSON"):
+                store.get_topic("broken")
+        with pytest.raises(UnknownTopicOrPartitionError):
+            store.add_partitions("broken", {0: [1]})
+        assert store.get_topic("orders") == orders
+        errors = [r for r in caplog.records if r.levelname == "ERROR" and "/brokers/topics/broken" in r.message]
+        assert len(errors) == 1, errors
+
+        raw.set("/brokers/topics/broken", b'{"version":3,"partitions":{"0":[-1]}}')
+        with pytest.raises(MalformedTopicError, match=r"not a list of distinct broker ids"):
+            store.get_topic("broken")
+        repaired = TopicAssignment("broken", {0: (1, 2)})
+        raw.set("/brokers/topics/broken", encode_topic(repaired))
+        assignments.wait_latest(lambda a: a == repaired)
+        assert store.get_topic("broken") == repaired
+        assert len([r for r in caplog.records if r.levelname == "ERROR" and "/brokers/topics/broken" in r.message]) == 2
+    finally:
+        raw.stop()
+        raw.close()
+        store.close()
+
+
+@pytest.mark.zookeeper
 def test_a_zookeeper_restart_suspends_then_resumes_the_same_session(zookeeper_installed, tmp_path, free_port):
     from seglog.cluster.zk import ZooKeeperMetadataStore
     from seglog.cluster.zookeeper_server import ZooKeeperServer

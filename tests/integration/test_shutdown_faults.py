@@ -11,12 +11,14 @@ Cluster scenarios: SIGTERM before or after the disk starts failing under idempot
 while an acks=all produce waits for paused followers (the controller among them, so the controlled shutdown
 cannot complete and the broker stops anyway after controlled.shutdown.max.retries x retry.backoff.ms); SIGTERM to
 every broker at once, the controller moving leaderships away from brokers that are themselves stopping; SIGTERM
-to a broker still starting, waiting for metadata that does not come. A broker that took its log dir offline
+to a broker still starting, waiting for metadata that does not come; topic nodes in ZooKeeper that cannot be read
+(garbage, JSON of the wrong shape) left out while the controller keeps handling controlled shutdowns and failovers. A broker that took its log dir offline
 before SIGTERM exits with status 1, any other with 0, never with the signal's."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import threading
@@ -289,16 +291,21 @@ def test_every_broker_stopped_at_once_while_one_disk_fails_while_the_controller_
 @pytest.mark.zookeeper
 @pytest.mark.timeout(300)
 def test_broker_told_to_stop_while_it_waits_for_metadata_at_start_up_stops(make_cluster):
-    """A broker waits for every topic's assignment before it serves (unbounded: it may be loading logs). One that
-    never comes (here a topic node ZooKeeper holds but nobody can read) keeps it starting; SIGTERM then stops it
-    within the bound, as Kafka's shutdown hook stops a broker during start-up, instead of being ignored until the
-    start completes. With the metadata readable again it starts and rejoins every ISR."""
+    """A broker waits for a live controller before it serves (unbounded: the cluster may be electing one). One
+    that never comes (here /controller is claimed, by a session of the test's own, for a broker id nobody
+    registers) keeps it starting; SIGTERM then stops it within the bound, as Kafka's shutdown hook stops a broker
+    during start-up, instead of being ignored until the start completes. With the claim gone a controller is
+    elected, and the broker starts and rejoins every ISR."""
     c = make_cluster()
     topic = "t"
     c.create_topic(topic, partitions=3, rf=3, configs={"min.insync.replicas": 2})
     b = c.brokers[2]
     assert b.stop() == 0
-    c.zk.create("/brokers/topics/unreadable", b"{not json")
+    claim = c.zk.transaction()                # taken from the controller at once: no live broker can claim it
+    claim.delete("/controller")
+    claim.create("/controller", json.dumps({"version": 1, "brokerid": 7, "timestamp": "0"}).encode(),
+                 ephemeral=True)
+    assert not [r for r in claim.commit() if isinstance(r, Exception)]
     try:
         mark = len(b.log_text())
         b.spawn()
@@ -308,7 +315,7 @@ def test_broker_told_to_stop_while_it_waits_for_metadata_at_start_up_stops(make_
         assert b.alive and not log_has(b.log_text()[mark:], r"listening on"), b.log_tail(30)
         status, took = stopped_within(b.proc, STOP_BOUND_S)
     finally:
-        c.zk.delete("/brokers/topics/unreadable")
+        c.zk.delete("/controller")
     text = b.log_text()[mark:]
     assert status == 0, text[-3000:]
     assert log_has(text, r"broker 2: told to stop while starting; giving the start up"), text[-3000:]
@@ -316,3 +323,99 @@ def test_broker_told_to_stop_while_it_waits_for_metadata_at_start_up_stops(make_
     b.start()
     c.wait_full_isr(topic, [0, 1, 2], timeout=60)
     print(f"stopped in {took:.2f} s while starting")
+
+
+UNREADABLE = {"bad-garbage": b"\x00{not json\xff",
+              "bad-shape": json.dumps({"version": 3, "partitions": {"0": "0,1,2", "1": [-1, 2]}}).encode()}
+FAILOVER_MARGIN_S = 15.0
+"""A kill -9'd leader's partitions have a new leader within the session timeout plus this (a loaded machine)."""
+
+
+def metadata_errors(b, topics) -> dict[str, int]:
+    """Metadata (auto-creation allowed) straight from broker ``b``: topic -> error code; answered within 15 s."""
+    from seglog.client import BrokerConnection
+    from seglog.protocol import ApiKey
+
+    conn = BrokerConnection("127.0.0.1", b.port, client_id="unreadable-test", timeout=15)
+    try:
+        md = conn.request(ApiKey.METADATA, {"topics": [{"name": t} for t in topics], "allow_auto_topic_creation": True})
+    finally:
+        conn.close()
+    return {t["name"]: t["error_code"] for t in md["topics"]}
+
+
+@pytest.mark.slow
+@pytest.mark.zookeeper
+@pytest.mark.timeout(300)
+def test_unreadable_topic_nodes_are_left_out_while_the_controller_keeps_working(make_cluster):
+    """Topic nodes in ZooKeeper that are not what Kafka writes (garbage bytes; JSON whose replicas are a string and
+    a negative broker id) while acks=all producers write to a good topic: every broker logs one ERROR per node
+    naming it, Metadata answers UNKNOWN_TOPIC_OR_PARTITION for them at once, and the controller goes on: a
+    controlled shutdown completes, a restarted broker starts and rejoins every ISR, a kill -9'd leader (the
+    controller) is replaced within the session timeout + a margin while acks=all goes on. A repaired node makes
+    its topic work."""
+    from seglog.cluster import zklayout
+    from seglog.cluster.metastore import TopicAssignment
+
+    c = make_cluster()
+    good = "good"
+    c.create_topic(good, partitions=3, rf=3, configs={"min.insync.replicas": 2})
+    for name, data in UNREADABLE.items():
+        c.zk.create(f"/config/topics/{name}", b'{"version":1,"config":{}}')
+        c.zk.create(f"/brokers/topics/{name}", data)
+    cp = ConfluentBackgroundProducer(c.bootstrap, good, [0, 1, 2], tag=b"c", rate=200, max_pending=400).start()
+    figures = {}
+    try:
+        cp.wait_acked(100, 60, details=c.describe)
+        for b in c.brokers.values():
+            wait_until(lambda: all(len(re.findall(rf"ERROR .*Topic node /brokers/topics/{n} cannot be read",
+                                                  b.log_text())) == 1 for n in UNREADABLE), 20,
+                       f"broker {b.id} to log one ERROR per unreadable node", details=lambda: b.log_tail(20))
+            t0 = time.monotonic()
+            assert metadata_errors(b, [good, *UNREADABLE]) == {good: 0, "bad-garbage": 3, "bad-shape": 3}
+            figures[f"metadata-{b.id}"] = round(time.monotonic() - t0, 2)
+
+        controller = c.controller()[0]
+        p, st = next((p, st) for p in range(3) if (st := c.wait_leader(good, p))["leader"] != controller)
+        leader = c.brokers[st["leader"]]
+        mark = len(leader.log_text())
+        status, took = stopped_within(leader.proc, STOP_BOUND_S)
+        figures["controlled-shutdown"] = round(took, 2)
+        text = leader.log_text()[mark:]
+        assert status == 0, text[-3000:]
+        assert log_has(text, rf"broker {leader.id}: controlled shutdown succeeded"), text[-3000:]
+        c.wait_leader(good, p, not_in=(leader.id,), min_epoch=st["leader_epoch"] + 1)
+        cp.wait_acked(100, 60, details=c.describe)
+        t0 = time.monotonic()
+        leader.start()
+        figures["restart"] = round(time.monotonic() - t0, 2)
+        c.wait_full_isr(good, [0, 1, 2], timeout=60)
+
+        controller = c.controller()[0]
+        leaders = {p: c.wait_leader(good, p)["leader"] for p in range(3)}
+        victim = controller if controller in leaders.values() else leaders[0]   # the controller if it leads
+        epochs = {p: c.state(good, p)["leader_epoch"] for p, b in leaders.items() if b == victim}
+        t0 = time.monotonic()
+        c.brokers[victim].kill()
+        bound = c.overrides["zookeeper.session.timeout.ms"] / 1000 + FAILOVER_MARGIN_S
+        for p, epoch in epochs.items():
+            c.wait_leader(good, p, not_in=(victim,), min_epoch=epoch + 1, timeout=bound)
+        figures[f"failover{'-controller' if victim == controller else ''}"] = round(time.monotonic() - t0, 2)
+        cp.wait_acked(100, 60, details=c.describe)
+        c.brokers[victim].start()
+        c.wait_full_isr(good, [0, 1, 2], timeout=60)
+    finally:
+        cp.stop()
+    assert not cp.failed, f"sends failed: {cp.failed[:5]}"
+    converge_and_consume(c, good, [0, 1, 2], [cp])
+
+    repaired = TopicAssignment("bad-shape", {0: (0, 1, 2), 1: (1, 2, 0)})
+    c.zk.set("/brokers/topics/bad-shape", zklayout.encode_topic(repaired))
+    for p in (0, 1):
+        c.wait_full_isr("bad-shape", [p], timeout=60)
+    for b in c.brokers.values():
+        wait_until(lambda: metadata_errors(b, ["bad-shape", "bad-garbage"]) == {"bad-shape": 0, "bad-garbage": 3},
+                   20, f"broker {b.id} to serve the repaired topic")
+    leader = c.brokers[c.leader("bad-shape", 0)]
+    assert raw_produce("127.0.0.1", leader.port, "bad-shape", 0, [b"repaired"])[0] == 0
+    print(f"unreadable topic nodes left out: {figures}")

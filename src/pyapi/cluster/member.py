@@ -38,8 +38,8 @@ from ..replication.throttle import (ALTER_LOG_DIRS_RATE_KEY, DYNAMIC_BROKER_KEYS
                                    rates_for_broker)
 from ..security.client import inter_broker_security
 from .controller import Controller, list_reassignments
-from .metastore import (NO_LEADER, BrokerInfo, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
-                        new_cluster_id)
+from .metastore import (NO_LEADER, BrokerInfo, MalformedTopicError, PartitionState, ReplicaAssignment,
+                        SessionEvent, TopicAssignment, new_cluster_id)
 from .placement import assign_replicas, validate_assignment, validate_new_partitions
 from .txn_routing import ClusterMarkerChannel, ClusterTxnVerifier
 
@@ -81,6 +81,7 @@ class ClusterMember:
         self.shutting_down: dict[int, int] = {}       # brokers in controlled shutdown -> their broker epochs
         self._watches: dict[str, list] = {}
         self._topics_known = False                     # the topics watch delivered once
+        self.unreadable: set[str] = set()              # listed topics whose assignment cannot be read (or is gone)
         self._closed = False
         self._abandoned = False                        # the broker was told to stop while starting
         self._state_watches: dict[tuple[str, int], object] = {}
@@ -115,7 +116,7 @@ class ClusterMember:
 
     def _wait_for_metadata(self) -> None:
         """Until the watches delivered what requests need: this broker among the live ones, a live controller,
-        and every topic's assignment (the broker serves only after this, as Kafka's loads its logs before its
+        and every topic's assignment (a topic whose node cannot be read is left out; the broker serves only after this, as Kafka's loads its logs before its
         socket server takes requests and answers from a cache the controller fills whole). Assignments come one
         after the other on the store's event thread, each opening its partitions' logs (a recovery after
         kill -9 can take long). Not bounded: served earlier, a topic whose assignment is still loading would be
@@ -130,14 +131,16 @@ class ClusterMember:
         def ready() -> bool:
             with self._lock:
                 return (self.broker_id in self.brokers and self.controller_id in self.brokers
-                        and self._topics_known and all(t in self.assignments for t in self._watches))
+                        and self._topics_known
+                        and all(t in self.assignments or t in self.unreadable for t in self._watches))
         while not ready():
             if self._closed or self._abandoned:
                 raise LogClosedError(f"broker {self.broker_id} {'closed' if self._closed else 'told to stop'} "
                                      f"while joining the cluster")
             if time.monotonic() > next_log:
                 with self._lock:
-                    loaded, known = sum(t in self.assignments for t in self._watches), len(self._watches)
+                    loaded = sum(t in self.assignments or t in self.unreadable for t in self._watches)
+                    known = len(self._watches)
                 log.warning("broker %d: not serving yet after %.0f s, still loading the cluster's metadata "
                             "(registered %s, controller %s, %d of %s topics)", self.broker_id,
                             time.monotonic() - t0, self.broker_id in self.brokers, self.controller_id, loaded,
@@ -352,6 +355,7 @@ class ClusterMember:
 
     def _forget_topic(self, topic: str) -> None:
         with self._lock:
+            self.unreadable.discard(topic)
             self.assignments.pop(topic, None)
             self.configs.pop(topic, None)
             keys = [k for k in self._state_watches if k[0] == topic]
@@ -377,10 +381,14 @@ class ClusterMember:
     def _on_assignment(self, topic: str, assignment: TopicAssignment | None) -> None:
         """A topic's assignment, new or changed (partitions added, replicas reassigned): replicas that are no
         longer this broker's stop leading and following before their logs are deleted; replicas it gains are
-        opened, then lead or follow as their state says; the others learn their new replica set."""
-        if assignment is None:
-            return
+        opened, then lead or follow as their state says; the others learn their new replica set. None (the
+        topic's node is gone or cannot be read): nothing changes here, a start-up stops waiting for it, and
+        Metadata leaves out a topic this broker never read."""
         with self._lock:
+            if assignment is None:
+                self.unreadable.add(topic)
+                return
+            self.unreadable.discard(topic)
             old = self.assignments.get(topic)
             self.assignments[topic] = assignment
             new = [p for p in assignment.partitions if (topic, p) not in self._state_watches]
@@ -525,6 +533,9 @@ class ClusterView:
     def ensure_topic(self, name: str):
         if name not in self.m.assignments:
             validate_topic_name(name)
+            if name in self.m.unreadable:
+                raise MalformedTopicError(f"Topic {name} exists but its assignment cannot be read (see the "
+                                          "broker's log); it is left out until its node is repaired")
             try:
                 self.create_topic(name, None, {}, None)
             except (TopicAlreadyExistsError, RequestTimedOutError):

@@ -43,7 +43,7 @@ from .events import Subscription
 
 __all__ = ["BrokerInfo", "TopicAssignment", "ReplicaAssignment", "validate_replica_assignment", "PartitionState",
            "ControllerEpoch", "ControllerChange", "SessionEvent", "MetadataStore", "InvalidUpdateVersionError",
-           "Subscription", "NO_LEADER", "validate_new_partitions", "validate_partition_state", "validate_isr_update", "AclKey",
+           "Subscription", "MalformedTopicError", "NO_LEADER", "validate_new_partitions", "validate_partition_state", "validate_isr_update", "AclKey",
            "topic_config", "new_cluster_id", "restarted_members"]
 
 AclKey = tuple[str, str, str]
@@ -60,6 +60,11 @@ class InvalidUpdateVersionError(SeglogError):
 
     code = 95
     kafka_name = "INVALID_UPDATE_VERSION"
+
+
+class MalformedTopicError(UnknownTopicOrPartitionError):
+    """A topic's stored assignment cannot be read (not what Kafka writes there): the topic is left out, as one
+    that does not exist, until its node is repaired; every other topic keeps working."""
 
 
 @dataclass(frozen=True)
@@ -384,7 +389,8 @@ class MetadataStore(ABC):
 
     @abstractmethod
     def get_topic(self, topic: str) -> TopicAssignment:
-        """The assignment. UnknownTopicOrPartitionError if missing."""
+        """The assignment. UnknownTopicOrPartitionError if missing; MalformedTopicError (one of those) if what is
+        stored cannot be read."""
 
     @abstractmethod
     def add_partitions(self, topic: str, partitions: Mapping[int, Sequence[int]]) -> TopicAssignment:
@@ -429,7 +435,8 @@ class MetadataStore(ABC):
 
     @abstractmethod
     def watch_topic(self, topic: str, callback: Callable[[TopicAssignment | None], None]) -> Subscription:
-        """Call ``callback(assignment or None)`` now and when the topic is created, extended or deleted."""
+        """Call ``callback(assignment or None)`` now and when the topic is created, extended or deleted; None also
+        while its stored assignment cannot be read (see get_topic)."""
 
     @abstractmethod
     def watch_topic_config(self, topic: str,

@@ -13,6 +13,7 @@ refresh; everything user-visible runs on this store's EventThread. Each request 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from contextlib import contextmanager
@@ -34,10 +35,12 @@ from ..topic_names import validate_topic_name
 from . import zklayout as layout
 from .events import EventThread, Subscription, Watch
 from .metastore import (AclKey, BrokerInfo, ControllerChange, ControllerEpoch, InvalidUpdateVersionError,
-                        MetadataStore, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
+                        MalformedTopicError, MetadataStore, PartitionState, ReplicaAssignment, SessionEvent, TopicAssignment,
                         validate_isr_update, validate_new_partitions, validate_partition_state)
 
 __all__ = ["ZooKeeperMetadataStore"]
+
+log = logging.getLogger("seglog.cluster")
 
 _RECONNECT = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0}
 """Reconnect quickly (kazoo's default backs off to a minute) so a restarted ZooKeeper is found at once."""
@@ -84,6 +87,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._candidacy: Watch | None = None
         self._watches: list[Watch] = []
         self._session_listeners: list[Subscription] = []
+        self._malformed: dict[str, int] = {}     # topic -> mzxid of its unreadable node, reported once
         if chroot:
             self._ensure_chroot(hosts, "/" + chroot, connect_timeout)
         self._events = EventThread("seglog-metastore-zk")
@@ -184,6 +188,24 @@ class ZooKeeperMetadataStore(MetadataStore):
             except NoNodeError:
                 results.append(None)
         return results
+
+    def _decode_topic(self, topic: str, node) -> TopicAssignment:
+        """The assignment in a topic node read as ``(data, stat)``; an unreadable one raises MalformedTopicError,
+        logged as an ERROR once per version of the node (it is read again whenever it changes)."""
+        try:
+            assignment = layout.decode_topic(topic, node[0])
+        except MalformedTopicError as e:
+            with self._state_lock:
+                first = self._malformed.get(topic) != node[1].mzxid
+                self._malformed[topic] = node[1].mzxid
+            if first:
+                log.error("%s", e)
+            raise
+        with self._state_lock:
+            repaired = self._malformed.pop(topic, None) is not None
+        if repaired:
+            log.info("Topic node %s is readable again", layout.topic_path(topic))
+        return assignment
 
     def _commit(self, transaction, *, session_bound: bool = False) -> tuple[int, Exception] | None:
         return _failure(self._do(transaction.commit_async, session_bound=session_bound))
@@ -480,7 +502,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         node = self._get_or_none(layout.topic_path(topic))
         if node is None:
             raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'")
-        return layout.decode_topic(topic, node[0])
+        return self._decode_topic(topic, node)
 
     def add_partitions(self, topic: str, partitions: Mapping[int, Sequence[int]]) -> TopicAssignment:
         path = layout.topic_path(topic)
@@ -490,7 +512,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'")
             if self._do(self._client.exists_async, layout.delete_topic_path(topic)) is not None:
                 raise InvalidTopicError(f"Topic '{topic}' is marked for deletion")
-            current = layout.decode_topic(topic, node[0])
+            current = self._decode_topic(topic, node)
             validate_new_partitions(len(current.partitions), partitions)
             extended = replace(current, partitions={**current.partitions, **partitions})
             try:
@@ -508,7 +530,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             node = self._get_or_none(path)
             if node is None:
                 raise UnknownTopicOrPartitionError(f"Unknown topic '{topic}'")
-            updated = layout.decode_topic(topic, node[0]).with_replicas(changes)
+            updated = self._decode_topic(topic, node).with_replicas(changes)
             transaction = self._client.transaction()
             transaction.check(layout.CONTROLLER_EPOCH, controller.version)
             transaction.set_data(path, layout.encode_topic(updated), version=node[1].version)
@@ -708,7 +730,10 @@ class ZooKeeperMetadataStore(MetadataStore):
     def watch_topic(self, topic: str, callback: Callable[[TopicAssignment | None], None]) -> Subscription:
         def compute():
             node = self._get_or_none(layout.topic_path(topic))
-            return None if node is None else layout.decode_topic(topic, node[0])
+            try:
+                return None if node is None else self._decode_topic(topic, node)
+            except MalformedTopicError:
+                return None                             # left out (logged); read again when the node changes
         return self._watch(DataWatch, layout.topic_path(topic), compute, callback)
 
     def watch_topic_config(self, topic: str,

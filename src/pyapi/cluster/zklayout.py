@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 import uuid
 from typing import Mapping
 
-from .metastore import BrokerInfo, PartitionState, TopicAssignment, topic_config
+from ..errors import InvalidReplicaAssignmentError
+from .metastore import (BrokerInfo, MalformedTopicError, PartitionState, TopicAssignment, topic_config,
+                        validate_replica_assignment)
 
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
@@ -145,12 +148,63 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
                   "removing_replicas": {str(p): list(rs) for p, rs in assignment.removing.items()}})
 
 
+MAX_BROKER_ID = 2**31 - 1
+"""Broker ids are Kafka's int32s."""
+_PARTITION_KEY = re.compile(r"0|[1-9][0-9]{0,9}")
+
+
 def decode_topic(topic: str, data: bytes) -> TopicAssignment:
-    value = json.loads(data)
-    return TopicAssignment(topic, {int(p): rs for p, rs in value["partitions"].items()},
-                           decode_topic_id(value["topic_id"]),
-                           {int(p): rs for p, rs in (value.get("adding_replicas") or {}).items()},
-                           {int(p): rs for p, rs in (value.get("removing_replicas") or {}).items()})
+    """The assignment a topic node holds; MalformedTopicError (naming the node and what is wrong) for anything
+    that is not the JSON Kafka writes: partitions "0".."n-1", each a non-empty list of distinct broker ids (ints
+    0..2^31-1), a topic id of 16 bytes, adding/removing replicas that are parts of their partition's."""
+    def bad(why: str) -> MalformedTopicError:
+        return MalformedTopicError(f"Topic node {topic_path(topic)} cannot be read ({why}): topic '{topic}' is "
+                                   "left out until the node is repaired")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as e:          # not JSON, not UTF-8, nested too deeply
+        raise bad(f"not JSON: {str(e)[:80]}") from None
+    if not isinstance(value, dict):
+        raise bad(f"a JSON {type(value).__name__}, not an object")
+
+    def replica_map(name: str, required: bool) -> dict[int, list[int]]:
+        entries = value.get(name)
+        if entries is None and not required:
+            return {}
+        if not isinstance(entries, dict) or (required and not entries):
+            raise bad(f'"{name}" is {str(entries)[:40]!r}, not an object of partitions')
+        out = {}
+        for key, replicas in entries.items():
+            if not _PARTITION_KEY.fullmatch(key):
+                raise bad(f'"{name}" has partition {key[:40]!r}, not a partition number')
+            if not isinstance(replicas, list) or not all(
+                    type(r) is int and 0 <= r <= MAX_BROKER_ID for r in replicas) \
+                    or len(set(replicas)) != len(replicas):
+                raise bad(f'"{name}" of partition {key} is {str(replicas)[:40]!r}, not a list of distinct '
+                          "broker ids")
+            out[int(key)] = replicas
+        return out
+    partitions = replica_map("partitions", True)
+    if sorted(partitions) != list(range(len(partitions))):
+        raise bad(f"partitions {sorted(partitions)[:10]} are not numbered 0..{len(partitions) - 1}")
+    topic_id = value.get("topic_id")
+    try:
+        if not isinstance(topic_id, str):
+            raise ValueError("not a string")
+        topic_id = decode_topic_id(topic_id)
+    except ValueError as e:
+        raise bad(f"topic_id {str(topic_id)[:40]!r} is not a topic id: {e}") from None
+    adding, removing = replica_map("adding_replicas", False), replica_map("removing_replicas", False)
+    if not set(adding) | set(removing) <= set(partitions):
+        raise bad(f"replicas are added to or removed from partitions {sorted(set(adding) | set(removing))[:10]} "
+                  f"of a topic with {len(partitions)}")
+    assignment = TopicAssignment(topic, partitions, topic_id, adding, removing)
+    try:
+        for p in assignment.partitions:
+            validate_replica_assignment(p, assignment.replica_assignment(p))
+    except InvalidReplicaAssignmentError as e:
+        raise bad(str(e)) from None
+    return assignment
 
 
 def encode_config(config: Mapping[str, str]) -> bytes:
