@@ -520,12 +520,15 @@ class Log(LogTransactions, LogRetention, LogReplica, LogTimestamps, LogReadonly,
             return base
 
     def refused(self, batch, error: SeglogError) -> None:
-        """A client batch the leader refused before it reached the log with a retriable error that stored
-        nothing (NOT_ENOUGH_REPLICAS). If it is its idempotent producer's next batch, the producer's later
-        batches in that epoch are refused with `error` too until one of its batches is written (see
+        """A client batch refused before it reached the log with a retriable error that stored nothing:
+        NOT_ENOUGH_REPLICAS from the leader, or NOT_LEADER_OR_FOLLOWER from a replica that does not lead (yet:
+        a new leader's clients may know it leads before it does, and the batch pipelined after the refused one
+        then finds it leading). If it is its idempotent producer's next batch, the producer's later batches in
+        that epoch are refused with `error` too until one of its batches is written, here or replicated (see
         producer_state): a client then retries them in order with their sequences, where an
         OUT_OF_ORDER_SEQUENCE_NUMBER answer would have librdkafka bump its epoch and store again, under the new
-        one, batches it cannot tell were stored. Anything else (not idempotent, a duplicate, out of order,
+        one, batches it cannot tell were stored (such as one a leader that lost leadership answered
+        NOT_LEADER_OR_FOLLOWER after storing it). Anything else (not idempotent, a duplicate, out of order,
         after an earlier refusal, a closed log) is left alone. Takes the lock."""
         found = _engine.batches(memoryview(batch), False)
         if not found or found[0].producer_id < 0:

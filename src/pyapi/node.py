@@ -354,6 +354,10 @@ class Node:
             raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {topic}-{index}")
         return part
 
+    def hosted(self, topic: str, index: int) -> Partition | None:
+        """The partition if this node holds a replica of it (leader or follower), else None."""
+        return self._partitions.get((topic, index))
+
     def partitions(self, topic: str) -> list[Partition]:
         """The partitions of `topic` this node holds (all of them, unless it is a cluster member)."""
         info = self.topic(topic)

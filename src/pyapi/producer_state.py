@@ -9,15 +9,16 @@ producer has at most five requests in flight). A batch from a client is checked 
 - same epoch: first sequence = last + 1 (int32 wrap to 0) -> else OutOfOrderSequenceError (a gap or a reorder)
 - unknown producer id: any sequence is accepted (its state may have expired with retention)
 
-A batch that passed these checks but whose write failed (``write_failed``: disk full, I/O error), or that a
-leader refused before the log with a retriable error that stored nothing (NOT_ENOUGH_REPLICAS, through
-``Log.refused``), is missing, so the producer's batches sent after it would be out of order only because of it:
-while it is not retried, a batch of that producer and epoch with a later sequence is refused with the same
-error (KAFKA_STORAGE_ERROR or NOT_ENOUGH_REPLICAS, retriable: the client sends it again with the same sequence)
-instead of OutOfOrderSequenceError, on which an idempotent client bumps its epoch and sends again under the new one batches
-it cannot tell were stored. The failed batch's retry is checked as before; once one of the producer's batches is
-written (``update``) or the state is rebuilt, the failure is forgotten. A cluster member refuses every produce
-after a disk failure instead (its log directory goes offline, ``Node.fail_log_dir``).
+A batch that passed these checks but whose write failed (``write_failed``: disk full, I/O error), or that a replica
+refused before the log with a retriable error that stored nothing (NOT_ENOUGH_REPLICAS, or NOT_LEADER_OR_FOLLOWER
+just before it leads; through ``Log.refused``), is missing, so the producer's batches sent after it would be out of
+order only because of it: while it is not retried, a batch of that producer and epoch with a later sequence is
+refused with the same error (KAFKA_STORAGE_ERROR, NOT_ENOUGH_REPLICAS or NOT_LEADER_OR_FOLLOWER, retriable: the
+client sends it again with the same sequence) instead of OutOfOrderSequenceError, on which an idempotent client
+bumps its epoch and sends again under the new one batches it cannot tell were stored. The failed batch's retry is
+checked as before; once one of the producer's batches is written (``update``) or the state is rebuilt, the failure
+is forgotten. A cluster member refuses every produce after a disk failure instead (its log directory goes offline,
+``Node.fail_log_dir``).
 
 Transactions (KIP-98): a transactional batch opens the producer's transaction here at its first offset unless
 one is open; the producer's COMMIT / ABORT marker (``complete_txn``) closes it. A marker with an epoch older

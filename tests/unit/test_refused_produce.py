@@ -5,7 +5,12 @@ under the new epoch, those it cannot tell were stored (seen in a chaos run: a ba
 NOT_ENOUGH_REPLICAS_AFTER_APPEND was stored twice). The later batches get NOT_ENOUGH_REPLICAS too until the
 refused one is retried, so the client retries them in order with their sequences.
 
-Produce requests go through the broker's handler to a node whose view refuses while `refusing` is set."""
+The same for NOT_LEADER_OR_FOLLOWER from a replica that does not lead yet: clients may learn a new leader (from
+any broker's metadata) before it leads, and a batch pipelined behind the refused one then finds it leading (seen
+in chaos rolling restarts: librdkafka bumped its epoch on the OUT_OF_ORDER_SEQUENCE_NUMBER that followed).
+
+Produce requests go through the broker's handler to a node whose view refuses while `refusing` (an error class)
+is set."""
 
 from __future__ import annotations
 
@@ -18,13 +23,13 @@ from helpers.kafka_wire import record_batch
 from seglog.broker.handlers import Handlers
 from seglog.broker.local_view import LocalView
 from seglog.broker.metrics import Metrics
-from seglog.errors import NotEnoughReplicasError
+from seglog.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
 from seglog.node import Node
 from seglog.protocol import RequestHeader
 from test_broker_handlers import ALLOW_ALL
 
 PRODUCE_V9 = RequestHeader(0, 9, 1, "test")
-NONE, NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE_NUMBER = 0, 19, 45
+NONE, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE_NUMBER = 0, 6, 19, 45
 PID = 7000
 
 
@@ -33,11 +38,11 @@ async def _inline(fn, *args):
 
 
 class RefusingView(LocalView):
-    refusing = False
+    refusing: type | None = None
 
     def check_produce(self, topic, index, acks):
-        if self.refusing and acks == -1:
-            raise NotEnoughReplicasError(f"{topic}-{index}: ISR [0] is smaller than min.insync.replicas=2")
+        if self.refusing is not None and acks == -1:
+            raise self.refusing(f"{topic}-{index}: refused")
         super().check_produce(topic, index, acks)
 
 
@@ -57,7 +62,7 @@ def leader(tmp_path):
         r = asyncio.run(handlers.handle_produce(PRODUCE_V9, body))["responses"][0]["partition_responses"][0]
         return r["error_code"]
 
-    yield SimpleNamespace(produce=produce, view=view, log=node.partition("t", 0).log)
+    yield SimpleNamespace(produce=produce, view=view, log=node.partition("t", 0).log, batch=record_batch)
     node.close()
 
 
@@ -67,9 +72,9 @@ def stored(log) -> list[bytes]:
 
 def test_batches_after_a_refused_one_are_refused_alike_until_it_is_retried(leader):
     assert leader.produce(0) == NONE
-    leader.view.refusing = True
+    leader.view.refusing = NotEnoughReplicasError
     assert leader.produce(1) == NOT_ENOUGH_REPLICAS
-    leader.view.refusing = False                                   # the ISR is back before seq 2 arrives
+    leader.view.refusing = None                                   # the ISR is back before seq 2 arrives
     assert leader.produce(2) == NOT_ENOUGH_REPLICAS, "seq 1 is missing only because it was refused"
     assert leader.produce(3) == NOT_ENOUGH_REPLICAS
     assert [leader.produce(s) for s in (1, 2, 3)] == [NONE] * 3     # the client's in-order retries
@@ -79,11 +84,35 @@ def test_batches_after_a_refused_one_are_refused_alike_until_it_is_retried(leade
 
 def test_a_refusal_of_a_batch_that_was_out_of_order_anyway_changes_nothing(leader):
     assert leader.produce(0) == NONE
-    leader.view.refusing = True
+    leader.view.refusing = NotEnoughReplicasError
     assert leader.produce(7) == NOT_ENOUGH_REPLICAS               # not the next batch: nothing remembered
     assert leader.produce(1, pid=PID + 1) == NOT_ENOUGH_REPLICAS  # another producer, unknown here
-    leader.view.refusing = False
+    leader.view.refusing = None
     assert leader.produce(1) == NONE
     assert leader.produce(8) == OUT_OF_ORDER_SEQUENCE_NUMBER
     assert leader.produce(0, pid=PID + 1) == NONE, "an unknown producer's refused batch holds nothing back"
     assert leader.produce(0, epoch=1) == NONE, "a new epoch starts again at 0"
+
+
+def test_a_replica_that_refused_as_not_leader_refuses_alike_once_it_leads(leader):
+    assert leader.produce(0) == NONE
+    leader.view.refusing = NotLeaderOrFollowerError                 # clients think it leads; it does not yet
+    assert leader.produce(1) == NOT_LEADER_OR_FOLLOWER
+    leader.view.refusing = None                                     # it leads when seq 2 arrives
+    assert leader.produce(2) == NOT_LEADER_OR_FOLLOWER, "seq 1 is missing only because it was refused"
+    assert [leader.produce(s) for s in (1, 2)] == [NONE] * 2
+    assert stored(leader.log) == [b"s0", b"s1", b"s2"]
+
+
+def test_a_follower_forgets_a_refusal_once_the_producer_s_batch_is_replicated(leader):
+    """The producer went on with the real leader: its batches reach this replica by replication, and so must
+    its next batches once this replica leads."""
+    assert leader.produce(0) == NONE
+    leader.view.refusing = NotLeaderOrFollowerError
+    assert leader.produce(1) == NOT_LEADER_OR_FOLLOWER
+    copied = bytearray(leader.batch([(1, None, b"s1", [])], producer_id=PID, producer_epoch=0, base_sequence=1))
+    copied[0:8] = (1).to_bytes(8, "big")                             # offset 1, as the leader stored it
+    leader.log.append_as_follower(bytes(copied))
+    leader.view.refusing = None
+    assert leader.produce(2) == NONE
+    assert stored(leader.log) == [b"s0", b"s1", b"s2"]

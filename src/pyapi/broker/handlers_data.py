@@ -115,8 +115,11 @@ class DataHandlers:
                 raise errors.InvalidRecordError("produce request without a record batch")
             try:
                 self.broker.view.check_produce(topic, index, acks)
-            except errors.NotEnoughReplicasError as e:
-                self.node.partition(topic, index).log.refused(records, e)    # it leads: check_produce said so
+            except (errors.NotEnoughReplicasError, errors.NotLeaderOrFollowerError) as e:
+                # a follower remembers too: it may lead by the producer's next pipelined batch (Log.refused)
+                held = self.node.hosted(topic, index)
+                if held is not None:
+                    held.log.refused(records, e)
                 raise
             part = self.node.partition(topic, index)
             t0 = time.perf_counter()
