@@ -151,6 +151,32 @@ def zookeeper_server(zookeeper_installed, tmp_path_factory, free_port):
 
 
 @pytest.fixture
+def make_cluster(zookeeper_server, tmp_path, request):
+    """A function starting a cluster (cluster_harness.Cluster: 3 brokers unless ``n``; its other keywords:
+    ``overrides``, ``proxied``, ``tmpfs_size``, ``disk_faults``) on the session's ZooKeeper, in a chroot of its
+    own; every broker, proxy and producer it started is stopped when the test ends."""
+    import re
+    import time
+
+    from cluster_harness import Cluster, close_producers
+
+    made = []
+    name = re.sub(r"[^a-zA-Z0-9]", "-", request.node.name)[:80]
+
+    def make(n: int = 3, overrides: dict | None = None, **kw) -> "Cluster":
+        c = Cluster(zookeeper_server.connect_string, tmp_path / f"cluster{len(made)}", n, overrides,
+                    chroot=f"/{name}-{len(made)}-{int(time.time() * 1000) % 10**8}", **kw)
+        made.append(c)
+        c.start()
+        return c
+
+    yield make
+    close_producers()
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
 def mount_tmpfs(tmp_path):
     """A function mounting a tmpfs of the given size (e.g. "2m") on a fresh directory and returning it; the
     mounts go when the test ends. Skips the test when mounting is not permitted (needs root)."""

@@ -37,27 +37,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.timeout(400)]
 SESSION_S = 6.0          # zookeeper.session.timeout.ms in FAST_OVERRIDES
 
 
-@pytest.fixture
-def make_cluster(zookeeper_server, tmp_path, request):
-    """A function starting a 3-broker cluster on the session's ZooKeeper (a chroot of its own); every broker
-    and proxy it started is killed when the test ends."""
-    made = []
-    name = re.sub(r"[^a-zA-Z0-9]", "-", request.node.name)[:80]
-
-    def make(n: int = 3, overrides: dict | None = None, proxied: bool = False, tmpfs_size: str | None = None) -> Cluster:
-        c = Cluster(zookeeper_server.connect_string, tmp_path / f"cluster{len(made)}", n, overrides,
-                    proxied=proxied, chroot=f"/{name}-{len(made)}-{int(time.time() * 1000) % 10**8}",
-                    tmpfs_size=tmpfs_size)
-        made.append(c)
-        c.start()
-        return c
-
-    yield make
-    close_producers()
-    for c in made:
-        c.close()
-
-
 # -- checks ----------------------------------------------------------------------------------------------------
 
 def check_exactly_once(consumed: dict[int, list], producers, *, allow_unacked: bool = True) -> int:

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from cluster_harness import Cluster, ConfluentBackgroundProducer, close_producers, raw_produce, wait_until
+from cluster_harness import ConfluentBackgroundProducer, raw_produce, wait_until
 from helpers.failing_disk import clear_trigger, write_trigger
 from seglog.faults import OPS
 from test_cluster_faults import converge_and_consume
@@ -118,24 +118,10 @@ def test_lone_broker_stopped_on_a_failing_disk_exits_and_recovers_everything_ack
 # -- a cluster ------------------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def make_cluster(zookeeper_server, tmp_path, request):
-    """A function starting a 3-broker cluster whose brokers run under helpers/failing_disk.py (BrokerProc.fail_disk),
-    on the session's ZooKeeper (a chroot of its own); everything it started is killed when the test ends."""
-    made = []
-    name = re.sub(r"[^a-zA-Z0-9]", "-", request.node.name)[:80]
-
-    def make(overrides: dict | None = None) -> Cluster:
-        c = Cluster(zookeeper_server.connect_string, tmp_path / f"cluster{len(made)}", 3,
-                    dict(SHUTDOWN, **(overrides or {})), disk_faults=True,
-                    chroot=f"/{name}-{len(made)}-{int(time.time() * 1000) % 10**8}")
-        made.append(c)
-        c.start()
-        return c
-
-    yield make
-    close_producers()
-    for c in made:
-        c.close()
+def make_cluster(make_cluster):
+    """conftest's make_cluster for 3 brokers with SHUTDOWN's settings whose brokers run under
+    helpers/failing_disk.py (BrokerProc.fail_disk)."""
+    return lambda overrides=None: make_cluster(overrides=dict(SHUTDOWN, **(overrides or {})), disk_faults=True)
 
 
 @pytest.mark.slow
