@@ -59,6 +59,13 @@ def log_has(text: str, pattern: str) -> bool:
     return any(re.search(pattern, line) for line in text.splitlines())
 
 
+def assert_exit_status(broker_id: int, status: int, text: str) -> None:
+    """A stopped broker's status is 1 once it took its log dir offline (it saw its disk fail before SIGTERM),
+    else 0: never the signal's. `text` is its log since it started."""
+    failed_first = log_has(text, rf"Shutdown broker {broker_id} because all log dirs in .* have failed")
+    assert status == (1 if failed_first else 0), f"exit status {status}:\n{text[-3000:]}"
+
+
 # -- a lone broker ------------------------------------------------------------------------------------------------
 
 @DISKS
@@ -155,9 +162,7 @@ def test_member_stopped_while_its_disk_fails_exits_within_the_bound_and_rejoins(
             b.proc.terminate()
         status, took = waited_exit(b.proc, t0, STOP_BOUND_S)
         text = b.log_text()[mark:]
-        # 1 once it took its log dir offline (seeing the failure before SIGTERM), else 0: never the signal's
-        failed_first = log_has(text, rf"Shutdown broker {b.id} because all log dirs in .* have failed")
-        assert status == (1 if failed_first else 0), f"exit status {status}:\n{text[-3000:]}"
+        assert_exit_status(b.id, status, text)
         assert log_has(text, r"controlled shutdown (succeeded|incomplete)"), text[-3000:]
         assert log_has(text, rf"broker {b.id} stopped"), text[-3000:]
         cp.wait_acked(100, 30, details=c.describe)         # the others acknowledge meanwhile
@@ -219,8 +224,7 @@ def test_leader_stopped_while_an_acks_all_produce_waits_for_paused_followers(mak
             for f in followers:
                 f.resume()
         text = leader.log_text()[mark:]
-        failed_first = log_has(text, rf"Shutdown broker {leader.id} because all log dirs in .* have failed")
-        assert status == (1 if failed_first else 0), f"exit status {status}:\n{text[-3000:]}"
+        assert_exit_status(leader.id, status, text)
         assert log_has(text, r"controlled shutdown incomplete after .* stopping anyway"), text[-3000:]
         leader.heal_disk()
         leader.start()
@@ -256,8 +260,7 @@ def test_every_broker_stopped_at_once_while_one_disk_fails_while_the_controller_
         for b in brokers:
             status, took[b.id] = waited_exit(b.proc, t0, STOP_BOUND_S)
             text = b.log_since_start()
-            failed_first = log_has(text, rf"Shutdown broker {b.id} because all log dirs in .* have failed")
-            assert status == (1 if failed_first else 0), f"exit status {status}:\n{text[-3000:]}"
+            assert_exit_status(b.id, status, text)
             assert log_has(text, rf"broker {b.id} stopped"), text[-3000:]
         brokers[0].heal_disk()
         for b in brokers:
